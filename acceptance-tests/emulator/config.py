@@ -1,0 +1,53 @@
+"""Run-time settings of the emulator, shared by the control API and the service handlers."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+@dataclass
+class Settings:
+    fsx_create_delay_s: float = 1.0
+    fsx_update_delay_s: float = 1.0
+    fsx_delete_delay_s: float = 1.0
+    seed: int = 0
+
+
+class EmulatorConfig:
+    """Thread-safe holder of the current :class:`Settings`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._settings = Settings()
+
+    def snapshot(self) -> Settings:
+        with self._lock:
+            return Settings(**asdict(self._settings))
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self.snapshot())
+
+    def update(self, changes: dict[str, Any]) -> dict[str, Any]:
+        """Validates and applies ``changes``; raises ValueError naming the bad key."""
+        known = {f.name: f.type for f in fields(Settings)}
+        validated: dict[str, Any] = {}
+        for key, value in changes.items():
+            if key not in known:
+                raise ValueError(f"unknown config key {key!r}; known keys: {', '.join(sorted(known))}")
+            if key == "seed":
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise ValueError("seed must be an integer")
+                validated[key] = value
+            else:
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                    raise ValueError(f"{key} must be a non-negative number of seconds")
+                validated[key] = float(value)
+        with self._lock:
+            for key, value in validated.items():
+                setattr(self._settings, key, value)
+            return asdict(self._settings)
+
+
+CONFIG = EmulatorConfig()

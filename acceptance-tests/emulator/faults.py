@@ -1,0 +1,277 @@
+"""Fault injection: rules, a thread-safe engine, and AWS-shaped error rendering.
+
+A rule selects calls by ``service`` and (optionally) ``action`` and then fires:
+always, for the first ``count`` matching calls, or with probability ``ratio``
+(drawn from a seeded RNG). A firing rule adds ``latency_ms`` of delay and, when
+it has a ``code``, turns the call into that error.
+
+Rules without ``match`` are applied by the WSGI middleware to whole requests.
+Rules with ``match`` select EC2 launches by placement and are applied inside the
+EC2 handlers: RunInstances answers with an error, an instant CreateFleet reports
+the failed capacity pool in its 200 response's ``Errors`` list.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from xml.sax.saxutils import escape
+
+MATCH_KEYS = ("AvailabilityZone", "InstanceType", "SubnetId", "Lifecycle")
+MATCH_ACTIONS = ("RunInstances", "CreateFleet")
+RULE_KEYS = {"service", "action", "code", "message", "http_status", "count", "ratio", "latency_ms", "match"}
+
+
+class FaultRuleError(ValueError):
+    """A fault rule that cannot be accepted; the message says why."""
+
+
+def default_http_status(code: str) -> int:
+    if "Unavailable" in code:
+        return 503
+    if "Internal" in code:
+        return 500
+    return 400
+
+
+@dataclass
+class FaultRule:
+    id: str
+    service: str
+    action: str | None
+    code: str | None
+    message: str | None
+    http_status: int
+    count: int | None
+    ratio: float | None
+    latency_s: float
+    match: dict[str, str] | None
+    fired: int = 0
+
+    @classmethod
+    def parse(cls, raw: Any, rule_id: str) -> FaultRule:
+        if not isinstance(raw, dict):
+            raise FaultRuleError("a fault rule must be a JSON object")
+        unknown = set(raw) - RULE_KEYS
+        if unknown:
+            raise FaultRuleError(f"unknown fault rule keys: {', '.join(sorted(unknown))}")
+        service = raw.get("service")
+        if not isinstance(service, str) or not service:
+            raise FaultRuleError("'service' is required (e.g. \"fsx\", \"ec2\", \"sts\")")
+        action = _optional_str(raw, "action")
+        code = _optional_str(raw, "code")
+        message = _optional_str(raw, "message")
+        count, ratio = raw.get("count"), raw.get("ratio")
+        if count is not None and ratio is not None:
+            raise FaultRuleError("give either 'count' or 'ratio', not both")
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+            raise FaultRuleError("'count' must be a positive integer")
+        if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1):
+            raise FaultRuleError("'ratio' must be a number in (0, 1]")
+        latency_ms = raw.get("latency_ms", 0)
+        if isinstance(latency_ms, bool) or not isinstance(latency_ms, (int, float)) or latency_ms < 0:
+            raise FaultRuleError("'latency_ms' must be a non-negative number")
+        if code is None and not latency_ms:
+            raise FaultRuleError("a rule needs a 'code' (to fail) or 'latency_ms' (to delay), or both")
+        http_status = raw.get("http_status", default_http_status(code or ""))
+        if isinstance(http_status, bool) or not isinstance(http_status, int) or not 400 <= http_status <= 599:
+            raise FaultRuleError("'http_status' must be an integer between 400 and 599")
+        match = raw.get("match")
+        if match is not None:
+            _validate_match(match, service, action)
+        return cls(
+            id=rule_id,
+            service=service.lower(),
+            action=action,
+            code=code,
+            message=message,
+            http_status=http_status,
+            count=count,
+            ratio=float(ratio) if ratio is not None else None,
+            latency_s=latency_ms / 1000.0,
+            match=match,
+        )
+
+    def applies_to(self, service: str, action: str, attrs: dict[str, str] | None) -> bool:
+        if self.service != service or (self.action is not None and self.action != action):
+            return False
+        if attrs is None:
+            return self.match is None
+        return self.match is not None and all(attrs.get(k) == v for k, v in self.match.items())
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "service": self.service}
+        for key in ("action", "code", "message", "count", "ratio", "match"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.code is not None:
+            out["http_status"] = self.http_status
+        if self.latency_s:
+            out["latency_ms"] = self.latency_s * 1000.0
+        out["fired"] = self.fired
+        out["remaining"] = None if self.count is None else max(self.count - self.fired, 0)
+        return out
+
+
+def _optional_str(raw: dict[str, Any], key: str) -> str | None:
+    value = raw.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise FaultRuleError(f"'{key}' must be a non-empty string")
+    return value
+
+
+def _validate_match(match: Any, service: str, action: str | None) -> None:
+    if not isinstance(match, dict) or not match:
+        raise FaultRuleError("'match' must be a non-empty object")
+    if service.lower() != "ec2" or action not in MATCH_ACTIONS:
+        raise FaultRuleError(f"'match' is supported only for service ec2 with action {' or '.join(MATCH_ACTIONS)}")
+    for key, value in match.items():
+        if key not in MATCH_KEYS:
+            raise FaultRuleError(f"unknown match key {key!r}; supported: {', '.join(MATCH_KEYS)}")
+        if not isinstance(value, str):
+            raise FaultRuleError(f"match value for {key!r} must be a string")
+
+
+@dataclass
+class FaultError:
+    code: str
+    message: str
+    http_status: int
+
+
+@dataclass
+class Outcome:
+    """What the fired rules ask for: a delay, and possibly an error."""
+
+    latency_s: float = 0.0
+    error: FaultError | None = None
+    fired_rule_ids: list[str] = field(default_factory=list)
+
+
+class FaultEngine:
+    def __init__(self, seed: int = 0) -> None:
+        self._lock = threading.Lock()
+        self._rules: list[FaultRule] = []
+        self._next_id = 1
+        self._rng = random.Random(seed)
+
+    def add(self, raw_rules: list[Any]) -> list[str]:
+        """Validates every rule first, then adds them all; returns their ids."""
+        with self._lock:
+            parsed = [FaultRule.parse(raw, f"fault-{self._next_id + i}") for i, raw in enumerate(raw_rules)]
+            self._next_id += len(parsed)
+            self._rules.extend(parsed)
+            return [rule.id for rule in parsed]
+
+    def describe(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [rule.describe() for rule in self._rules]
+
+    def remove(self, rule_id: str) -> bool:
+        with self._lock:
+            kept = [rule for rule in self._rules if rule.id != rule_id]
+            removed = len(kept) != len(self._rules)
+            self._rules = kept
+            return removed
+
+    def clear(self) -> int:
+        with self._lock:
+            removed = len(self._rules)
+            self._rules = []
+            return removed
+
+    def reseed(self, seed: int) -> None:
+        with self._lock:
+            self._rng = random.Random(seed)
+
+    def evaluate(self, service: str, action: str, attrs: dict[str, str] | None = None) -> Outcome:
+        """Fires the rules that select this call, in the order they were added.
+
+        ``attrs`` is None for whole-request evaluation (rules without ``match``);
+        for an EC2 launch it holds the placement being tried (rules with ``match``).
+        Delays of all fired rules add up; the first fired rule with a code ends the walk.
+        """
+        outcome = Outcome()
+        with self._lock:
+            for rule in self._rules:
+                if not rule.applies_to(service, action, attrs) or not self._fires(rule):
+                    continue
+                rule.fired += 1
+                outcome.fired_rule_ids.append(rule.id)
+                outcome.latency_s += rule.latency_s
+                if rule.code is not None:
+                    message = rule.message or default_message(rule.code, attrs)
+                    outcome.error = FaultError(rule.code, message, rule.http_status)
+                    break
+        return outcome
+
+    def _fires(self, rule: FaultRule) -> bool:
+        if rule.count is not None:
+            return rule.fired < rule.count
+        if rule.ratio is not None:
+            return self._rng.random() < rule.ratio
+        return True
+
+
+def default_message(code: str, attrs: dict[str, str] | None) -> str:
+    if code == "InsufficientInstanceCapacity" and attrs:
+        return (
+            f"We currently do not have sufficient {attrs.get('InstanceType', 'instance')} capacity in the "
+            f"Availability Zone you requested ({attrs.get('AvailabilityZone', 'unknown')}). Our system will be "
+            "working on provisioning additional capacity."
+        )
+    if code == "ThrottlingException":
+        return "Rate exceeded"
+    if code == "RequestLimitExceeded":
+        return "Request limit exceeded."
+    return f"Injected fault: {code}"
+
+
+FAULTS = FaultEngine()
+
+
+# --- rendering errors in each protocol's wire shape -------------------------------------------
+
+PROTOCOL_JSON = "json"
+PROTOCOL_EC2 = "ec2"
+PROTOCOL_QUERY = "query"
+PROTOCOL_REST_XML = "rest-xml"
+PROTOCOL_REST_JSON = "rest-json"
+
+
+def render_error(protocol: str, error: FaultError) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Returns (status, headers, body) as the real service would send this error."""
+    request_id = str(uuid.uuid4())
+    code, message = escape(error.code), escape(error.message)
+    headers = [("x-amzn-RequestId", request_id)]
+    if protocol in (PROTOCOL_JSON, PROTOCOL_REST_JSON):
+        content_type = "application/x-amz-json-1.1" if protocol == PROTOCOL_JSON else "application/json"
+        body = json.dumps({"__type": error.code, "message": error.message})
+        headers += [("Content-Type", content_type), ("x-amzn-ErrorType", error.code)]
+    elif protocol == PROTOCOL_EC2:
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors>"
+            f"<RequestID>{request_id}</RequestID></Response>"
+        )
+        headers.append(("Content-Type", "text/xml;charset=UTF-8"))
+    elif protocol == PROTOCOL_REST_XML:
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f"<Error><Code>{code}</Code><Message>{message}</Message><RequestId>{request_id}</RequestId></Error>"
+        )
+        headers.append(("Content-Type", "application/xml"))
+    else:
+        fault_type = "Sender" if error.http_status < 500 else "Receiver"
+        body = (
+            f"<ErrorResponse><Error><Type>{fault_type}</Type><Code>{code}</Code><Message>{message}</Message>"
+            f"</Error><RequestId>{request_id}</RequestId></ErrorResponse>"
+        )
+        headers.append(("Content-Type", "text/xml"))
+    encoded = body.encode("utf-8")
+    headers.append(("Content-Length", str(len(encoded))))
+    return error.http_status, headers, encoded

@@ -1,0 +1,1 @@
+//! Test harness: see src/harness.rs
