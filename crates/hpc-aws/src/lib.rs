@@ -1,0 +1,12 @@
+//! AWS operations for hpcforge: connecting (region, profile, assume role, endpoints), and
+//! per-service finders, waiters and mutations with errors that carry their context.
+//!
+//! This crate knows nothing of Terraform; the provider maps its values onto these models.
+
+pub mod config;
+pub mod error;
+pub mod fsx;
+pub mod wait;
+
+pub use config::{AssumeRole, Aws, Settings};
+pub use error::{AwsError, Result};
