@@ -1,0 +1,8 @@
+//! terraform-provider-hpc: the `hpc` provider (registry address `hpcforge/hpc`).
+
+pub mod convert;
+pub mod provider;
+pub mod resources;
+
+/// The provider's registry address, used in messages.
+pub const ADDRESS: &str = "hpcforge/hpc";

@@ -53,7 +53,9 @@ impl Aws {
             .with_max_attempts(settings.max_retries.saturating_add(1))
             .with_initial_backoff(Duration::from_millis(200))
             .with_max_backoff(Duration::from_secs(20));
-        let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http).retry_config(retry);
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .http_client(http)
+            .retry_config(retry);
         if let Some(region) = &settings.region {
             loader = loader.region(Region::new(region.clone()));
         }
@@ -74,15 +76,26 @@ impl Aws {
                 sts_conf = sts_conf.endpoint_url(url);
             }
             let mut builder = AssumeRoleProvider::builder(role.role_arn.clone())
-                .session_name(role.session_name.clone().unwrap_or_else(|| "hpcforge".to_string()))
+                .session_name(
+                    role.session_name
+                        .clone()
+                        .unwrap_or_else(|| "hpcforge".to_string()),
+                )
                 .configure(&sts_conf.build());
             if let Some(id) = &role.external_id {
                 builder = builder.external_id(id);
             }
             let provider = builder.build().await;
-            sdk = sdk.to_builder().credentials_provider(SharedCredentialsProvider::new(provider)).build();
+            sdk = sdk
+                .to_builder()
+                .credentials_provider(SharedCredentialsProvider::new(provider))
+                .build();
         }
-        Ok(Aws { sdk, region, endpoints: settings.endpoints.clone() })
+        Ok(Aws {
+            sdk,
+            region,
+            endpoints: settings.endpoints.clone(),
+        })
     }
 
     pub fn endpoint(&self, service: &str) -> Option<&str> {
@@ -94,7 +107,10 @@ impl Aws {
         if let Some(url) = self.endpoint("fsx") {
             conf = conf.endpoint_url(url);
         }
-        crate::fsx::Fsx::new(aws_sdk_fsx::Client::from_conf(conf.build()), self.region.clone())
+        crate::fsx::Fsx::new(
+            aws_sdk_fsx::Client::from_conf(conf.build()),
+            self.region.clone(),
+        )
     }
 
     /// The account and ARN the credentials act as (one STS call).
@@ -107,7 +123,12 @@ impl Aws {
             .get_caller_identity()
             .send()
             .await
-            .map_err(|e| AwsError::from_sdk(format!("checking credentials ({})", self.region), &e))?;
-        Ok((out.account().unwrap_or_default().to_string(), out.arn().unwrap_or_default().to_string()))
+            .map_err(|e| {
+                AwsError::from_sdk(format!("checking credentials ({})", self.region), &e)
+            })?;
+        Ok((
+            out.account().unwrap_or_default().to_string(),
+            out.arn().unwrap_or_default().to_string(),
+        ))
     }
 }

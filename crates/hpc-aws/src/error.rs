@@ -16,7 +16,11 @@ pub struct AwsError {
 
 impl AwsError {
     pub fn new(context: impl Into<String>, code: Option<&str>, message: impl Into<String>) -> Self {
-        AwsError { context: context.into(), code: code.map(str::to_string), message: message.into() }
+        AwsError {
+            context: context.into(),
+            code: code.map(str::to_string),
+            message: message.into(),
+        }
     }
 
     /// From an SDK error: the service's code and message when there is one, else the whole chain.
@@ -28,7 +32,11 @@ impl AwsError {
             Some(m) => m.to_string(),
             None => DisplayErrorContext(err).to_string(),
         };
-        AwsError { context: context.into(), code: err.code().map(str::to_string), message }
+        AwsError {
+            context: context.into(),
+            code: err.code().map(str::to_string),
+            message,
+        }
     }
 
     pub fn code_is(&self, codes: &[&str]) -> bool {

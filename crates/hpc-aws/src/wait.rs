@@ -23,12 +23,20 @@ pub struct Backoff {
 
 impl Default for Backoff {
     fn default() -> Self {
-        Backoff { first: Duration::from_millis(500), max: Duration::from_secs(15) }
+        Backoff {
+            first: Duration::from_millis(500),
+            max: Duration::from_secs(15),
+        }
     }
 }
 
 /// Calls `check` until it returns Done, an error, or `timeout` passes.
-pub async fn until<T, F, Fut>(what: &str, timeout: Duration, backoff: Backoff, mut check: F) -> Result<T>
+pub async fn until<T, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    backoff: Backoff,
+    mut check: F,
+) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Poll<T>>>,
@@ -45,7 +53,10 @@ where
             return Err(AwsError::new(
                 format!("waiting for {what}"),
                 None,
-                format!("still {state} after {}s; raise the timeout in the resource's timeouts block", timeout.as_secs()),
+                format!(
+                    "still {state} after {}s; raise the timeout in the resource's timeouts block",
+                    timeout.as_secs()
+                ),
             ));
         }
         tokio::time::sleep(interval.min(timeout - elapsed)).await;
@@ -63,7 +74,13 @@ mod tests {
         let got = until("thing", Duration::from_secs(60), Backoff::default(), || {
             n += 1;
             let done = n >= 3;
-            async move { Ok(if done { Poll::Done(n) } else { Poll::Pending("CREATING".into()) }) }
+            async move {
+                Ok(if done {
+                    Poll::Done(n)
+                } else {
+                    Poll::Pending("CREATING".into())
+                })
+            }
         })
         .await;
         assert_eq!(got, Ok(3));
@@ -71,9 +88,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn times_out_naming_the_state() {
-        let got: Result<()> = until("file system fs-1", Duration::from_secs(5), Backoff::default(), || async {
-            Ok(Poll::Pending("UPDATING".into()))
-        })
+        let got: Result<()> = until(
+            "file system fs-1",
+            Duration::from_secs(5),
+            Backoff::default(),
+            || async { Ok(Poll::Pending("UPDATING".into())) },
+        )
         .await;
         let err = got.expect_err("timeout");
         assert!(err.to_string().contains("still UPDATING after 5s"), "{err}");

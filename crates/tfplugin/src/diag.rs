@@ -98,11 +98,21 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn error(summary: impl Into<String>, detail: impl Into<String>) -> Self {
-        Diagnostic { severity: Severity::Error, summary: summary.into(), detail: detail.into(), path: None }
+        Diagnostic {
+            severity: Severity::Error,
+            summary: summary.into(),
+            detail: detail.into(),
+            path: None,
+        }
     }
 
     pub fn warning(summary: impl Into<String>, detail: impl Into<String>) -> Self {
-        Diagnostic { severity: Severity::Warning, summary: summary.into(), detail: detail.into(), path: None }
+        Diagnostic {
+            severity: Severity::Warning,
+            summary: summary.into(),
+            detail: detail.into(),
+            path: None,
+        }
     }
 
     pub fn at(mut self, path: AttributePath) -> Self {
@@ -153,7 +163,12 @@ impl Diagnostics {
         self.0.push(Diagnostic::error(summary, detail));
     }
 
-    pub fn error_at(&mut self, path: AttributePath, summary: impl Into<String>, detail: impl Into<String>) {
+    pub fn error_at(
+        &mut self,
+        path: AttributePath,
+        summary: impl Into<String>,
+        detail: impl Into<String>,
+    ) {
         self.0.push(Diagnostic::error(summary, detail).at(path));
     }
 
@@ -198,7 +213,9 @@ mod tests {
 
     #[test]
     fn paths_render_like_terraform() {
-        let p = AttributePath::root("data_repository").index(1).attr("data_repository_path");
+        let p = AttributePath::root("data_repository")
+            .index(1)
+            .attr("data_repository_path");
         assert_eq!(p.to_string(), "data_repository[1].data_repository_path");
         let p = AttributePath::from_segments(&["tags", "Name"]).attr("x");
         assert_eq!(p.to_string(), "tags.Name.x");

@@ -50,7 +50,11 @@ fn mismatch(path: &str, value: &Value, ty: &Type) -> CodecError {
         Value::Dynamic(..) => "dynamic value",
         Value::Null | Value::Unknown => "null",
     };
-    let at = if path.is_empty() { "value".to_string() } else { path.to_string() };
+    let at = if path.is_empty() {
+        "value".to_string()
+    } else {
+        path.to_string()
+    };
     CodecError::new(format!("{at}: a {what} cannot be encoded as {ty}"))
 }
 
@@ -109,7 +113,9 @@ fn write_value(out: &mut Vec<u8>, value: &Value, ty: &Type, path: &str) -> Resul
             }
             Ok(())
         }
-        (Value::Tuple(elems) | Value::List(elems), Type::Tuple(types)) if elems.len() == types.len() => {
+        (Value::Tuple(elems) | Value::List(elems), Type::Tuple(types))
+            if elems.len() == types.len() =>
+        {
             rmp::encode::write_array_len(out, len32(elems.len())?).map_err(io)?;
             for (i, (e, et)) in elems.iter().zip(types).enumerate() {
                 write_value(out, e, et, &path_join(path, &format!("[{i}]")))?;
@@ -153,7 +159,9 @@ pub fn infer_type(value: &Value) -> Type {
         Value::List(v) => Type::list(v.first().map(infer_type).unwrap_or(Type::Dynamic)),
         Value::Set(v) => Type::set(v.first().map(infer_type).unwrap_or(Type::Dynamic)),
         Value::Map(m) => Type::map(m.values().next().map(infer_type).unwrap_or(Type::Dynamic)),
-        Value::Object(m) => Type::Object(m.iter().map(|(k, v)| (k.clone(), infer_type(v))).collect()),
+        Value::Object(m) => {
+            Type::Object(m.iter().map(|(k, v)| (k.clone(), infer_type(v))).collect())
+        }
         Value::Tuple(v) => Type::Tuple(v.iter().map(infer_type).collect()),
         Value::Dynamic(t, _) => t.clone(),
     }
@@ -183,7 +191,10 @@ impl<'a> Reader<'a> {
     }
 
     fn be(&mut self, n: usize, path: &str) -> Result<u64, CodecError> {
-        Ok(self.take(n, path)?.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
+        Ok(self
+            .take(n, path)?
+            .iter()
+            .fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
     }
 
     fn marker(&mut self, path: &str) -> Result<Marker, CodecError> {
@@ -223,11 +234,16 @@ impl<'a> Reader<'a> {
         }))
     }
 
-    fn read_string_with(&mut self, marker: Marker, path: &str) -> Result<Option<String>, CodecError> {
+    fn read_string_with(
+        &mut self,
+        marker: Marker,
+        path: &str,
+    ) -> Result<Option<String>, CodecError> {
         match self.str_len(marker, path)? {
             Some(n) => {
                 let bytes = self.take(n, path)?;
-                let s = std::str::from_utf8(bytes).map_err(|_| self.err(path, "string is not UTF-8"))?;
+                let s = std::str::from_utf8(bytes)
+                    .map_err(|_| self.err(path, "string is not UTF-8"))?;
                 Ok(Some(s.to_string()))
             }
             None => Ok(None),
@@ -296,7 +312,8 @@ impl<'a> Reader<'a> {
                     Some(n) => self.take(n, path)?,
                     None => return Err(self.err(path, "dynamic value type must be JSON bytes")),
                 };
-                let inner_ty = Type::from_json_bytes(type_json).map_err(|e| self.err(path, &e.message))?;
+                let inner_ty =
+                    Type::from_json_bytes(type_json).map_err(|e| self.err(path, &e.message))?;
                 let inner = self.read_value(&inner_ty, path)?;
                 Ok(Value::Dynamic(inner_ty, Box::new(inner)))
             }
@@ -314,17 +331,28 @@ impl<'a> Reader<'a> {
                 None => Err(self.err(path, "expected a string")),
             },
             Type::List(et) | Type::Set(et) => {
-                let n = self.array_len(marker, path)?.ok_or_else(|| self.err(path, "expected an array"))?;
+                let n = self
+                    .array_len(marker, path)?
+                    .ok_or_else(|| self.err(path, "expected an array"))?;
                 let mut elems = Vec::with_capacity(n.min(4096));
                 for i in 0..n {
                     elems.push(self.read_value(et, &path_join(path, &format!("[{i}]")))?);
                 }
-                Ok(if matches!(ty, Type::Set(_)) { Value::set(elems) } else { Value::List(elems) })
+                Ok(if matches!(ty, Type::Set(_)) {
+                    Value::set(elems)
+                } else {
+                    Value::List(elems)
+                })
             }
             Type::Tuple(types) => {
-                let n = self.array_len(marker, path)?.ok_or_else(|| self.err(path, "expected an array"))?;
+                let n = self
+                    .array_len(marker, path)?
+                    .ok_or_else(|| self.err(path, "expected an array"))?;
                 if n != types.len() {
-                    return Err(self.err(path, &format!("tuple has {n} elements, want {}", types.len())));
+                    return Err(self.err(
+                        path,
+                        &format!("tuple has {n} elements, want {}", types.len()),
+                    ));
                 }
                 let mut elems = Vec::with_capacity(n);
                 for (i, et) in types.iter().enumerate() {
@@ -333,22 +361,30 @@ impl<'a> Reader<'a> {
                 Ok(Value::Tuple(elems))
             }
             Type::Map(et) => {
-                let n = self.map_len(marker, path)?.ok_or_else(|| self.err(path, "expected a map"))?;
+                let n = self
+                    .map_len(marker, path)?
+                    .ok_or_else(|| self.err(path, "expected a map"))?;
                 let mut m = BTreeMap::new();
                 for _ in 0..n {
                     let km = self.marker(path)?;
-                    let k = self.read_string_with(km, path)?.ok_or_else(|| self.err(path, "map key must be a string"))?;
+                    let k = self
+                        .read_string_with(km, path)?
+                        .ok_or_else(|| self.err(path, "map key must be a string"))?;
                     let v = self.read_value(et, &path_join(path, &format!("[{k:?}]")))?;
                     m.insert(k, v);
                 }
                 Ok(Value::Map(m))
             }
             Type::Object(attrs) => {
-                let n = self.map_len(marker, path)?.ok_or_else(|| self.err(path, "expected an object"))?;
+                let n = self
+                    .map_len(marker, path)?
+                    .ok_or_else(|| self.err(path, "expected an object"))?;
                 let mut m = BTreeMap::new();
                 for _ in 0..n {
                     let km = self.marker(path)?;
-                    let k = self.read_string_with(km, path)?.ok_or_else(|| self.err(path, "attribute name must be a string"))?;
+                    let k = self
+                        .read_string_with(km, path)?
+                        .ok_or_else(|| self.err(path, "attribute name must be a string"))?;
                     let at = attrs
                         .get(&k)
                         .ok_or_else(|| self.err(path, &format!("unsupported attribute {k:?}")))?;
@@ -375,7 +411,12 @@ mod tests {
     use super::*;
 
     fn obj(pairs: &[(&str, Value)]) -> Value {
-        Value::Object(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+        Value::Object(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        )
     }
 
     fn hex(bytes: &[u8]) -> String {
@@ -393,8 +434,16 @@ mod tests {
             (Value::int(-1), Type::Number, "ff"),
             (Value::int(300), Type::Number, "cd012c"),
             (Value::int(-200), Type::Number, "d1ff38"),
-            (Value::Number(Number::parse("0.5").expect("n")), Type::Number, "cb3fe0000000000000"),
-            (Value::Number(Number::parse("0.1").expect("n")), Type::Number, "a3302e31"),
+            (
+                Value::Number(Number::parse("0.5").expect("n")),
+                Type::Number,
+                "cb3fe0000000000000",
+            ),
+            (
+                Value::Number(Number::parse("0.1").expect("n")),
+                Type::Number,
+                "a3302e31",
+            ),
             (Value::string("hi"), Type::String, "a26869"),
         ];
         for (v, t, want) in cases {
@@ -424,18 +473,27 @@ mod tests {
         ]));
         let v = obj(&[
             ("id", Value::Unknown),
-            ("tags", Value::Map(BTreeMap::from([("a".to_string(), Value::string("b"))]))),
+            (
+                "tags",
+                Value::Map(BTreeMap::from([("a".to_string(), Value::string("b"))])),
+            ),
             ("ids", Value::set(vec![Value::string("x")])),
         ]);
         let bytes = encode(&v, &ty).expect("encode");
         // map of 3, keys in sorted order: id, ids, tags
-        assert_eq!(hex(&bytes), "83a26964d40000a3696473 91a178a47461677381a161a162".replace(' ', ""));
+        assert_eq!(
+            hex(&bytes),
+            "83a26964d40000a3696473 91a178a47461677381a161a162".replace(' ', "")
+        );
         assert_eq!(decode(&bytes, &ty), Ok(v));
     }
 
     #[test]
     fn dynamic_values_carry_their_type() {
-        let v = Value::Dynamic(Type::list(Type::String), Box::new(Value::List(vec![Value::string("a")])));
+        let v = Value::Dynamic(
+            Type::list(Type::String),
+            Box::new(Value::List(vec![Value::string("a")])),
+        );
         let bytes = encode(&v, &Type::Dynamic).expect("encode");
         assert_eq!(hex(&bytes[..2]), "92c4");
         assert_eq!(decode(&bytes, &Type::Dynamic), Ok(v));
@@ -445,7 +503,13 @@ mod tests {
             decode(&bytes, &Type::Dynamic),
             Ok(Value::Dynamic(Type::Bool, Box::new(Value::Bool(true))))
         );
-        assert_eq!(decode(&encode(&Value::Null, &Type::Dynamic).expect("e"), &Type::Dynamic), Ok(Value::Null));
+        assert_eq!(
+            decode(
+                &encode(&Value::Null, &Type::Dynamic).expect("e"),
+                &Type::Dynamic
+            ),
+            Ok(Value::Null)
+        );
     }
 
     #[test]
@@ -457,9 +521,15 @@ mod tests {
 
     #[test]
     fn missing_object_attributes_decode_as_null_and_unknown_ones_fail() {
-        let ty = Type::Object(BTreeMap::from([("a".to_string(), Type::String), ("b".to_string(), Type::Bool)]));
+        let ty = Type::Object(BTreeMap::from([
+            ("a".to_string(), Type::String),
+            ("b".to_string(), Type::Bool),
+        ]));
         let bytes = [0x81, 0xa1, b'a', 0xa1, b'x'];
-        assert_eq!(decode(&bytes, &ty), Ok(obj(&[("a", Value::string("x")), ("b", Value::Null)])));
+        assert_eq!(
+            decode(&bytes, &ty),
+            Ok(obj(&[("a", Value::string("x")), ("b", Value::Null)]))
+        );
         let bad = [0x81, 0xa1, b'z', 0xc0];
         let err = decode(&bad, &ty).expect_err("unknown attribute");
         assert!(err.message.contains("unsupported attribute \"z\""), "{err}");
@@ -469,7 +539,11 @@ mod tests {
     fn type_mismatch_names_the_path() {
         let ty = Type::Object(BTreeMap::from([("n".to_string(), Type::Number)]));
         let err = encode(&obj(&[("n", Value::string("x"))]), &ty).expect_err("mismatch");
-        assert!(err.message.starts_with("n: a string cannot be encoded as \"number\""), "{err}");
+        assert!(
+            err.message
+                .starts_with("n: a string cannot be encoded as \"number\""),
+            "{err}"
+        );
         let err = decode(&[0x81, 0xa1, b'n', 0xa1, b'x'], &ty).expect_err("bad number");
         assert!(err.message.starts_with("n: "), "{err}");
     }

@@ -21,14 +21,30 @@ pub struct PlannedChange {
 }
 
 /// Plans from Terraform's proposed new state. `prior` is Null when creating.
-pub fn plan_resource(schema: &Schema, prior: &Value, proposed: &Value, config: &Value) -> PlannedChange {
+pub fn plan_resource(
+    schema: &Schema,
+    prior: &Value,
+    proposed: &Value,
+    config: &Value,
+) -> PlannedChange {
     if proposed.is_null() {
-        return PlannedChange { planned: Value::Null, requires_replace: Vec::new() };
+        return PlannedChange {
+            planned: Value::Null,
+            requires_replace: Vec::new(),
+        };
     }
     let creating = prior.is_null();
     let mut planned = proposed.clone();
     let mut replace = Vec::new();
-    plan_block(&schema.block, prior, config, &mut planned, &AttributePath::default(), creating, &mut replace);
+    plan_block(
+        &schema.block,
+        prior,
+        config,
+        &mut planned,
+        &AttributePath::default(),
+        creating,
+        &mut replace,
+    );
     if !creating && planned != *prior {
         for a in &schema.block.attributes {
             if a.computed && !a.optional && !a.use_state_for_unknown {
@@ -36,7 +52,10 @@ pub fn plan_resource(schema: &Schema, prior: &Value, proposed: &Value, config: &
             }
         }
     }
-    PlannedChange { planned, requires_replace: replace }
+    PlannedChange {
+        planned,
+        requires_replace: replace,
+    }
 }
 
 fn child(path: &AttributePath, name: &str) -> AttributePath {
@@ -55,7 +74,9 @@ fn plan_attrs(
     for a in attrs {
         let cfg = config.attr(&a.name);
         let pri = prior.attr(&a.name);
-        let Some(pl) = planned.attr_mut(&a.name) else { continue };
+        let Some(pl) = planned.attr_mut(&a.name) else {
+            continue;
+        };
         let here = child(path, &a.name);
         if a.write_only {
             *pl = Value::Null;
@@ -64,12 +85,27 @@ fn plan_attrs(
         if cfg.is_null() {
             if let Some(d) = &a.default {
                 *pl = d.clone();
-            } else if a.computed && pl.is_null() {
+            } else if a.computed && pl.is_null() && !pri.is_null() {
+                // Terraform proposes null for unset optional+computed nested attributes:
+                // the value the provider computed before still stands.
+                *pl = pri.clone();
+            } else if a.computed && pl.is_null() && creating {
+                // Unset, no prior value: the provider decides during apply.
                 *pl = Value::Unknown;
             }
         }
         if let Some(nested) = &a.nested {
-            plan_nested(nested.nesting, &nested.attributes, &[], pri, cfg, pl, &here, creating, replace);
+            plan_nested(
+                nested.nesting,
+                &nested.attributes,
+                &[],
+                pri,
+                cfg,
+                pl,
+                &here,
+                creating,
+                replace,
+            );
         }
         if !creating {
             let needs = match &a.replace {
@@ -93,9 +129,19 @@ fn plan_block(
     creating: bool,
     replace: &mut Vec<AttributePath>,
 ) {
-    plan_attrs(&block.attributes, prior, config, planned, path, creating, replace);
+    plan_attrs(
+        &block.attributes,
+        prior,
+        config,
+        planned,
+        path,
+        creating,
+        replace,
+    );
     for b in &block.blocks {
-        let Some(pl) = planned.attr_mut(&b.name) else { continue };
+        let Some(pl) = planned.attr_mut(&b.name) else {
+            continue;
+        };
         let nesting = match b.nesting {
             BlockNesting::Single | BlockNesting::Group => Nesting::Single,
             BlockNesting::List => Nesting::List,
@@ -129,7 +175,11 @@ fn plan_nested(
     creating: bool,
     replace: &mut Vec<AttributePath>,
 ) {
-    let block = Block { attributes: attrs.to_vec(), blocks: blocks.to_vec(), ..Block::default() };
+    let block = Block {
+        attributes: attrs.to_vec(),
+        blocks: blocks.to_vec(),
+        ..Block::default()
+    };
     match (nesting, planned) {
         (Nesting::Single, pl @ Value::Object(_)) => {
             // A nested object that did not exist before is being created.
@@ -140,7 +190,15 @@ fn plan_nested(
             for (i, e) in elems.iter_mut().enumerate() {
                 let pri = prior.elements().get(i).unwrap_or(&Value::Null);
                 let cfg = config.elements().get(i).unwrap_or(&Value::Null);
-                plan_block(&block, pri, cfg, e, &path.clone().index(i), creating || pri.is_null(), replace);
+                plan_block(
+                    &block,
+                    pri,
+                    cfg,
+                    e,
+                    &path.clone().index(i),
+                    creating || pri.is_null(),
+                    replace,
+                );
             }
         }
         (Nesting::Set, Value::Set(elems)) => {
@@ -152,9 +210,23 @@ fn plan_nested(
         }
         (Nesting::Map, Value::Map(m)) => {
             for (k, e) in m.iter_mut() {
-                let pri = prior.entries().and_then(|p| p.get(k)).unwrap_or(&Value::Null);
-                let cfg = config.entries().and_then(|c| c.get(k)).unwrap_or(&Value::Null);
-                plan_block(&block, pri, cfg, e, &path.clone().key(k), creating || pri.is_null(), replace);
+                let pri = prior
+                    .entries()
+                    .and_then(|p| p.get(k))
+                    .unwrap_or(&Value::Null);
+                let cfg = config
+                    .entries()
+                    .and_then(|c| c.get(k))
+                    .unwrap_or(&Value::Null);
+                plan_block(
+                    &block,
+                    pri,
+                    cfg,
+                    e,
+                    &path.clone().key(k),
+                    creating || pri.is_null(),
+                    replace,
+                );
             }
         }
         _ => {}
@@ -163,36 +235,51 @@ fn plan_nested(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
     use crate::schema::NestedBlock;
     use crate::value::Type;
 
     fn obj(pairs: &[(&str, Value)]) -> Value {
-        Value::Object(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+        Value::Object(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        )
     }
 
     fn schema() -> Schema {
         Schema::new(
             0,
             Block::new(vec![
-                Attribute::computed("id", Type::String).description("d").use_state_for_unknown(),
+                Attribute::computed("id", Type::String)
+                    .description("d")
+                    .use_state_for_unknown(),
                 Attribute::computed("dns", Type::String).description("d"),
-                Attribute::required("name", Type::String).description("d").requires_replace(),
+                Attribute::required("name", Type::String)
+                    .description("d")
+                    .requires_replace(),
                 Attribute::required("size", Type::Number)
                     .description("d")
-                    .requires_replace_if(|p, n| matches!((p.as_i64(), n.as_i64()), (Some(p), Some(n)) if n < p)),
-                Attribute::optional("kind", Type::String).description("d").default(Value::string("SSD")),
+                    .requires_replace_if(
+                        |p, n| matches!((p.as_i64(), n.as_i64()), (Some(p), Some(n)) if n < p),
+                    ),
+                Attribute::optional("kind", Type::String)
+                    .description("d")
+                    .default(Value::string("SSD")),
                 Attribute::optional_computed("zone", Type::String).description("d"),
-                Attribute::optional("secret", Type::String).description("d").write_only(),
+                Attribute::optional("secret", Type::String)
+                    .description("d")
+                    .write_only(),
             ])
             .with_blocks(vec![NestedBlock::new(
                 "repo",
                 BlockNesting::List,
                 Block::new(vec![
                     Attribute::required("path", Type::String).description("d"),
-                    Attribute::optional("chunk", Type::Number).description("d").default(Value::int(1024)),
+                    Attribute::optional("chunk", Type::Number)
+                        .description("d")
+                        .default(Value::int(1024)),
                 ]),
             )]),
         )
@@ -207,7 +294,13 @@ mod tests {
             ("kind", Value::Null),
             ("zone", Value::Null),
             ("secret", Value::string("hunter2")),
-            ("repo", Value::List(vec![obj(&[("path", Value::string("/a")), ("chunk", Value::Null)])])),
+            (
+                "repo",
+                Value::List(vec![obj(&[
+                    ("path", Value::string("/a")),
+                    ("chunk", Value::Null),
+                ])]),
+            ),
         ])
     }
 
@@ -220,7 +313,13 @@ mod tests {
             ("kind", Value::string("SSD")),
             ("zone", Value::string("a")),
             ("secret", Value::Null),
-            ("repo", Value::List(vec![obj(&[("path", Value::string("/a")), ("chunk", Value::int(1024))])])),
+            (
+                "repo",
+                Value::List(vec![obj(&[
+                    ("path", Value::string("/a")),
+                    ("chunk", Value::int(1024)),
+                ])]),
+            ),
         ])
     }
 
@@ -230,7 +329,10 @@ mod tests {
         if let (Value::Object(pm), Value::Object(prior_m)) = (&mut p, prior) {
             for k in ["id", "dns", "zone", "kind"] {
                 if pm.get(k).is_none_or(Value::is_null) {
-                    pm.insert(k.to_string(), prior_m.get(k).cloned().unwrap_or(Value::Null));
+                    pm.insert(
+                        k.to_string(),
+                        prior_m.get(k).cloned().unwrap_or(Value::Null),
+                    );
                 }
             }
         }
@@ -246,7 +348,10 @@ mod tests {
         assert_eq!(pl.attr("zone"), &Value::Unknown);
         assert_eq!(pl.attr("kind"), &Value::string("SSD"));
         assert_eq!(pl.attr("secret"), &Value::Null);
-        assert_eq!(pl.attr("repo").elements()[0].attr("chunk"), &Value::int(1024));
+        assert_eq!(
+            pl.attr("repo").elements()[0].attr("chunk"),
+            &Value::int(1024)
+        );
         assert!(p.requires_replace.is_empty());
     }
 
@@ -257,6 +362,11 @@ mod tests {
         let p = plan_resource(&schema(), &prior, &propose(&prior, &c), &c);
         assert_eq!(p.planned, prior);
         assert!(p.requires_replace.is_empty());
+        // An optional+computed attribute the API left null stays null (no perpetual diff).
+        let mut prior = state(1200, "a");
+        prior.set_attr("zone", Value::Null);
+        let p = plan_resource(&schema(), &prior, &propose(&prior, &c), &c);
+        assert_eq!(p.planned, prior);
     }
 
     #[test]
@@ -265,9 +375,21 @@ mod tests {
         let c = config(2400, "a");
         let p = plan_resource(&schema(), &prior, &propose(&prior, &c), &c);
         assert!(p.requires_replace.is_empty());
-        assert_eq!(p.planned.attr("dns"), &Value::Unknown, "computed-only values are unknown on change");
-        assert_eq!(p.planned.attr("id"), &Value::string("fs-1"), "use_state_for_unknown keeps the id");
-        assert_eq!(p.planned.attr("zone"), &Value::string("a"), "optional+computed keeps its prior value");
+        assert_eq!(
+            p.planned.attr("dns"),
+            &Value::Unknown,
+            "computed-only values are unknown on change"
+        );
+        assert_eq!(
+            p.planned.attr("id"),
+            &Value::string("fs-1"),
+            "use_state_for_unknown keeps the id"
+        );
+        assert_eq!(
+            p.planned.attr("zone"),
+            &Value::string("a"),
+            "optional+computed keeps its prior value"
+        );
     }
 
     #[test]
@@ -283,6 +405,5 @@ mod tests {
     fn destroy_plans_null() {
         let p = plan_resource(&schema(), &state(1200, "a"), &Value::Null, &Value::Null);
         assert_eq!(p.planned, Value::Null);
-        let _ = BTreeMap::<String, Value>::new();
     }
 }

@@ -120,11 +120,17 @@ pub struct ApplyOutcome {
 
 impl ApplyOutcome {
     pub fn ok(state: Value) -> Self {
-        ApplyOutcome { state, diagnostics: Diagnostics::new() }
+        ApplyOutcome {
+            state,
+            diagnostics: Diagnostics::new(),
+        }
     }
 
     pub fn failed(state: Value, diagnostics: impl Into<Diagnostics>) -> Self {
-        ApplyOutcome { state, diagnostics: diagnostics.into() }
+        ApplyOutcome {
+            state,
+            diagnostics: diagnostics.into(),
+        }
     }
 }
 

@@ -85,20 +85,33 @@ impl Attribute {
     }
 
     pub fn required(name: &str, ty: Type) -> Self {
-        Attribute { required: true, ..Attribute::new(name, ty) }
+        Attribute {
+            required: true,
+            ..Attribute::new(name, ty)
+        }
     }
 
     pub fn optional(name: &str, ty: Type) -> Self {
-        Attribute { optional: true, ..Attribute::new(name, ty) }
+        Attribute {
+            optional: true,
+            ..Attribute::new(name, ty)
+        }
     }
 
     pub fn computed(name: &str, ty: Type) -> Self {
-        Attribute { computed: true, ..Attribute::new(name, ty) }
+        Attribute {
+            computed: true,
+            ..Attribute::new(name, ty)
+        }
     }
 
     /// Optional; when unset the provider fills it in (from a default or from the API).
     pub fn optional_computed(name: &str, ty: Type) -> Self {
-        Attribute { optional: true, computed: true, ..Attribute::new(name, ty) }
+        Attribute {
+            optional: true,
+            computed: true,
+            ..Attribute::new(name, ty)
+        }
     }
 
     /// An attribute made of nested attributes.
@@ -112,7 +125,10 @@ impl Attribute {
         };
         Attribute {
             optional: true,
-            nested: Some(NestedAttributes { nesting, attributes }),
+            nested: Some(NestedAttributes {
+                nesting,
+                attributes,
+            }),
             ..Attribute::new(name, ty)
         }
     }
@@ -150,7 +166,10 @@ impl Attribute {
         self
     }
 
-    pub fn requires_replace_if(mut self, f: impl Fn(&Value, &Value) -> bool + Send + Sync + 'static) -> Self {
+    pub fn requires_replace_if(
+        mut self,
+        f: impl Fn(&Value, &Value) -> bool + Send + Sync + 'static,
+    ) -> Self {
         self.replace = Replace::If(Arc::new(f));
         self
     }
@@ -170,7 +189,11 @@ impl Attribute {
     fn to_proto(&self) -> pb::schema::Attribute {
         pb::schema::Attribute {
             name: self.name.clone(),
-            r#type: if self.nested.is_some() { Vec::new() } else { self.ty.to_json_bytes() },
+            r#type: if self.nested.is_some() {
+                Vec::new()
+            } else {
+                self.ty.to_json_bytes()
+            },
             nested_type: self.nested.as_ref().map(|n| pb::schema::Object {
                 attributes: n.attributes.iter().map(Attribute::to_proto).collect(),
                 nesting: match n.nesting {
@@ -213,8 +236,14 @@ pub struct NestedBlock {
 
 impl NestedBlock {
     pub fn new(name: &str, nesting: BlockNesting, block: Block) -> Self {
-        let max_items = if nesting == BlockNesting::Single { 1 } else { 0 };
-        NestedBlock { name: name.to_string(), nesting, block, min_items: 0, max_items }
+        // Terraform wants min = max for single blocks: 0/0 optional, 1/1 required.
+        NestedBlock {
+            name: name.to_string(),
+            nesting,
+            block,
+            min_items: 0,
+            max_items: 0,
+        }
     }
 
     pub fn min_items(mut self, n: i64) -> Self {
@@ -265,7 +294,10 @@ pub struct Block {
 
 impl Block {
     pub fn new(attributes: Vec<Attribute>) -> Self {
-        Block { attributes, ..Block::default() }
+        Block {
+            attributes,
+            ..Block::default()
+        }
     }
 
     pub fn with_blocks(mut self, blocks: Vec<NestedBlock>) -> Self {
@@ -304,7 +336,10 @@ impl Block {
 }
 
 fn object_type(attributes: &[Attribute], blocks: &[NestedBlock]) -> Type {
-    let mut attrs: BTreeMap<String, Type> = attributes.iter().map(|a| (a.name.clone(), a.ty.clone())).collect();
+    let mut attrs: BTreeMap<String, Type> = attributes
+        .iter()
+        .map(|a| (a.name.clone(), a.ty.clone()))
+        .collect();
     for b in blocks {
         attrs.insert(b.name.clone(), b.ty());
     }
@@ -328,7 +363,10 @@ impl Schema {
     }
 
     pub(crate) fn to_proto(&self) -> pb::Schema {
-        pb::Schema { version: self.version, block: Some(self.block.to_proto(self.version)) }
+        pb::Schema {
+            version: self.version,
+            block: Some(self.block.to_proto(self.version)),
+        }
     }
 
     /// Checks the schema is well formed: unique names, one of required/optional/computed,
@@ -340,13 +378,19 @@ impl Schema {
 
 fn check_attrs(attrs: &[Attribute], at: &str, seen: &mut Vec<String>) -> Result<(), String> {
     for a in attrs {
-        let path = if at.is_empty() { a.name.clone() } else { format!("{at}.{}", a.name) };
+        let path = if at.is_empty() {
+            a.name.clone()
+        } else {
+            format!("{at}.{}", a.name)
+        };
         if seen.contains(&a.name) {
             return Err(format!("{path}: duplicate name"));
         }
         seen.push(a.name.clone());
         if !(a.required || a.optional || a.computed) || (a.required && (a.optional || a.computed)) {
-            return Err(format!("{path}: must be required, optional, computed or optional+computed"));
+            return Err(format!(
+                "{path}: must be required, optional, computed or optional+computed"
+            ));
         }
         if a.default.is_some() && !(a.optional && a.computed) {
             return Err(format!("{path}: a default needs optional+computed"));
@@ -368,7 +412,11 @@ fn check_block(block: &Block, at: &str) -> Result<(), String> {
     let mut seen = Vec::new();
     check_attrs(&block.attributes, at, &mut seen)?;
     for b in &block.blocks {
-        let path = if at.is_empty() { b.name.clone() } else { format!("{at}.{}", b.name) };
+        let path = if at.is_empty() {
+            b.name.clone()
+        } else {
+            format!("{at}.{}", b.name)
+        };
         if seen.contains(&b.name) {
             return Err(format!("{path}: duplicate name"));
         }
@@ -386,9 +434,16 @@ mod tests {
         Schema::new(
             1,
             Block::new(vec![
-                Attribute::required("name", Type::String).description("Name.").requires_replace(),
-                Attribute::computed("id", Type::String).description("Id.").use_state_for_unknown(),
-                Attribute::optional("password", Type::String).description("Secret.").sensitive().write_only(),
+                Attribute::required("name", Type::String)
+                    .description("Name.")
+                    .requires_replace(),
+                Attribute::computed("id", Type::String)
+                    .description("Id.")
+                    .use_state_for_unknown(),
+                Attribute::optional("password", Type::String)
+                    .description("Secret.")
+                    .sensitive()
+                    .write_only(),
                 Attribute::nested(
                     "pool",
                     Nesting::List,
@@ -399,7 +454,9 @@ mod tests {
             .with_blocks(vec![NestedBlock::new(
                 "timeouts",
                 BlockNesting::Single,
-                Block::new(vec![Attribute::optional("create", Type::String).description("Create timeout.")]),
+                Block::new(vec![
+                    Attribute::optional("create", Type::String).description("Create timeout.")
+                ]),
             )]),
         )
     }
@@ -409,20 +466,49 @@ mod tests {
         let pb = sample().to_proto();
         let block = pb.block.expect("block");
         assert_eq!(block.version, 1);
-        let pool = block.attributes.iter().find(|a| a.name == "pool").expect("pool");
-        assert!(pool.r#type.is_empty(), "nested attributes must not also set a type");
-        assert_eq!(pool.nested_type.as_ref().map(|n| n.nesting), Some(pb::schema::object::NestingMode::List as i32));
-        let pw = block.attributes.iter().find(|a| a.name == "password").expect("password");
+        let pool = block
+            .attributes
+            .iter()
+            .find(|a| a.name == "pool")
+            .expect("pool");
+        assert!(
+            pool.r#type.is_empty(),
+            "nested attributes must not also set a type"
+        );
+        assert_eq!(
+            pool.nested_type.as_ref().map(|n| n.nesting),
+            Some(pb::schema::object::NestingMode::List as i32)
+        );
+        let pw = block
+            .attributes
+            .iter()
+            .find(|a| a.name == "password")
+            .expect("password");
         assert!(pw.write_only && pw.sensitive);
-        let name = block.attributes.iter().find(|a| a.name == "name").expect("name");
+        let name = block
+            .attributes
+            .iter()
+            .find(|a| a.name == "name")
+            .expect("name");
         assert_eq!(name.r#type, b"\"string\"".to_vec());
-        assert_eq!(block.block_types[0].max_items, 1);
+        assert_eq!(
+            (
+                block.block_types[0].min_items,
+                block.block_types[0].max_items
+            ),
+            (0, 0)
+        );
     }
 
     #[test]
     fn object_type_includes_blocks() {
-        let Type::Object(attrs) = sample().ty() else { panic!("object") };
-        assert_eq!(attrs.keys().cloned().collect::<Vec<_>>(), vec!["id", "name", "password", "pool", "timeouts"]);
+        let Type::Object(attrs) = sample().ty() else {
+            panic!("object")
+        };
+        assert_eq!(
+            attrs.keys().cloned().collect::<Vec<_>>(),
+            vec!["id", "name", "password", "pool", "timeouts"]
+        );
         assert!(matches!(attrs.get("pool"), Some(Type::List(_))));
     }
 
@@ -430,9 +516,14 @@ mod tests {
     fn malformed_schemas_are_caught() {
         assert!(sample().check().is_ok());
         let bad = Schema::new(0, Block::new(vec![Attribute::required("a", Type::String)]));
-        assert!(bad.check().expect_err("no description").contains("missing description"));
+        assert!(bad
+            .check()
+            .expect_err("no description")
+            .contains("missing description"));
         let mut dup = sample();
-        dup.block.attributes.push(Attribute::optional("name", Type::String).description("x"));
+        dup.block
+            .attributes
+            .push(Attribute::optional("name", Type::String).description("x"));
         assert!(dup.check().expect_err("dup").contains("duplicate"));
     }
 }

@@ -12,8 +12,8 @@ use crate::plan::plan_resource;
 use crate::proto::tfplugin6 as pb;
 use crate::proto::tfplugin6::provider_server::Provider as ProviderRpc;
 use crate::resource::{
-    ConfigureRequest, CreateRequest, Ctx, DataSource, DeleteRequest, ImportRequest, PlanRequest, Provider,
-    ProviderData, ReadRequest, Resource, UpdateRequest, UpgradeRequest, ValidateRequest,
+    ConfigureRequest, CreateRequest, Ctx, DataSource, DeleteRequest, ImportRequest, PlanRequest,
+    Provider, ProviderData, ReadRequest, Resource, UpdateRequest, UpgradeRequest, ValidateRequest,
 };
 use crate::schema::Schema;
 use crate::value::{Type, Value};
@@ -47,8 +47,17 @@ fn decode_dv(dv: Option<&pb::DynamicValue>, ty: &Type) -> Result<Value, Diagnost
 
 fn encode_dv(v: &Value, ty: &Type) -> Result<pb::DynamicValue, Diagnostics> {
     msgpack::encode(v, ty)
-        .map(|msgpack| pb::DynamicValue { msgpack, json: Vec::new() })
-        .map_err(|e| Diagnostic::error("Provider produced a value that does not match its schema", e.message).into())
+        .map(|msgpack| pb::DynamicValue {
+            msgpack,
+            json: Vec::new(),
+        })
+        .map_err(|e| {
+            Diagnostic::error(
+                "Provider produced a value that does not match its schema",
+                e.message,
+            )
+            .into()
+        })
 }
 
 /// Replaces unknowns left in a value after apply with null (Terraform forbids unknowns there).
@@ -106,18 +115,29 @@ impl ProviderService {
     }
 
     fn resource(&self, name: &str) -> Result<&Typed<dyn Resource>, Diagnostics> {
-        self.resources
-            .get(name)
-            .ok_or_else(|| Diagnostic::error("Unknown resource type", format!("This provider has no resource {name:?}.")).into())
+        self.resources.get(name).ok_or_else(|| {
+            Diagnostic::error(
+                "Unknown resource type",
+                format!("This provider has no resource {name:?}."),
+            )
+            .into()
+        })
     }
 
     fn data_source(&self, name: &str) -> Result<&Typed<dyn DataSource>, Diagnostics> {
-        self.data_sources
-            .get(name)
-            .ok_or_else(|| Diagnostic::error("Unknown data source", format!("This provider has no data source {name:?}.")).into())
+        self.data_sources.get(name).ok_or_else(|| {
+            Diagnostic::error(
+                "Unknown data source",
+                format!("This provider has no data source {name:?}."),
+            )
+            .into()
+        })
     }
 
-    async fn plan(&self, req: pb::plan_resource_change::Request) -> Result<pb::plan_resource_change::Response, Diagnostics> {
+    async fn plan(
+        &self,
+        req: pb::plan_resource_change::Request,
+    ) -> Result<pb::plan_resource_change::Response, Diagnostics> {
         let r = self.resource(&req.type_name)?;
         let prior = decode_dv(req.prior_state.as_ref(), &r.ty)?;
         let proposed = decode_dv(req.proposed_new_state.as_ref(), &r.ty)?;
@@ -155,21 +175,52 @@ impl ProviderService {
         })
     }
 
-    async fn apply(&self, req: pb::apply_resource_change::Request) -> Result<pb::apply_resource_change::Response, Diagnostics> {
+    async fn apply(
+        &self,
+        req: pb::apply_resource_change::Request,
+    ) -> Result<pb::apply_resource_change::Response, Diagnostics> {
         let r = self.resource(&req.type_name)?;
         let prior = decode_dv(req.prior_state.as_ref(), &r.ty)?;
         let planned = decode_dv(req.planned_state.as_ref(), &r.ty)?;
         let config = decode_dv(req.config.as_ref(), &r.ty)?;
         let ctx = self.ctx();
         let (mut state, diags) = if planned.is_null() {
-            let diags = r.imp.delete(DeleteRequest { ctx, prior: prior.clone() }).await;
+            let diags = r
+                .imp
+                .delete(DeleteRequest {
+                    ctx,
+                    prior: prior.clone(),
+                })
+                .await;
             // A failed delete leaves the object in state.
-            (if diags.has_errors() { prior } else { Value::Null }, diags)
+            (
+                if diags.has_errors() {
+                    prior
+                } else {
+                    Value::Null
+                },
+                diags,
+            )
         } else if prior.is_null() {
-            let out = r.imp.create(CreateRequest { ctx, planned, config }).await;
+            let out = r
+                .imp
+                .create(CreateRequest {
+                    ctx,
+                    planned,
+                    config,
+                })
+                .await;
             (out.state, out.diagnostics)
         } else {
-            let out = r.imp.update(UpdateRequest { ctx, prior, planned, config }).await;
+            let out = r
+                .imp
+                .update(UpdateRequest {
+                    ctx,
+                    prior,
+                    planned,
+                    config,
+                })
+                .await;
             (out.state, out.diagnostics)
         };
         scrub_unknowns(&mut state);
@@ -221,16 +272,27 @@ from_diags!(
 
 #[tonic::async_trait]
 impl ProviderRpc for ProviderService {
-    async fn get_metadata(&self, _: Request<pb::get_metadata::Request>) -> RpcResult<pb::get_metadata::Response> {
+    async fn get_metadata(
+        &self,
+        _: Request<pb::get_metadata::Request>,
+    ) -> RpcResult<pb::get_metadata::Response> {
         Ok(Response::new(pb::get_metadata::Response {
             server_capabilities: Some(pb::ServerCapabilities::default()),
             diagnostics: Vec::new(),
             data_sources: self
                 .data_sources
                 .keys()
-                .map(|k| pb::get_metadata::DataSourceMetadata { type_name: k.clone() })
+                .map(|k| pb::get_metadata::DataSourceMetadata {
+                    type_name: k.clone(),
+                })
                 .collect(),
-            resources: self.resources.keys().map(|k| pb::get_metadata::ResourceMetadata { type_name: k.clone() }).collect(),
+            resources: self
+                .resources
+                .keys()
+                .map(|k| pb::get_metadata::ResourceMetadata {
+                    type_name: k.clone(),
+                })
+                .collect(),
         }))
     }
 
@@ -240,8 +302,16 @@ impl ProviderRpc for ProviderService {
     ) -> RpcResult<pb::get_provider_schema::Response> {
         Ok(Response::new(pb::get_provider_schema::Response {
             provider: Some(self.provider_schema.to_proto()),
-            resource_schemas: self.resources.iter().map(|(k, r)| (k.clone(), r.schema.to_proto())).collect(),
-            data_source_schemas: self.data_sources.iter().map(|(k, d)| (k.clone(), d.schema.to_proto())).collect(),
+            resource_schemas: self
+                .resources
+                .iter()
+                .map(|(k, r)| (k.clone(), r.schema.to_proto()))
+                .collect(),
+            data_source_schemas: self
+                .data_sources
+                .iter()
+                .map(|(k, d)| (k.clone(), d.schema.to_proto()))
+                .collect(),
             server_capabilities: Some(pb::ServerCapabilities::default()),
             ..Default::default()
         }))
@@ -255,7 +325,9 @@ impl ProviderRpc for ProviderService {
         let result = async {
             let config = decode_dv(req.config.as_ref(), &self.provider_schema.ty())?;
             let diags = self.provider.validate(ValidateRequest { config }).await;
-            Ok(pb::validate_provider_config::Response { diagnostics: diags.to_proto() })
+            Ok(pb::validate_provider_config::Response {
+                diagnostics: diags.to_proto(),
+            })
         }
         .await;
         respond!(result, pb::validate_provider_config::Response)
@@ -271,7 +343,9 @@ impl ProviderRpc for ProviderService {
             let config = decode_dv(req.config.as_ref(), &r.ty)?;
             let mut diags = timeouts::validate(&config);
             diags.extend(r.imp.validate(ValidateRequest { config }).await);
-            Ok(pb::validate_resource_config::Response { diagnostics: diags.to_proto() })
+            Ok(pb::validate_resource_config::Response {
+                diagnostics: diags.to_proto(),
+            })
         }
         .await;
         respond!(result, pb::validate_resource_config::Response)
@@ -286,7 +360,9 @@ impl ProviderRpc for ProviderService {
             let d = self.data_source(&req.type_name)?;
             let config = decode_dv(req.config.as_ref(), &d.ty)?;
             let diags = d.imp.validate(ValidateRequest { config }).await;
-            Ok(pb::validate_data_resource_config::Response { diagnostics: diags.to_proto() })
+            Ok(pb::validate_data_resource_config::Response {
+                diagnostics: diags.to_proto(),
+            })
         }
         .await;
         respond!(result, pb::validate_data_resource_config::Response)
@@ -323,18 +399,26 @@ impl ProviderRpc for ProviderService {
             let config = decode_dv(req.config.as_ref(), &self.provider_schema.ty())?;
             let data = self
                 .provider
-                .configure(ConfigureRequest { terraform_version: req.terraform_version, config })
+                .configure(ConfigureRequest {
+                    terraform_version: req.terraform_version,
+                    config,
+                })
                 .await?;
             if let Ok(mut slot) = self.data.write() {
                 *slot = Some(data);
             }
-            Ok(pb::configure_provider::Response { diagnostics: Vec::new() })
+            Ok(pb::configure_provider::Response {
+                diagnostics: Vec::new(),
+            })
         }
         .await;
         respond!(result, pb::configure_provider::Response)
     }
 
-    async fn read_resource(&self, req: Request<pb::read_resource::Request>) -> RpcResult<pb::read_resource::Response> {
+    async fn read_resource(
+        &self,
+        req: Request<pb::read_resource::Request>,
+    ) -> RpcResult<pb::read_resource::Response> {
         let req = req.into_inner();
         let result = async {
             let r = self.resource(&req.type_name)?;
@@ -342,7 +426,14 @@ impl ProviderRpc for ProviderService {
             let new_state = if state.is_null() {
                 Value::Null
             } else {
-                let mut v = r.imp.read(ReadRequest { ctx: self.ctx(), state }).await?.unwrap_or(Value::Null);
+                let mut v = r
+                    .imp
+                    .read(ReadRequest {
+                        ctx: self.ctx(),
+                        state,
+                    })
+                    .await?
+                    .unwrap_or(Value::Null);
                 scrub_unknowns(&mut v);
                 v
             };
@@ -360,14 +451,20 @@ impl ProviderRpc for ProviderService {
         &self,
         req: Request<pb::plan_resource_change::Request>,
     ) -> RpcResult<pb::plan_resource_change::Response> {
-        respond!(self.plan(req.into_inner()).await, pb::plan_resource_change::Response)
+        respond!(
+            self.plan(req.into_inner()).await,
+            pb::plan_resource_change::Response
+        )
     }
 
     async fn apply_resource_change(
         &self,
         req: Request<pb::apply_resource_change::Request>,
     ) -> RpcResult<pb::apply_resource_change::Response> {
-        respond!(self.apply(req.into_inner()).await, pb::apply_resource_change::Response)
+        respond!(
+            self.apply(req.into_inner()).await,
+            pb::apply_resource_change::Response
+        )
     }
 
     async fn import_resource_state(
@@ -377,7 +474,13 @@ impl ProviderRpc for ProviderService {
         let req = req.into_inner();
         let result = async {
             let r = self.resource(&req.type_name)?;
-            let state = r.imp.import(ImportRequest { ctx: self.ctx(), id: req.id }).await?;
+            let state = r
+                .imp
+                .import(ImportRequest {
+                    ctx: self.ctx(),
+                    id: req.id,
+                })
+                .await?;
             Ok(pb::import_resource_state::Response {
                 imported_resources: vec![pb::import_resource_state::ImportedResource {
                     type_name: req.type_name.clone(),
@@ -400,19 +503,30 @@ impl ProviderRpc for ProviderService {
             let d = self.data_source(&req.type_name)?;
             let config = decode_dv(req.config.as_ref(), &d.ty)?;
             let state = d.imp.read(self.ctx(), config).await?;
-            Ok(pb::read_data_source::Response { state: Some(encode_dv(&state, &d.ty)?), ..Default::default() })
+            Ok(pb::read_data_source::Response {
+                state: Some(encode_dv(&state, &d.ty)?),
+                ..Default::default()
+            })
         }
         .await;
         respond!(result, pb::read_data_source::Response)
     }
 
-    async fn get_functions(&self, _: Request<pb::get_functions::Request>) -> RpcResult<pb::get_functions::Response> {
+    async fn get_functions(
+        &self,
+        _: Request<pb::get_functions::Request>,
+    ) -> RpcResult<pb::get_functions::Response> {
         Ok(Response::new(pb::get_functions::Response::default()))
     }
 
-    async fn stop_provider(&self, _: Request<pb::stop_provider::Request>) -> RpcResult<pb::stop_provider::Response> {
+    async fn stop_provider(
+        &self,
+        _: Request<pb::stop_provider::Request>,
+    ) -> RpcResult<pb::stop_provider::Response> {
         tracing::info!("Terraform asked the provider to stop: cancelling waits in progress");
         let _ = self.stop_tx.send(true);
-        Ok(Response::new(pb::stop_provider::Response { error: String::new() }))
+        Ok(Response::new(pb::stop_provider::Response {
+            error: String::new(),
+        }))
     }
 }

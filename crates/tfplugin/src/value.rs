@@ -46,7 +46,12 @@ impl Type {
             Type::Map(t) => J::Array(vec![J::from("map"), t.to_json()]),
             Type::Object(attrs) => J::Array(vec![
                 J::from("object"),
-                J::Object(attrs.iter().map(|(k, t)| (k.clone(), t.to_json())).collect()),
+                J::Object(
+                    attrs
+                        .iter()
+                        .map(|(k, t)| (k.clone(), t.to_json()))
+                        .collect(),
+                ),
             ]),
             Type::Tuple(elems) => J::Array(vec![
                 J::from("tuple"),
@@ -89,7 +94,12 @@ impl Type {
                     }
                     "tuple" => {
                         let elems = arg.as_array().ok_or_else(bad)?;
-                        Ok(Type::Tuple(elems.iter().map(Type::from_json).collect::<Result<_, _>>()?))
+                        Ok(Type::Tuple(
+                            elems
+                                .iter()
+                                .map(Type::from_json)
+                                .collect::<Result<_, _>>()?,
+                        ))
                     }
                     _ => Err(bad()),
                 }
@@ -140,7 +150,11 @@ impl Number {
         if int_part.is_empty() && frac_part.is_empty() {
             return Err(bad());
         }
-        if !int_part.bytes().chain(frac_part.bytes()).all(|b| b.is_ascii_digit()) {
+        if !int_part
+            .bytes()
+            .chain(frac_part.bytes())
+            .all(|b| b.is_ascii_digit())
+        {
             return Err(bad());
         }
         if exponent.unsigned_abs() > 10_000 {
@@ -150,11 +164,20 @@ impl Number {
         let digits: String = format!("{int_part}{frac_part}");
         let point = int_part.len() as i64 + exponent;
         let (int_digits, frac_digits) = if point <= 0 {
-            (String::new(), format!("{}{}", "0".repeat(point.unsigned_abs() as usize), digits))
+            (
+                String::new(),
+                format!("{}{}", "0".repeat(point.unsigned_abs() as usize), digits),
+            )
         } else if point as usize >= digits.len() {
-            (format!("{digits}{}", "0".repeat(point as usize - digits.len())), String::new())
+            (
+                format!("{digits}{}", "0".repeat(point as usize - digits.len())),
+                String::new(),
+            )
         } else {
-            (digits[..point as usize].to_string(), digits[point as usize..].to_string())
+            (
+                digits[..point as usize].to_string(),
+                digits[point as usize..].to_string(),
+            )
         };
         let int_digits = int_digits.trim_start_matches('0');
         let frac_digits = frac_digits.trim_end_matches('0');
@@ -162,7 +185,11 @@ impl Number {
         if negative && !(int_digits.is_empty() && frac_digits.is_empty()) {
             out.push('-');
         }
-        out.push_str(if int_digits.is_empty() { "0" } else { int_digits });
+        out.push_str(if int_digits.is_empty() {
+            "0"
+        } else {
+            int_digits
+        });
         if !frac_digits.is_empty() {
             out.push('.');
             out.push_str(frac_digits);
@@ -268,7 +295,9 @@ impl Value {
     pub fn is_wholly_known(&self) -> bool {
         match self {
             Value::Unknown => false,
-            Value::List(v) | Value::Set(v) | Value::Tuple(v) => v.iter().all(Value::is_wholly_known),
+            Value::List(v) | Value::Set(v) | Value::Tuple(v) => {
+                v.iter().all(Value::is_wholly_known)
+            }
             Value::Map(m) | Value::Object(m) => m.values().all(Value::is_wholly_known),
             Value::Dynamic(_, v) => v.is_wholly_known(),
             _ => true,
@@ -355,7 +384,9 @@ pub struct CodecError {
 
 impl CodecError {
     pub fn new(message: impl Into<String>) -> Self {
-        CodecError { message: message.into() }
+        CodecError {
+            message: message.into(),
+        }
     }
 }
 
@@ -375,10 +406,17 @@ mod tests {
             ("1.25E-2", "0.0125"),
             ("-0.000", "0"),
             ("18446744073709551617", "18446744073709551617"),
-            ("123456789012345678901234567890.000000000000000000001", "123456789012345678901234567890.000000000000000000001"),
+            (
+                "123456789012345678901234567890.000000000000000000001",
+                "123456789012345678901234567890.000000000000000000001",
+            ),
         ];
         for (input, want) in cases {
-            assert_eq!(Number::parse(input).map(|n| n.to_string()), Ok(want.to_string()), "{input}");
+            assert_eq!(
+                Number::parse(input).map(|n| n.to_string()),
+                Ok(want.to_string()),
+                "{input}"
+            );
         }
         for bad in ["", "-", "1.2.3", "abc", "1e", "0x10", "1e99999"] {
             assert!(Number::parse(bad).is_err(), "{bad} should be rejected");
@@ -387,10 +425,18 @@ mod tests {
 
     #[test]
     fn floats_convert_exactly() {
-        assert_eq!(Number::from_f64(0.5).map(|n| n.to_string()), Ok("0.5".into()));
-        assert_eq!(Number::from_f64(1e20).map(|n| n.to_string()), Ok("100000000000000000000".into()));
+        assert_eq!(
+            Number::from_f64(0.5).map(|n| n.to_string()),
+            Ok("0.5".into())
+        );
+        assert_eq!(
+            Number::from_f64(1e20).map(|n| n.to_string()),
+            Ok("100000000000000000000".into())
+        );
         let tenth = Number::from_f64(0.1).expect("finite");
-        assert!(tenth.as_str().starts_with("0.1000000000000000055511151231257827"));
+        assert!(tenth
+            .as_str()
+            .starts_with("0.1000000000000000055511151231257827"));
         assert_eq!(Number::parse("0.5").expect("num").as_exact_f64(), Some(0.5));
         assert_eq!(Number::parse("0.1").expect("num").as_exact_f64(), None);
         assert!(Number::from_f64(f64::NAN).is_err());
@@ -400,19 +446,29 @@ mod tests {
     fn types_round_trip_through_json() {
         let ty = Type::Object(BTreeMap::from([
             ("a".to_string(), Type::list(Type::String)),
-            ("b".to_string(), Type::Tuple(vec![Type::Bool, Type::Dynamic])),
+            (
+                "b".to_string(),
+                Type::Tuple(vec![Type::Bool, Type::Dynamic]),
+            ),
             ("c".to_string(), Type::map(Type::set(Type::Number))),
         ]));
         let json = ty.to_json_bytes();
         assert_eq!(Type::from_json_bytes(&json), Ok(ty));
         let with_optional = br#"["object",{"x":"string"},["x"]]"#;
-        assert!(matches!(Type::from_json_bytes(with_optional), Ok(Type::Object(_))));
+        assert!(matches!(
+            Type::from_json_bytes(with_optional),
+            Ok(Type::Object(_))
+        ));
         assert!(Type::from_json_bytes(br#"["bogus","string"]"#).is_err());
     }
 
     #[test]
     fn sets_are_order_insensitive() {
-        let a = Value::set(vec![Value::string("b"), Value::string("a"), Value::string("a")]);
+        let a = Value::set(vec![
+            Value::string("b"),
+            Value::string("a"),
+            Value::string("a"),
+        ]);
         let b = Value::set(vec![Value::string("a"), Value::string("b")]);
         assert_eq!(a, b);
         assert_eq!(a.elements().len(), 2);

@@ -1,0 +1,237 @@
+//! The `hpc` provider block: where and as whom to reach AWS, and tags for everything.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use hpc_aws::{AssumeRole, Aws, Settings};
+use tfplugin::{
+    Attribute, AttributePath, Block, BlockNesting, ConfigureRequest, DataSource, Diagnostic,
+    Diagnostics, NestedBlock, Provider, ProviderData, Resource, Schema, Type, ValidateRequest,
+    Value,
+};
+
+use crate::convert;
+use crate::resources::lustre_fs::LustreFs;
+
+/// What every resource gets once the provider is configured.
+pub struct Clients {
+    pub aws: Aws,
+    pub fsx: hpc_aws::fsx::Fsx,
+    /// Tags added to every taggable resource (a resource's own tags win).
+    pub default_tags: BTreeMap<String, String>,
+}
+
+impl Clients {
+    /// `tags` merged over the provider's default tags, sorted by key.
+    pub fn tags_all(&self, tags: &[(String, String)]) -> Vec<(String, String)> {
+        let mut all = self.default_tags.clone();
+        all.extend(tags.iter().cloned());
+        all.into_iter().collect()
+    }
+}
+
+pub struct HpcProvider;
+
+const DEFAULT_MAX_RETRIES: i64 = 10;
+
+fn settings(config: &Value) -> Result<Settings, Diagnostics> {
+    let mut diags = Diagnostics::new();
+    if !config.is_wholly_known() {
+        diags.error(
+            "Provider configuration depends on values not known yet",
+            "The hpc provider block uses values that are only known after apply (for example another \
+             resource's attribute). Use values known at plan time: literals, variables or data sources.",
+        );
+        return Err(diags);
+    }
+    let role = config.attr("assume_role");
+    let assume_role = (!role.is_null()).then(|| AssumeRole {
+        role_arn: convert::string(role.attr("role_arn")).unwrap_or_default(),
+        session_name: convert::string(role.attr("session_name")),
+        external_id: convert::string(role.attr("external_id")),
+    });
+    let mut endpoints = BTreeMap::new();
+    if let Some(entries) = config.attr("endpoints").entries() {
+        for (service, url) in entries {
+            if let Some(u) = url.as_str() {
+                endpoints.insert(service.clone(), u.to_string());
+            }
+        }
+    }
+    let max_retries = convert::int(config.attr("max_retries")).unwrap_or(DEFAULT_MAX_RETRIES);
+    Ok(Settings {
+        region: convert::string(config.attr("region")),
+        profile: convert::string(config.attr("profile")),
+        assume_role,
+        endpoints,
+        max_retries: u32::try_from(max_retries).unwrap_or(0),
+    })
+}
+
+#[async_trait]
+impl Provider for HpcProvider {
+    fn schema(&self) -> Schema {
+        let endpoint_attrs = hpc_aws::config::SERVICES
+            .iter()
+            .map(|s| {
+                Attribute::optional(s, Type::String).description(&format!(
+                    "Endpoint URL for {s}, instead of the standard AWS one."
+                ))
+            })
+            .collect();
+        Schema::new(
+            0,
+            Block::new(vec![
+                Attribute::optional("region", Type::String).description(
+                    "AWS region, e.g. `us-east-1`. Defaults to the SDK's region chain (`AWS_REGION`, the profile).",
+                ),
+                Attribute::optional("profile", Type::String)
+                    .description("Named profile from the shared AWS config and credentials files."),
+                Attribute::optional("max_retries", Type::Number).description(
+                    "Retries for throttled or transient AWS errors, with exponential backoff. Default 10.",
+                ),
+            ])
+            .with_blocks(vec![
+                NestedBlock::new(
+                    "assume_role",
+                    BlockNesting::Single,
+                    Block::new(vec![
+                        Attribute::required("role_arn", Type::String).description("ARN of the IAM role to assume."),
+                        Attribute::optional("session_name", Type::String)
+                            .description("Session name for the assumed role. Default `hpcforge`."),
+                        Attribute::optional("external_id", Type::String)
+                            .description("External ID the role's trust policy requires."),
+                    ]),
+                ),
+                NestedBlock::new("endpoints", BlockNesting::Single, Block::new(endpoint_attrs)),
+                NestedBlock::new(
+                    "default_tags",
+                    BlockNesting::Single,
+                    Block::new(vec![Attribute::optional("tags", Type::map(Type::String))
+                        .description("Tags added to every resource this provider creates.")]),
+                ),
+            ])
+            .description("The hpc provider: Slurm HPC clusters on AWS."),
+        )
+    }
+
+    async fn validate(&self, req: ValidateRequest) -> Diagnostics {
+        let mut diags = Diagnostics::new();
+        let c = &req.config;
+        if let Some(n) = c.attr("max_retries").as_i64() {
+            if !(0..=100).contains(&n) {
+                diags.error_at(
+                    AttributePath::root("max_retries"),
+                    "max_retries out of range",
+                    "Use 0 to 100.",
+                );
+            }
+        }
+        if let Some(region) = c.attr("region").as_str() {
+            let ok = !region.is_empty()
+                && region.split('-').count() >= 3
+                && region
+                    .chars()
+                    .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-');
+            if !ok {
+                diags.error_at(
+                    AttributePath::root("region"),
+                    format!("{region:?} is not an AWS region name"),
+                    "Use a region code like us-east-1 or eu-west-2.",
+                );
+            }
+        }
+        if let Some(arn) = c.attr("assume_role").attr("role_arn").as_str() {
+            if !(arn.starts_with("arn:aws") && arn.contains(":iam::") && arn.contains(":role/")) {
+                diags.error_at(
+                    AttributePath::root("assume_role").attr("role_arn"),
+                    "role_arn is not an IAM role ARN",
+                    "Use arn:aws:iam::<account-id>:role/<name>.",
+                );
+            }
+        }
+        if let Some(entries) = c.attr("endpoints").entries() {
+            for (service, url) in entries {
+                if let Some(u) = url.as_str() {
+                    if !(u.starts_with("http://") || u.starts_with("https://")) {
+                        diags.error_at(
+                            AttributePath::root("endpoints").attr(service),
+                            format!("endpoint for {service} is not a URL"),
+                            "Use http:// or https:// followed by a host (and port).",
+                        );
+                    }
+                }
+            }
+        }
+        diags
+    }
+
+    async fn configure(&self, req: ConfigureRequest) -> Result<ProviderData, Diagnostics> {
+        let settings = settings(&req.config)?;
+        let aws = Aws::connect(&settings).await.map_err(|e| {
+            Diagnostics::from(Diagnostic::error("Cannot configure AWS", e.to_string()))
+        })?;
+        let default_tags = convert::pairs(req.config.attr("default_tags").attr("tags"))
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        tracing::debug!(region = %aws.region, "provider configured");
+        Ok(Arc::new(Clients {
+            fsx: aws.fsx(),
+            aws,
+            default_tags,
+        }))
+    }
+
+    fn resources(&self) -> Vec<Arc<dyn Resource>> {
+        vec![Arc::new(LustreFs)]
+    }
+
+    fn data_sources(&self) -> Vec<Arc<dyn DataSource>> {
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_is_well_formed() {
+        HpcProvider.schema().check().expect("provider schema");
+    }
+
+    #[tokio::test]
+    async fn bad_provider_settings_name_the_attribute() {
+        let config = convert::object(vec![
+            ("region", Value::string("Mars")),
+            ("max_retries", Value::int(500)),
+            ("profile", Value::Null),
+            (
+                "assume_role",
+                convert::object(vec![
+                    ("role_arn", Value::string("nope")),
+                    ("session_name", Value::Null),
+                    ("external_id", Value::Null),
+                ]),
+            ),
+            ("endpoints", Value::Null),
+            ("default_tags", Value::Null),
+        ]);
+        let diags = HpcProvider.validate(ValidateRequest { config }).await;
+        let paths: Vec<String> = diags
+            .0
+            .iter()
+            .filter_map(|d| d.path.as_ref().map(ToString::to_string))
+            .collect();
+        assert_eq!(paths, vec!["max_retries", "region", "assume_role.role_arn"]);
+    }
+
+    #[test]
+    fn unknown_provider_config_is_refused() {
+        let config = convert::object(vec![("region", Value::Unknown)]);
+        let err = settings(&config).expect_err("unknown");
+        assert!(err.0[0].summary.contains("not known yet"));
+    }
+}

@@ -1,0 +1,3 @@
+//! One module per resource type.
+
+pub mod lustre_fs;
