@@ -17,7 +17,7 @@ import json
 import random
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
@@ -61,7 +61,7 @@ class FaultRule:
             raise FaultRuleError(f"unknown fault rule keys: {', '.join(sorted(unknown))}")
         service = raw.get("service")
         if not isinstance(service, str) or not service:
-            raise FaultRuleError("'service' is required (e.g. \"fsx\", \"ec2\", \"sts\")")
+            raise FaultRuleError('\'service\' is required (e.g. "fsx", "ec2", "sts")')
         action = _optional_str(raw, "action")
         code = _optional_str(raw, "code")
         message = _optional_str(raw, "message")
@@ -149,7 +149,6 @@ class Outcome:
 
     latency_s: float = 0.0
     error: FaultError | None = None
-    fired_rule_ids: list[str] = field(default_factory=list)
 
 
 class FaultEngine:
@@ -201,7 +200,6 @@ class FaultEngine:
                 if not rule.applies_to(service, action, attrs) or not self._fires(rule):
                     continue
                 rule.fired += 1
-                outcome.fired_rule_ids.append(rule.id)
                 outcome.latency_s += rule.latency_s
                 if rule.code is not None:
                     message = rule.message or default_message(rule.code, attrs)

@@ -1,1 +1,469 @@
-//! Test harness: see src/harness.rs
+//! Acceptance-test harness: the real `terraform` binary drives terraform-provider-hpc
+//! (through a dev_overrides CLI config) against the local AWS emulator.
+//!
+//! - [`Emulator`]: starts `acceptance-tests/emulator/serve` on a free port, talks to its
+//!   control API (call counters, fault injection) and, for out-of-band changes, to the
+//!   emulated AWS APIs directly.
+//! - [`Workspace`]: a scratch Terraform root module with the CLI config and AWS env set up.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+pub const REGION: &str = "us-east-1";
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(".."))
+}
+
+/// The folder holding a freshly built terraform-provider-hpc (built once per test run).
+pub fn provider_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Ok(dir) = std::env::var("HPC_PROVIDER_DIR") {
+            return PathBuf::from(dir);
+        }
+        let root = repo_root();
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "-q", "-p", "terraform-provider-hpc"])
+            .current_dir(&root)
+            .status()
+            .expect("running cargo build for the provider");
+        assert!(status.success(), "building terraform-provider-hpc failed");
+        let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+        target.join("debug")
+    })
+}
+
+fn require_terraform() {
+    static CHECK: OnceLock<()> = OnceLock::new();
+    CHECK.get_or_init(|| {
+        let ok = Command::new("terraform").arg("version").stdout(Stdio::null()).stderr(Stdio::null()).status().map(|s| s.success());
+        assert!(
+            matches!(ok, Ok(true)),
+            "the `terraform` binary is not on PATH: install Terraform >= 1.11 (.ci/run does), then rerun"
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// A tiny HTTP/1.1 client (the emulator closes every connection after one response)
+// ---------------------------------------------------------------------------------------------
+
+pub struct HttpResponse {
+    pub status: u16,
+    pub body: String,
+}
+
+pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> HttpResponse {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("connecting to emulator :{port}: {e}"));
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    stream.write_all(req.as_bytes()).expect("writing HTTP request");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("reading HTTP response");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
+    let body = if chunked { dechunk(rest) } else { rest.to_string() };
+    HttpResponse { status, body }
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// The emulator
+// ---------------------------------------------------------------------------------------------
+
+pub struct Emulator {
+    child: Child,
+    pub port: u16,
+}
+
+impl Emulator {
+    /// Starts a fresh emulator (its own moto state, counters and faults).
+    pub fn start() -> Emulator {
+        let dir = repo_root().join("acceptance-tests/emulator");
+        let port_file = scratch_dir("emulator").join("port");
+        let mut child = Command::new(dir.join("serve"))
+            .args(["--port", "0", "--port-file"])
+            .arg(&port_file)
+            .args(["--fsx-create-delay", "0.5", "--fsx-update-delay", "0.5", "--fsx-delete-delay", "0.5"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting acceptance-tests/emulator/serve");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let port = loop {
+            if let Some(p) = std::fs::read_to_string(&port_file).ok().and_then(|s| s.trim().parse::<u16>().ok()) {
+                break p;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                panic!("the emulator exited ({status}) before listening:\n{err}\n(run `make emulator-venv` if its venv is missing)");
+            }
+            assert!(Instant::now() < deadline, "the emulator did not start within 60 s");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let emu = Emulator { child, port };
+        let health = http(emu.port, "GET", "/_emulator/health", &[], "");
+        assert_eq!(health.status, 200, "emulator health: {}", health.body);
+        emu
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn control(&self, method: &str, path: &str, body: &Value) -> Value {
+        let r = http(self.port, method, path, &[("Content-Type", "application/json")], &body.to_string());
+        assert!((200..300).contains(&r.status), "{method} {path}: HTTP {}: {}", r.status, r.body);
+        serde_json::from_str(&r.body).unwrap_or(Value::Null)
+    }
+
+    /// Calls per `service:Action` since start or the last reset.
+    pub fn calls(&self) -> BTreeMap<String, u64> {
+        let v = self.control("GET", "/_emulator/calls", &Value::Null);
+        v["calls"].as_object().map(|m| m.iter().map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0))).collect()).unwrap_or_default()
+    }
+
+    /// Calls that change something (everything but Describe*, List*, Get*).
+    pub fn mutating_calls(&self) -> BTreeMap<String, u64> {
+        self.calls()
+            .into_iter()
+            .filter(|(k, _)| {
+                let action = k.split(':').nth(1).unwrap_or("");
+                !(action.starts_with("Describe") || action.starts_with("List") || action.starts_with("Get"))
+            })
+            .collect()
+    }
+
+    pub fn reset_calls(&self) {
+        self.control("POST", "/_emulator/calls/reset", &json!({}));
+    }
+
+    pub fn add_fault(&self, rule: Value) {
+        self.control("POST", "/_emulator/faults", &rule);
+    }
+
+    /// Seeds the random draws of `ratio` fault rules.
+    pub fn seed(&self, seed: u64) {
+        self.control("POST", "/_emulator/config", &json!({ "seed": seed }));
+    }
+
+    /// How many times each fault rule fired, in the order added.
+    pub fn faults_fired(&self) -> Vec<u64> {
+        let v = self.control("GET", "/_emulator/faults", &Value::Null);
+        v["faults"].as_array().map(|a| a.iter().map(|f| f["fired"].as_u64().unwrap_or(0)).collect()).unwrap_or_default()
+    }
+
+    pub fn clear_faults(&self) {
+        self.control("DELETE", "/_emulator/faults", &Value::Null);
+    }
+
+    fn auth(service: &str, access_key: &str) -> String {
+        format!(
+            "AWS4-HMAC-SHA256 Credential={access_key}/20260101/{REGION}/{service}/aws4_request, SignedHeaders=host, Signature=0"
+        )
+    }
+
+    /// A raw FSx API call (JSON 1.1), for changes made behind Terraform's back.
+    pub fn fsx(&self, action: &str, body: Value) -> (u16, Value) {
+        let target = format!("AWSSimbaAPIService_v20180301.{action}");
+        let auth = Self::auth("fsx", "testing");
+        let r = http(
+            self.port,
+            "POST",
+            "/",
+            &[("Content-Type", "application/x-amz-json-1.1"), ("X-Amz-Target", &target), ("Authorization", &auth)],
+            &body.to_string(),
+        );
+        (r.status, serde_json::from_str(&r.body).unwrap_or(Value::Null))
+    }
+
+    /// Lustre file systems in the default account.
+    pub fn file_systems(&self) -> Vec<Value> {
+        let (status, v) = self.fsx("DescribeFileSystems", json!({}));
+        assert_eq!(status, 200, "DescribeFileSystems: {v}");
+        v["FileSystems"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Temporary credentials (access key id) for a role in another account, from STS.
+    pub fn assume_role(&self, role_arn: &str) -> String {
+        let auth = Self::auth("sts", "testing");
+        let body = format!("Action=AssumeRole&Version=2011-06-15&RoleArn={role_arn}&RoleSessionName=acceptance");
+        let r = http(
+            self.port,
+            "POST",
+            "/",
+            &[("Content-Type", "application/x-www-form-urlencoded"), ("Authorization", &auth)],
+            &body,
+        );
+        assert_eq!(r.status, 200, "AssumeRole {role_arn}: {}", r.body);
+        let start = r.body.find("<AccessKeyId>").map(|i| i + "<AccessKeyId>".len()).expect("AccessKeyId");
+        r.body[start..].chars().take_while(|c| *c != '<').collect()
+    }
+
+    /// A raw EC2 query call as the default account; returns the XML body.
+    pub fn ec2(&self, query: &str) -> String {
+        self.ec2_as("testing", query)
+    }
+
+    /// A raw EC2 query call with the given access key id (its account).
+    pub fn ec2_as(&self, access_key: &str, query: &str) -> String {
+        let auth = Self::auth("ec2", access_key);
+        let body = format!("{query}&Version=2016-11-15");
+        let r = http(
+            self.port,
+            "POST",
+            "/",
+            &[("Content-Type", "application/x-www-form-urlencoded"), ("Authorization", &auth)],
+            &body,
+        );
+        assert_eq!(r.status, 200, "EC2 {query}: {}", r.body);
+        r.body
+    }
+
+    /// One of the region's default subnets in the default account.
+    pub fn default_subnet(&self) -> String {
+        self.default_subnet_as("testing")
+    }
+
+    /// One of the region's default subnets in the account of `access_key`.
+    pub fn default_subnet_as(&self, access_key: &str) -> String {
+        let xml = self.ec2_as(access_key, "Action=DescribeSubnets");
+        let start = xml.find("subnet-").expect("the emulator has default subnets");
+        xml[start..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect()
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Terraform workspaces
+// ---------------------------------------------------------------------------------------------
+
+fn scratch_dir(name: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let n = N.fetch_add(1, Ordering::SeqCst);
+    let dir = std::env::temp_dir().join("hpcforge-acceptance").join(format!("{name}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating scratch dir");
+    dir
+}
+
+#[derive(Debug)]
+pub struct TfOutput {
+    pub success: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl TfOutput {
+    /// stdout and stderr together, as a person would read them.
+    pub fn text(&self) -> String {
+        format!("{}\n{}", self.stdout, self.stderr)
+    }
+}
+
+pub struct Workspace {
+    pub dir: PathBuf,
+    endpoint: String,
+    extra_env: Vec<(String, String)>,
+}
+
+/// The provider block every test uses unless it writes its own.
+pub const PROVIDER: &str = r#"
+terraform {
+  required_providers {
+    hpc = { source = "hpcforge/hpc" }
+  }
+}
+
+provider "hpc" {
+  region = "us-east-1"
+  default_tags {
+    tags = { project = "acceptance" }
+  }
+}
+"#;
+
+impl Workspace {
+    pub fn new(name: &str, emu: &Emulator) -> Workspace {
+        require_terraform();
+        let dir = scratch_dir(name);
+        let cli = format!(
+            "provider_installation {{\n  dev_overrides {{\n    \"hpcforge/hpc\" = \"{}\"\n  }}\n  direct {{}}\n}}\n",
+            provider_dir().display()
+        );
+        std::fs::write(dir.join("cli.tfrc"), cli).expect("writing cli.tfrc");
+        Workspace { dir, endpoint: emu.url(), extra_env: Vec::new() }
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.extra_env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Writes main.tf: the standard provider block followed by `body`.
+    pub fn write(&self, body: &str) {
+        self.write_raw(&format!("{PROVIDER}\n{body}"));
+    }
+
+    /// Writes main.tf exactly as given.
+    pub fn write_raw(&self, text: &str) {
+        std::fs::write(self.dir.join("main.tf"), text).expect("writing main.tf");
+    }
+
+    pub fn tf(&self, args: &[&str]) -> TfOutput {
+        let mut cmd = Command::new("terraform");
+        cmd.args(args)
+            .current_dir(&self.dir)
+            .env("TF_CLI_CONFIG_FILE", self.dir.join("cli.tfrc"))
+            .env("TF_IN_AUTOMATION", "1")
+            .env("CHECKPOINT_DISABLE", "1")
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_ENDPOINT_URL", &self.endpoint)
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env_remove("AWS_PROFILE")
+            .env_remove("AWS_REGION")
+            .env_remove("TF_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("running terraform");
+        let out = wait_with_timeout(child, COMMAND_TIMEOUT, args);
+        TfOutput {
+            success: out.status.success(),
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs terraform and fails the test with its output if it fails.
+    pub fn ok(&self, args: &[&str]) -> TfOutput {
+        let out = self.tf(args);
+        assert!(out.success, "terraform {} failed:\n{}", args.join(" "), out.text());
+        out
+    }
+
+    pub fn apply(&self) -> TfOutput {
+        self.ok(&["apply", "-auto-approve", "-input=false", "-no-color"])
+    }
+
+    pub fn destroy(&self) -> TfOutput {
+        self.ok(&["destroy", "-auto-approve", "-input=false", "-no-color"])
+    }
+
+    pub fn plan(&self) -> TfOutput {
+        self.tf(&["plan", "-input=false", "-no-color", "-detailed-exitcode"])
+    }
+
+    /// Asserts the next plan has no changes.
+    pub fn assert_no_changes(&self) {
+        let out = self.plan();
+        assert_eq!(out.code, Some(0), "expected no changes, got:\n{}", out.text());
+    }
+
+    /// `terraform show -json` of the state.
+    pub fn state(&self) -> Value {
+        let out = self.ok(&["show", "-json", "-no-color"]);
+        serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("show -json is not JSON: {e}\n{}", out.stdout))
+    }
+
+    /// The `values` of one resource in state, e.g. `hpc_lustre_fs.main`.
+    pub fn resource(&self, address: &str) -> Value {
+        let state = self.state();
+        state["values"]["root_module"]["resources"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["address"] == address))
+            .map(|r| r["values"].clone())
+            .unwrap_or_else(|| panic!("{address} is not in state: {state}"))
+    }
+
+    /// The raw state file (to check secrets never reach it).
+    pub fn raw_state(&self) -> String {
+        std::fs::read_to_string(self.dir.join("terraform.tfstate")).unwrap_or_default()
+    }
+}
+
+fn wait_with_timeout(mut child: Child, timeout: Duration, args: &[&str]) -> Output {
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let out_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut s) = stdout {
+            let _ = s.read_to_end(&mut buf);
+        }
+        buf
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut s) = stderr {
+            let _ = s.read_to_end(&mut buf);
+        }
+        buf
+    });
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() > deadline => {
+                let _ = child.kill();
+                panic!("terraform {} did not finish within {}s", args.join(" "), timeout.as_secs());
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("waiting for terraform: {e}"),
+        }
+    };
+    Output { status, stdout: out_reader.join().unwrap_or_default(), stderr: err_reader.join().unwrap_or_default() }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}

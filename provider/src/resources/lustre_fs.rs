@@ -145,8 +145,8 @@ fn schema() -> Schema {
                 .description("Copy the file system's tags to its backups.")
                 .default(Value::Bool(false)),
             Attribute::optional_computed("skip_final_backup", Type::Bool).description(
-                "Skip the final backup on destroy. Default: `false` for persistent file systems without an S3 \
-                 import path (a final backup is taken), `true` otherwise (FSx cannot back those up).",
+                "Skip the final backup on destroy. Default: `false` for persistent file systems not linked to S3 \
+                 (a final backup is taken), `true` otherwise (FSx cannot back those up).",
             ),
             Attribute::optional("final_backup_tags", Type::map(Type::String))
                 .description("Tags for the final backup taken on destroy."),
@@ -473,13 +473,22 @@ fn state_of(
     ])
 }
 
-/// FSx cannot back up scratch file systems or ones linked to S3 through import_path.
+/// The configuration's settings with this provider's defaults applied, for the rules.
+fn config_spec(config: &Value) -> LustreSpec {
+    let mut spec = spec_of(config);
+    if spec.skip_final_backup.is_none() {
+        spec.skip_final_backup = Some(default_skip_final_backup(&spec));
+    }
+    spec
+}
+
+/// FSx backs up only persistent file systems not linked to S3 (CreateBackup).
 fn default_skip_final_backup(spec: &LustreSpec) -> bool {
     let scratch = spec
         .deployment_type
         .as_deref()
         .is_none_or(|d| d.starts_with("SCRATCH"));
-    scratch || spec.import_path.is_some()
+    scratch || spec.import_path.is_some() || !spec.data_repositories.is_empty()
 }
 
 fn violations_to_diags(violations: Vec<rules::Violation>) -> Diagnostics {
@@ -526,7 +535,7 @@ impl Resource for LustreFs {
         if !req.config.is_wholly_known() {
             return Diagnostics::new();
         }
-        violations_to_diags(rules::validate(&spec_of(&req.config)))
+        violations_to_diags(rules::validate(&config_spec(&req.config)))
     }
 
     async fn modify_plan(&self, req: &mut PlanRequest) {
@@ -582,7 +591,7 @@ impl Resource for LustreFs {
             // A plan made with values known only now is checked here (validate skipped it).
             if planned_is_checkable(&req.config) {
                 req.diagnostics
-                    .extend(violations_to_diags(rules::validate(&spec_of(&req.config))));
+                    .extend(violations_to_diags(rules::validate(&config_spec(&req.config))));
             }
             return;
         }
@@ -598,7 +607,7 @@ impl Resource for LustreFs {
         }
         if planned_is_checkable(&req.config) {
             req.diagnostics
-                .extend(violations_to_diags(rules::validate(&spec_of(&req.config))));
+                .extend(violations_to_diags(rules::validate(&config_spec(&req.config))));
         }
     }
 
@@ -935,6 +944,27 @@ mod tests {
         s.deployment_type = Some("PERSISTENT_1".into());
         s.import_path = Some("s3://b".into());
         assert!(default_skip_final_backup(&s));
+    }
+
+    #[tokio::test]
+    async fn linked_to_s3_without_skip_final_backup_is_valid() {
+        let mut c = config();
+        c.set_attr("storage_capacity", Value::int(1200));
+        c.set_attr(
+            "data_repository",
+            Value::List(vec![object(vec![
+                ("file_system_path", Value::string("/datasets")),
+                ("data_repository_path", Value::string("s3://bucket/datasets")),
+                ("batch_import_meta_data_on_create", Value::Null),
+                ("imported_file_chunk_size", Value::Null),
+                ("auto_import_events", Value::Null),
+                ("auto_export_events", Value::Null),
+                ("delete_data_in_file_system", Value::Null),
+                ("association_id", Value::Null),
+            ])]),
+        );
+        let diags = LustreFs.validate(ValidateRequest { config: c }).await;
+        assert!(diags.is_empty(), "{diags}");
     }
 
     #[test]

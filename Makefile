@@ -1,0 +1,68 @@
+# hpcforge: the two commands are `make demo` and `make test`.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+CARGO ?= cargo
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+PROVIDER_DIR := $(TARGET_DIR)/debug
+EMULATOR := acceptance-tests/emulator
+VENV := $(EMULATOR)/.venv
+PYTHON ?= python3
+
+.PHONY: all build test unit acceptance emulator-test tf-check emulator-venv emulator demo demo-destroy fmt lint clean
+
+all: build
+
+## build: the provider and the other binaries (debug)
+build:
+	$(CARGO) build --workspace
+
+## emulator-venv: the local AWS emulator's Python environment (moto, pinned)
+emulator-venv: $(VENV)/.installed
+$(VENV)/.installed: $(EMULATOR)/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r $(EMULATOR)/requirements.txt
+	touch $@
+
+## test: unit tests, emulator tests, terraform fmt/validate, acceptance tests (real terraform + emulator)
+test: emulator-venv build tf-check emulator-test
+	HPC_PROVIDER_DIR=$(PROVIDER_DIR) $(CARGO) test --workspace
+
+unit:
+	$(CARGO) test --workspace --lib --bins
+
+acceptance: emulator-venv build
+	HPC_PROVIDER_DIR=$(PROVIDER_DIR) $(CARGO) test -p acceptance-tests
+
+emulator-test: emulator-venv
+	cd $(EMULATOR) && .venv/bin/python -m pytest -q -p no:cacheprovider
+
+## tf-check: terraform fmt and validate for every example and module
+tf-check: build
+	terraform fmt -check -recursive examples modules
+	scripts/tf-validate.sh $(PROVIDER_DIR)
+
+## emulator: run the emulator in the foreground on port 4566
+emulator: emulator-venv
+	$(EMULATOR)/serve --port 4566
+
+## demo: start the emulator, build the provider, apply examples/quickstart, show what it made
+demo: emulator-venv
+	$(CARGO) build -p terraform-provider-hpc
+	scripts/demo.sh up $(PROVIDER_DIR)
+
+## demo-destroy: destroy what the demo made and stop its emulator
+demo-destroy:
+	scripts/demo.sh down $(PROVIDER_DIR)
+
+fmt:
+	$(CARGO) fmt --all
+	terraform fmt -recursive examples modules
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+clean:
+	$(CARGO) clean
+	rm -rf .demo $(VENV)

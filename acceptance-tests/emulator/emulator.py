@@ -1,0 +1,101 @@
+"""Local AWS emulator for hpcforge: moto in-process behind our own WSGI middleware.
+
+Start it through ./serve (which picks the venv's python). See README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+
+from werkzeug.serving import make_server
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="serve", description="Local AWS emulator (moto + hpcforge gaps).")
+    parser.add_argument("--port", type=int, required=True, help="TCP port to listen on; 0 picks a free one")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port-file", help="write the port number to this file once listening")
+    parser.add_argument("--fsx-create-delay", type=float, default=1.0, metavar="SECONDS", help="CREATING -> AVAILABLE")
+    parser.add_argument("--fsx-update-delay", type=float, default=1.0, metavar="SECONDS", help="UPDATING -> AVAILABLE")
+    parser.add_argument("--fsx-delete-delay", type=float, default=1.0, metavar="SECONDS", help="DELETING -> gone")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the RNG behind ratio fault rules")
+    parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    args = parser.parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        parser.error("--port must be between 0 and 65535")
+    for name in ("fsx_create_delay", "fsx_update_delay", "fsx_delete_delay"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must not be negative")
+    return args
+
+
+def write_port_file(path: str, port: int) -> None:
+    """Writes atomically, so a reader polling for the file never sees it half written."""
+    temporary = f"{path}.tmp{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(f"{port}\n")
+    os.replace(temporary, path)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    logging.getLogger("werkzeug").setLevel(logging.INFO if args.verbose else logging.WARNING)
+
+    # moto is heavy to import; do it only once the arguments are known to be good.
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+
+    import ec2
+    import fsx
+    from config import CONFIG
+    from faults import FAULTS
+    from middleware import EmulatorMiddleware
+
+    CONFIG.update(
+        {
+            "fsx_create_delay_s": args.fsx_create_delay,
+            "fsx_update_delay_s": args.fsx_update_delay,
+            "fsx_delete_delay_s": args.fsx_delete_delay,
+            "seed": args.seed,
+        }
+    )
+    FAULTS.reseed(args.seed)
+    fsx.install()
+    ec2.install()
+    app = EmulatorMiddleware(DomainDispatcherApplication(create_backend_app))
+    try:
+        server = make_server(args.host, args.port, app, threaded=True, request_handler=MotoRequestHandler)
+    except OSError as err:
+        print(f"emulator: cannot listen on {args.host}:{args.port}: {err}", file=sys.stderr)
+        return 1
+
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    serving = threading.Thread(target=server.serve_forever, name="emulator-server", daemon=True)
+    serving.start()
+
+    port = server.server_port
+    if args.port_file:
+        write_port_file(args.port_file, port)
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"emulator listening on http://{host}:{port}", flush=True)
+
+    stop.wait()
+    server.shutdown()
+    server.server_close()
+    serving.join()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

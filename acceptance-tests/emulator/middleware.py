@@ -1,0 +1,324 @@
+"""WSGI middleware in front of moto: call counting, fault injection and the control API."""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+import botocore.loaders
+import moto
+from moto.moto_api._internal.models import moto_api_backend
+
+import fsx
+from config import CONFIG
+from faults import (
+    FAULTS,
+    PROTOCOL_EC2,
+    PROTOCOL_JSON,
+    PROTOCOL_QUERY,
+    PROTOCOL_REST_JSON,
+    PROTOCOL_REST_XML,
+    FaultRuleError,
+    render_error,
+)
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+CONTROL_PREFIX = "/_emulator"
+CREDENTIAL_SCOPE = re.compile(r"Credential=[^/,\s]+/\d{8}/[^/,\s]+/([^/,\s]+)/aws4_request")
+BOTOCORE_LOADER = botocore.loaders.create_loader()
+
+
+@dataclass(frozen=True)
+class AwsCall:
+    service: str
+    action: str
+    protocol: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.service}:{self.action}"
+
+
+def classify(environ: dict[str, Any]) -> AwsCall | None:
+    """Names the AWS operation of a request, or None when it is not a (SigV4-signed) AWS call.
+
+    The service is the signing name in the credential scope (``fsx``, ``ec2``, ``sts`` ...);
+    the action comes from X-Amz-Target (JSON), ``Action=`` (query) or the REST route.
+    """
+    query = parse_qs(environ.get("QUERY_STRING", ""))
+    service = _signing_service(environ, query)
+    if service is None:
+        return None
+    target = environ.get("HTTP_X_AMZ_TARGET")
+    if target:
+        return AwsCall(service, target.rsplit(".", 1)[-1], PROTOCOL_JSON)
+    action = next(iter(query.get("Action") or _form_body(environ).get("Action") or []), None)
+    if action:
+        return AwsCall(service, action, PROTOCOL_EC2 if service == "ec2" else PROTOCOL_QUERY)
+    protocol, operation = _rest_operation(service, environ, query)
+    return AwsCall(service, operation or environ.get("REQUEST_METHOD", "GET"), protocol)
+
+
+def _signing_service(environ: dict[str, Any], query: dict[str, list[str]]) -> str | None:
+    credential = environ.get("HTTP_AUTHORIZATION", "")
+    if not credential and "X-Amz-Credential" in query:
+        credential = "Credential=" + query["X-Amz-Credential"][0]
+    found = CREDENTIAL_SCOPE.search(credential)
+    return found.group(1).lower() if found else None
+
+
+def _form_body(environ: dict[str, Any]) -> dict[str, list[str]]:
+    """Parses a form-encoded body and puts the bytes back for the app behind us."""
+    if not environ.get("CONTENT_TYPE", "").startswith("application/x-www-form-urlencoded"):
+        return {}
+    length = environ.get("CONTENT_LENGTH") or ""
+    stream = environ["wsgi.input"]
+    if length.isdigit():
+        body = stream.read(int(length))
+    elif environ.get("wsgi.input_terminated"):
+        body = stream.read()
+    else:
+        return {}
+    environ["wsgi.input"] = io.BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
+    return parse_qs(body.decode("utf-8", errors="replace"))
+
+
+@dataclass(frozen=True)
+class RestOperation:
+    name: str
+    method: str
+    path: re.Pattern[str]
+    query_keys: frozenset[str]
+    headers: frozenset[str]
+    literal_length: int
+
+    def matches(self, method: str, path: str, query_keys: set[str], environ: dict[str, Any]) -> bool:
+        return (
+            self.method == method
+            and self.query_keys <= query_keys
+            and all(_header_key(header) in environ for header in self.headers)
+            and self.path.match(path) is not None
+        )
+
+    @property
+    def specificity(self) -> tuple[int, int]:
+        return len(self.query_keys) + len(self.headers), self.literal_length
+
+
+def _header_key(header: str) -> str:
+    key = header.upper().replace("-", "_")
+    return key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{key}"
+
+
+@functools.cache
+def _rest_operations(service: str) -> tuple[str, tuple[RestOperation, ...]]:
+    """The REST protocol and operations of a botocore service model (empty if unknown).
+
+    An operation is told apart by method, path template, and the query keys and headers
+    its input requires (S3's PutObject and CopyObject share a path; CopyObject needs a header).
+    """
+    try:
+        model = BOTOCORE_LOADER.load_service_model(service, "service-2")
+    except Exception:  # noqa: BLE001 - any loader failure means "no model for this name"
+        return PROTOCOL_REST_JSON, ()
+    protocol = PROTOCOL_REST_XML if model["metadata"].get("protocol") == "rest-xml" else PROTOCOL_REST_JSON
+    shapes = model["shapes"]
+    operations = []
+    for name, operation in model["operations"].items():
+        http = operation.get("http", {})
+        path_template, _, query_template = http.get("requestUri", "/").partition("?")
+        pattern = re.sub(
+            r"\\\{[^}]+\\\}",
+            lambda m: ".+" if m.group(0).endswith("+\\}") else "[^/]+",
+            re.escape(path_template.rstrip("/")),
+        )
+        query_keys = {
+            part.split("=", 1)[0] for part in query_template.split("&") if part and not part.startswith("x-id")
+        }
+        headers: set[str] = set()
+        input_shape = shapes.get(operation.get("input", {}).get("shape", ""), {})
+        for member in input_shape.get("required", []):
+            spec = input_shape["members"][member]
+            if spec.get("location") == "querystring":
+                query_keys.add(spec["locationName"])
+            elif spec.get("location") == "header":
+                headers.add(spec["locationName"])
+        operations.append(
+            RestOperation(
+                name=name,
+                method=http.get("method", "POST"),
+                path=re.compile(f"^{pattern}/?$"),
+                query_keys=frozenset(query_keys),
+                headers=frozenset(headers),
+                literal_length=len(re.sub(r"\{[^}]+\}", "", path_template)),
+            )
+        )
+    return protocol, tuple(operations)
+
+
+def _rest_operation(service: str, environ: dict[str, Any], query: dict[str, list[str]]) -> tuple[str, str | None]:
+    protocol, operations = _rest_operations(service)
+    named = next(iter(query.get("x-id", [])), None)
+    if named and any(op.name == named for op in operations):
+        return protocol, named
+    method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "/")
+    candidates = [op for op in operations if op.matches(method, path, set(query), environ)]
+    best = max(candidates, key=lambda op: op.specificity, default=None)
+    return protocol, best.name if best else None
+
+
+class CallCounter:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def add(self, key: str) -> None:
+        with self._lock:
+            self._counts[key] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(sorted(self._counts.items()))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+class ControlError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class EmulatorMiddleware:
+    """Counts and faults AWS calls, answers ``/_emulator/...``, passes the rest to moto."""
+
+    def __init__(self, app: WsgiApp) -> None:
+        self.app = app
+        self.calls = CallCounter()
+        self.started = time.time()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path == CONTROL_PREFIX or path.startswith(CONTROL_PREFIX + "/"):
+            return self._control(environ, start_response)
+        call = classify(environ)
+        if call is not None:
+            self.calls.add(call.key)
+            outcome = FAULTS.evaluate(call.service, call.action)
+            if outcome.latency_s:
+                time.sleep(outcome.latency_s)
+            if outcome.error is not None:
+                status, headers, body = render_error(call.protocol, outcome.error)
+                start_response(f"{status} Error", headers)
+                return [body]
+        return self.app(environ, start_response)
+
+    # --- control API ---------------------------------------------------------------------------
+
+    def _control(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        route = environ.get("PATH_INFO", "")[len(CONTROL_PREFIX) :].rstrip("/")
+        try:
+            status, payload = self._route(method, route, environ)
+        except ControlError as err:
+            status, payload = err.status, {"error": str(err)}
+        body = json.dumps(payload).encode("utf-8")
+        start_response(
+            f"{status} {'OK' if status < 400 else 'Error'}",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+        )
+        return [body]
+
+    def _route(self, method: str, route: str, environ: dict[str, Any]) -> tuple[int, Any]:
+        if route == "/health" and method == "GET":
+            return 200, {"status": "ok", "moto_version": moto.__version__, "uptime_s": time.time() - self.started}
+        if route == "/calls" and method == "GET":
+            return 200, {"calls": self.calls.snapshot()}
+        if route == "/calls/reset" and method == "POST":
+            self.calls.clear()
+            return 200, {"calls": {}}
+        if route == "/faults":
+            return self._faults(method, environ)
+        if route.startswith("/faults/") and method == "DELETE":
+            rule_id = route[len("/faults/") :]
+            if not FAULTS.remove(rule_id):
+                raise ControlError(404, f"no fault rule with id {rule_id!r}")
+            return 200, {"deleted": 1}
+        if route == "/config":
+            if method == "GET":
+                return 200, CONFIG.as_dict()
+            if method == "POST":
+                return 200, self._update_config(_json_body(environ))
+        if route == "/reset" and method == "POST":
+            moto_api_backend.reset()
+            self.calls.clear()
+            FAULTS.clear()
+            FAULTS.reseed(CONFIG.snapshot().seed)
+            return 200, {"status": "reset"}
+        lifecycle = re.fullmatch(r"/fsx/([^/]+)/lifecycle", route)
+        if lifecycle and method == "POST":
+            return 200, self._force_lifecycle(lifecycle.group(1), _json_body(environ))
+        raise ControlError(404, f"no control endpoint {method} {CONTROL_PREFIX}{route}")
+
+    def _faults(self, method: str, environ: dict[str, Any]) -> tuple[int, Any]:
+        if method == "GET":
+            return 200, {"faults": FAULTS.describe()}
+        if method == "DELETE":
+            return 200, {"deleted": FAULTS.clear()}
+        if method == "POST":
+            body = _json_body(environ)
+            try:
+                ids = FAULTS.add(body if isinstance(body, list) else [body])
+            except FaultRuleError as err:
+                raise ControlError(400, f"invalid fault rule: {err}") from err
+            return 200, {"ids": ids}
+        raise ControlError(405, f"{method} is not supported on {CONTROL_PREFIX}/faults")
+
+    @staticmethod
+    def _update_config(body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise ControlError(400, "config must be a JSON object")
+        try:
+            updated = CONFIG.update(body)
+        except ValueError as err:
+            raise ControlError(400, str(err)) from err
+        if "seed" in body:
+            FAULTS.reseed(updated["seed"])
+        return updated
+
+    @staticmethod
+    def _force_lifecycle(resource_id: str, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict) or not isinstance(body.get("Lifecycle"), str):
+            raise ControlError(400, 'body must be {"Lifecycle": "...", "FailureDetails": {"Message": "..."}}')
+        details = body.get("FailureDetails") or {}
+        message = details.get("Message") if isinstance(details, dict) else None
+        try:
+            return fsx.force_lifecycle(resource_id, body["Lifecycle"], message)
+        except LookupError as err:
+            raise ControlError(404, str(err.args[0])) from err
+        except ValueError as err:
+            raise ControlError(400, str(err)) from err
+
+
+def _json_body(environ: dict[str, Any]) -> Any:
+    length = environ.get("CONTENT_LENGTH") or "0"
+    raw = environ["wsgi.input"].read(int(length)) if length.isdigit() else b""
+    if not raw.strip():
+        raise ControlError(400, "a JSON request body is required")
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise ControlError(400, f"request body is not valid JSON: {err}") from err
