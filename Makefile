@@ -9,7 +9,7 @@ EMULATOR := acceptance-tests/emulator
 VENV := $(EMULATOR)/.venv
 PYTHON ?= python3
 
-.PHONY: all build test unit acceptance emulator-test tf-check emulator-venv emulator demo demo-destroy fmt lint clean
+.PHONY: bench all build test unit acceptance emulator-test tf-check emulator-venv emulator demo demo-destroy fmt lint clean
 
 all: build
 
@@ -25,8 +25,8 @@ $(VENV)/.installed: $(EMULATOR)/requirements.txt
 	touch $@
 
 ## test: unit tests, emulator tests, terraform fmt/validate, acceptance tests (real terraform + emulator)
-test: emulator-venv build tf-check emulator-test
-	HPC_PROVIDER_DIR=$(PROVIDER_DIR) $(CARGO) test --workspace
+test: emulator-venv build tf-check
+	scripts/run-tests.sh $(PROVIDER_DIR)
 
 unit:
 	$(CARGO) test --workspace --lib --bins
@@ -66,3 +66,8 @@ lint:
 clean:
 	$(CARGO) clean
 	rm -rf .demo $(VENV)
+
+## bench: measure the provider (release build) against its anchors; writes bench/results and BENCHMARKS.md
+bench: emulator-venv
+	$(CARGO) build --release -p terraform-provider-hpc
+	$(PYTHON) bench/bench.py $(TARGET_DIR)/release

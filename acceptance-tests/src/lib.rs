@@ -21,7 +21,10 @@ pub const REGION: &str = "us-east-1";
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(".."))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(".."))
 }
 
 /// The folder holding a freshly built terraform-provider-hpc (built once per test run).
@@ -38,7 +41,9 @@ pub fn provider_dir() -> &'static Path {
             .status()
             .expect("running cargo build for the provider");
         assert!(status.success(), "building terraform-provider-hpc failed");
-        let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join("target"));
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| root.join("target"));
         target.join("debug")
     })
 }
@@ -63,8 +68,15 @@ pub struct HttpResponse {
     pub body: String,
 }
 
-pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> HttpResponse {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("connecting to emulator :{port}: {e}"));
+pub fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> HttpResponse {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))
+        .unwrap_or_else(|e| panic!("connecting to emulator :{port}: {e}"));
     let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -75,14 +87,26 @@ pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body:
     }
     req.push_str("\r\n");
     req.push_str(body);
-    stream.write_all(req.as_bytes()).expect("writing HTTP request");
+    stream
+        .write_all(req.as_bytes())
+        .expect("writing HTTP request");
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).expect("reading HTTP response");
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
-    let body = if chunked { dechunk(rest) } else { rest.to_string() };
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    };
     HttpResponse { status, body }
 }
 
@@ -116,14 +140,24 @@ impl Emulator {
         let mut child = Command::new(dir.join("serve"))
             .args(["--port", "0", "--port-file"])
             .arg(&port_file)
-            .args(["--fsx-create-delay", "0.5", "--fsx-update-delay", "0.5", "--fsx-delete-delay", "0.5"])
+            .args([
+                "--fsx-create-delay",
+                "0.5",
+                "--fsx-update-delay",
+                "0.5",
+                "--fsx-delete-delay",
+                "0.5",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("starting acceptance-tests/emulator/serve");
         let deadline = Instant::now() + Duration::from_secs(60);
         let port = loop {
-            if let Some(p) = std::fs::read_to_string(&port_file).ok().and_then(|s| s.trim().parse::<u16>().ok()) {
+            if let Some(p) = std::fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|s| s.trim().parse::<u16>().ok())
+            {
                 break p;
             }
             if let Ok(Some(status)) = child.try_wait() {
@@ -133,7 +167,10 @@ impl Emulator {
                 }
                 panic!("the emulator exited ({status}) before listening:\n{err}\n(run `make emulator-venv` if its venv is missing)");
             }
-            assert!(Instant::now() < deadline, "the emulator did not start within 60 s");
+            assert!(
+                Instant::now() < deadline,
+                "the emulator did not start within 60 s"
+            );
             std::thread::sleep(Duration::from_millis(100));
         };
         let emu = Emulator { child, port };
@@ -147,15 +184,33 @@ impl Emulator {
     }
 
     fn control(&self, method: &str, path: &str, body: &Value) -> Value {
-        let r = http(self.port, method, path, &[("Content-Type", "application/json")], &body.to_string());
-        assert!((200..300).contains(&r.status), "{method} {path}: HTTP {}: {}", r.status, r.body);
+        let r = http(
+            self.port,
+            method,
+            path,
+            &[("Content-Type", "application/json")],
+            &body.to_string(),
+        );
+        assert!(
+            (200..300).contains(&r.status),
+            "{method} {path}: HTTP {}: {}",
+            r.status,
+            r.body
+        );
         serde_json::from_str(&r.body).unwrap_or(Value::Null)
     }
 
     /// Calls per `service:Action` since start or the last reset.
     pub fn calls(&self) -> BTreeMap<String, u64> {
         let v = self.control("GET", "/_emulator/calls", &Value::Null);
-        v["calls"].as_object().map(|m| m.iter().map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0))).collect()).unwrap_or_default()
+        v["calls"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0)))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Calls that change something (everything but Describe*, List*, Get*).
@@ -164,7 +219,9 @@ impl Emulator {
             .into_iter()
             .filter(|(k, _)| {
                 let action = k.split(':').nth(1).unwrap_or("");
-                !(action.starts_with("Describe") || action.starts_with("List") || action.starts_with("Get"))
+                !(action.starts_with("Describe")
+                    || action.starts_with("List")
+                    || action.starts_with("Get"))
             })
             .collect()
     }
@@ -185,7 +242,10 @@ impl Emulator {
     /// How many times each fault rule fired, in the order added.
     pub fn faults_fired(&self) -> Vec<u64> {
         let v = self.control("GET", "/_emulator/faults", &Value::Null);
-        v["faults"].as_array().map(|a| a.iter().map(|f| f["fired"].as_u64().unwrap_or(0)).collect()).unwrap_or_default()
+        v["faults"]
+            .as_array()
+            .map(|a| a.iter().map(|f| f["fired"].as_u64().unwrap_or(0)).collect())
+            .unwrap_or_default()
     }
 
     pub fn clear_faults(&self) {
@@ -206,10 +266,17 @@ impl Emulator {
             self.port,
             "POST",
             "/",
-            &[("Content-Type", "application/x-amz-json-1.1"), ("X-Amz-Target", &target), ("Authorization", &auth)],
+            &[
+                ("Content-Type", "application/x-amz-json-1.1"),
+                ("X-Amz-Target", &target),
+                ("Authorization", &auth),
+            ],
             &body.to_string(),
         );
-        (r.status, serde_json::from_str(&r.body).unwrap_or(Value::Null))
+        (
+            r.status,
+            serde_json::from_str(&r.body).unwrap_or(Value::Null),
+        )
     }
 
     /// Lustre file systems in the default account.
@@ -222,16 +289,25 @@ impl Emulator {
     /// Temporary credentials (access key id) for a role in another account, from STS.
     pub fn assume_role(&self, role_arn: &str) -> String {
         let auth = Self::auth("sts", "testing");
-        let body = format!("Action=AssumeRole&Version=2011-06-15&RoleArn={role_arn}&RoleSessionName=acceptance");
+        let body = format!(
+            "Action=AssumeRole&Version=2011-06-15&RoleArn={role_arn}&RoleSessionName=acceptance"
+        );
         let r = http(
             self.port,
             "POST",
             "/",
-            &[("Content-Type", "application/x-www-form-urlencoded"), ("Authorization", &auth)],
+            &[
+                ("Content-Type", "application/x-www-form-urlencoded"),
+                ("Authorization", &auth),
+            ],
             &body,
         );
         assert_eq!(r.status, 200, "AssumeRole {role_arn}: {}", r.body);
-        let start = r.body.find("<AccessKeyId>").map(|i| i + "<AccessKeyId>".len()).expect("AccessKeyId");
+        let start = r
+            .body
+            .find("<AccessKeyId>")
+            .map(|i| i + "<AccessKeyId>".len())
+            .expect("AccessKeyId");
         r.body[start..].chars().take_while(|c| *c != '<').collect()
     }
 
@@ -248,7 +324,10 @@ impl Emulator {
             self.port,
             "POST",
             "/",
-            &[("Content-Type", "application/x-www-form-urlencoded"), ("Authorization", &auth)],
+            &[
+                ("Content-Type", "application/x-www-form-urlencoded"),
+                ("Authorization", &auth),
+            ],
             &body,
         );
         assert_eq!(r.status, 200, "EC2 {query}: {}", r.body);
@@ -263,8 +342,13 @@ impl Emulator {
     /// One of the region's default subnets in the account of `access_key`.
     pub fn default_subnet_as(&self, access_key: &str) -> String {
         let xml = self.ec2_as(access_key, "Action=DescribeSubnets");
-        let start = xml.find("subnet-").expect("the emulator has default subnets");
-        xml[start..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect()
+        let start = xml
+            .find("subnet-")
+            .expect("the emulator has default subnets");
+        xml[start..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect()
     }
 }
 
@@ -282,7 +366,9 @@ impl Drop for Emulator {
 fn scratch_dir(name: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
     let n = N.fetch_add(1, Ordering::SeqCst);
-    let dir = std::env::temp_dir().join("hpcforge-acceptance").join(format!("{name}-{}-{n}", std::process::id()));
+    let dir = std::env::temp_dir()
+        .join("hpcforge-acceptance")
+        .join(format!("{name}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("creating scratch dir");
     dir
@@ -334,7 +420,11 @@ impl Workspace {
             provider_dir().display()
         );
         std::fs::write(dir.join("cli.tfrc"), cli).expect("writing cli.tfrc");
-        Workspace { dir, endpoint: emu.url(), extra_env: Vec::new() }
+        Workspace {
+            dir,
+            endpoint: emu.url(),
+            extra_env: Vec::new(),
+        }
     }
 
     pub fn env(mut self, key: &str, value: &str) -> Self {
@@ -384,7 +474,12 @@ impl Workspace {
     /// Runs terraform and fails the test with its output if it fails.
     pub fn ok(&self, args: &[&str]) -> TfOutput {
         let out = self.tf(args);
-        assert!(out.success, "terraform {} failed:\n{}", args.join(" "), out.text());
+        assert!(
+            out.success,
+            "terraform {} failed:\n{}",
+            args.join(" "),
+            out.text()
+        );
         out
     }
 
@@ -403,13 +498,19 @@ impl Workspace {
     /// Asserts the next plan has no changes.
     pub fn assert_no_changes(&self) {
         let out = self.plan();
-        assert_eq!(out.code, Some(0), "expected no changes, got:\n{}", out.text());
+        assert_eq!(
+            out.code,
+            Some(0),
+            "expected no changes, got:\n{}",
+            out.text()
+        );
     }
 
     /// `terraform show -json` of the state.
     pub fn state(&self) -> Value {
         let out = self.ok(&["show", "-json", "-no-color"]);
-        serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("show -json is not JSON: {e}\n{}", out.stdout))
+        serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("show -json is not JSON: {e}\n{}", out.stdout))
     }
 
     /// The `values` of one resource in state, e.g. `hpc_lustre_fs.main`.
@@ -451,13 +552,21 @@ fn wait_with_timeout(mut child: Child, timeout: Duration, args: &[&str]) -> Outp
             Ok(Some(status)) => break status,
             Ok(None) if Instant::now() > deadline => {
                 let _ = child.kill();
-                panic!("terraform {} did not finish within {}s", args.join(" "), timeout.as_secs());
+                panic!(
+                    "terraform {} did not finish within {}s",
+                    args.join(" "),
+                    timeout.as_secs()
+                );
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(50)),
             Err(e) => panic!("waiting for terraform: {e}"),
         }
     };
-    Output { status, stdout: out_reader.join().unwrap_or_default(), stderr: err_reader.join().unwrap_or_default() }
+    Output {
+        status,
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
+    }
 }
 
 impl Drop for Workspace {

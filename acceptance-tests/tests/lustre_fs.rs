@@ -43,32 +43,71 @@ fn basic_create_reads_back_everything_and_plans_clean() {
     assert_eq!(fs["storage_capacity"], 1200);
     assert_eq!(fs["deployment_type"], "PERSISTENT_2");
     assert_eq!(fs["owner_id"], "123456789012");
-    assert!(fs["vpc_id"].as_str().is_some_and(|v| v.starts_with("vpc-")), "{fs}");
-    assert!(!fs["network_interface_ids"].as_array().expect("enis").is_empty());
+    assert!(
+        fs["vpc_id"].as_str().is_some_and(|v| v.starts_with("vpc-")),
+        "{fs}"
+    );
+    assert!(!fs["network_interface_ids"]
+        .as_array()
+        .expect("enis")
+        .is_empty());
     let mount = fs["mount_name"].as_str().expect("mount name");
-    assert_eq!(mount.len(), 8, "PERSISTENT_2 mount names are 8 characters: {mount}");
+    assert_eq!(
+        mount.len(),
+        8,
+        "PERSISTENT_2 mount names are 8 characters: {mount}"
+    );
     assert_eq!(
         fs["mount_command"],
         format!("sudo mkdir -p /fsx && sudo mount -t lustre -o relatime,flock {id}.fsx.us-east-1.amazonaws.com@tcp:/{mount} /fsx")
     );
-    assert_eq!(fs["tags_all"], json!({"Name": "research-scratch", "project": "acceptance"}));
-    assert_eq!(fs["skip_final_backup"], true, "FSx cannot back up a file system linked to S3");
+    assert_eq!(
+        fs["tags_all"],
+        json!({"Name": "research-scratch", "project": "acceptance"})
+    );
+    assert_eq!(
+        fs["skip_final_backup"], true,
+        "FSx cannot back up a file system linked to S3"
+    );
     let repo = &fs["data_repository"][0];
-    assert!(repo["association_id"].as_str().is_some_and(|a| a.starts_with("dra-")), "{repo}");
+    assert!(
+        repo["association_id"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("dra-")),
+        "{repo}"
+    );
     assert_eq!(repo["imported_file_chunk_size"], 1024);
 
     // What AWS has matches: tags include the provider's default tags, the association exists.
     let remote = &emu.file_systems()[0];
     assert_eq!(remote["FileSystemId"], id.as_str());
     assert_eq!(remote["Lifecycle"], "AVAILABLE");
-    let tags: Vec<String> = remote["Tags"].as_array().expect("tags").iter().map(|t| format!("{}={}", t["Key"].as_str().unwrap_or(""), t["Value"].as_str().unwrap_or(""))).collect();
+    let tags: Vec<String> = remote["Tags"]
+        .as_array()
+        .expect("tags")
+        .iter()
+        .map(|t| {
+            format!(
+                "{}={}",
+                t["Key"].as_str().unwrap_or(""),
+                t["Value"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
     assert!(tags.contains(&"project=acceptance".to_string()), "{tags:?}");
     let (_, dras) = emu.fsx("DescribeDataRepositoryAssociations", json!({}));
-    assert_eq!(dras["Associations"].as_array().map(Vec::len), Some(1), "{dras}");
+    assert_eq!(
+        dras["Associations"].as_array().map(Vec::len),
+        Some(1),
+        "{dras}"
+    );
 
     ws.assert_no_changes();
     ws.destroy();
-    assert!(emu.file_systems().is_empty(), "destroy leaves no file system");
+    assert!(
+        emu.file_systems().is_empty(),
+        "destroy leaves no file system"
+    );
 }
 
 #[test]
@@ -87,7 +126,10 @@ fn growing_storage_and_changing_settings_update_in_place() {
     ));
     let plan = ws.plan();
     let text = plan.text();
-    assert!(text.contains("update in-place") && !text.contains("must be replaced"), "{text}");
+    assert!(
+        text.contains("update in-place") && !text.contains("must be replaced"),
+        "{text}"
+    );
     assert!(text.contains("1200 -> 2400"), "{text}");
     emu.reset_calls();
     ws.apply();
@@ -99,19 +141,39 @@ fn growing_storage_and_changing_settings_update_in_place() {
     assert_eq!(after["data_compression_type"], "LZ4");
     assert_eq!(after["data_repository"].as_array().map(Vec::len), Some(1));
     let calls = emu.mutating_calls();
-    assert_eq!(calls.get("fsx:CreateFileSystem"), None, "no new file system: {calls:?}");
+    assert_eq!(
+        calls.get("fsx:CreateFileSystem"),
+        None,
+        "no new file system: {calls:?}"
+    );
     assert_eq!(calls.get("fsx:DeleteFileSystem"), None, "{calls:?}");
-    assert_eq!(calls.get("fsx:UpdateFileSystem"), Some(&2), "settings and capacity are separate updates: {calls:?}");
-    assert_eq!(calls.get("fsx:CreateDataRepositoryAssociation"), Some(&1), "{calls:?}");
+    assert_eq!(
+        calls.get("fsx:UpdateFileSystem"),
+        Some(&2),
+        "settings and capacity are separate updates: {calls:?}"
+    );
+    assert_eq!(
+        calls.get("fsx:CreateDataRepositoryAssociation"),
+        Some(&1),
+        "{calls:?}"
+    );
     assert_eq!(emu.file_systems()[0]["StorageCapacity"], 2400);
     ws.assert_no_changes();
 
     // Removing the data repository deletes only the association.
-    ws.write(&persistent(&subnet, 2400, "  weekly_maintenance_start_time = \"3:04:30\"\n  data_compression_type = \"LZ4\"\n"));
+    ws.write(&persistent(
+        &subnet,
+        2400,
+        "  weekly_maintenance_start_time = \"3:04:30\"\n  data_compression_type = \"LZ4\"\n",
+    ));
     emu.reset_calls();
     ws.apply();
     let calls = emu.mutating_calls();
-    assert_eq!(calls.get("fsx:DeleteDataRepositoryAssociation"), Some(&1), "{calls:?}");
+    assert_eq!(
+        calls.get("fsx:DeleteDataRepositoryAssociation"),
+        Some(&1),
+        "{calls:?}"
+    );
     assert_eq!(calls.get("fsx:DeleteFileSystem"), None, "{calls:?}");
     ws.assert_no_changes();
     ws.destroy();
@@ -129,20 +191,30 @@ fn shrinking_or_changing_deployment_type_forces_replacement() {
     ws.write(&persistent(&subnet, 1200, ""));
     let text = ws.plan().text();
     assert!(text.contains("must be replaced"), "{text}");
-    assert!(text.contains("storage_capacity") && text.contains("# forces replacement"), "{text}");
+    assert!(
+        text.contains("storage_capacity") && text.contains("# forces replacement"),
+        "{text}"
+    );
 
     let scratch = format!(
         "resource \"hpc_lustre_fs\" \"main\" {{\n  storage_capacity = 2400\n  deployment_type = \"SCRATCH_2\"\n  subnet_ids = [\"{subnet}\"]\n  tags = {{ Name = \"research-scratch\" }}\n}}\n"
     );
     ws.write(&scratch);
     let text = ws.plan().text();
-    assert!(text.contains("deployment_type") && text.contains("# forces replacement"), "{text}");
+    assert!(
+        text.contains("deployment_type") && text.contains("# forces replacement"),
+        "{text}"
+    );
     ws.apply();
     let new = ws.resource("hpc_lustre_fs.main");
     assert_ne!(new["id"], old_id);
     assert_eq!(new["deployment_type"], "SCRATCH_2");
     let remaining = emu.file_systems();
-    assert_eq!(remaining.len(), 1, "the old file system was deleted: {remaining:?}");
+    assert_eq!(
+        remaining.len(),
+        1,
+        "the old file system was deleted: {remaining:?}"
+    );
     assert_eq!(remaining[0]["FileSystemId"], new["id"]);
     ws.destroy();
 }
@@ -155,34 +227,81 @@ fn import_by_id_then_plan_shows_no_changes() {
     let creator = Workspace::new("import-src", &emu);
     creator.write(&body);
     creator.apply();
-    let id = creator.resource("hpc_lustre_fs.main")["id"].as_str().expect("id").to_string();
+    let id = creator.resource("hpc_lustre_fs.main")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
     let original = creator.resource("hpc_lustre_fs.main");
 
     // An import block (Terraform 1.5+).
     let importer = Workspace::new("import-block", &emu);
-    importer.write(&format!("{body}\nimport {{\n  to = hpc_lustre_fs.main\n  id = \"{id}\"\n}}\n"));
+    importer.write(&format!(
+        "{body}\nimport {{\n  to = hpc_lustre_fs.main\n  id = \"{id}\"\n}}\n"
+    ));
     let plan = importer.tf(&["plan", "-no-color", "-input=false"]);
     assert!(plan.success, "{}", plan.text());
-    assert!(plan.stdout.contains("1 to import, 0 to add, 0 to change, 0 to destroy"), "{}", plan.text());
+    assert!(
+        plan.stdout
+            .contains("1 to import, 0 to add, 0 to change, 0 to destroy"),
+        "{}",
+        plan.text()
+    );
     importer.apply();
     importer.assert_no_changes();
     let imported = importer.resource("hpc_lustre_fs.main");
-    for attr in ["id", "arn", "dns_name", "mount_name", "storage_capacity", "per_unit_storage_throughput", "kms_key_id", "tags", "tags_all", "data_repository", "skip_final_backup"] {
-        assert_eq!(imported[attr], original[attr], "imported {attr} matches the created one");
+    for attr in [
+        "id",
+        "arn",
+        "dns_name",
+        "mount_name",
+        "storage_capacity",
+        "per_unit_storage_throughput",
+        "kms_key_id",
+        "tags",
+        "tags_all",
+        "data_repository",
+        "skip_final_backup",
+    ] {
+        assert_eq!(
+            imported[attr], original[attr],
+            "imported {attr} matches the created one"
+        );
     }
 
     // The import command.
     let cmd = Workspace::new("import-cmd", &emu);
     cmd.write(&body);
-    cmd.ok(&["import", "-no-color", "-input=false", "hpc_lustre_fs.main", &id]);
+    cmd.ok(&[
+        "import",
+        "-no-color",
+        "-input=false",
+        "hpc_lustre_fs.main",
+        &id,
+    ]);
     cmd.assert_no_changes();
 
-    let bad = cmd.tf(&["import", "-no-color", "-input=false", "hpc_lustre_fs.other", "not-an-id"]);
+    let bad = cmd.tf(&[
+        "import",
+        "-no-color",
+        "-input=false",
+        "hpc_lustre_fs.other",
+        "not-an-id",
+    ]);
     assert!(!bad.success);
     let bad2 = Workspace::new("import-bad", &emu);
     bad2.write(&body);
-    let out = bad2.tf(&["import", "-no-color", "-input=false", "hpc_lustre_fs.main", "nope"]);
-    assert!(!out.success && out.text().contains("is not an FSx file system id"), "{}", out.text());
+    let out = bad2.tf(&[
+        "import",
+        "-no-color",
+        "-input=false",
+        "hpc_lustre_fs.main",
+        "nope",
+    ]);
+    assert!(
+        !out.success && out.text().contains("is not an FSx file system id"),
+        "{}",
+        out.text()
+    );
     creator.destroy();
 }
 
@@ -192,7 +311,10 @@ fn drift_out_of_band_shows_a_diff_and_is_corrected() {
     let ws = Workspace::new("drift", &emu);
     ws.write(&persistent(&emu.default_subnet(), 1200, ""));
     ws.apply();
-    let id = ws.resource("hpc_lustre_fs.main")["id"].as_str().expect("id").to_string();
+    let id = ws.resource("hpc_lustre_fs.main")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
 
     let (status, body) = emu.fsx(
         "UpdateFileSystem",
@@ -211,11 +333,17 @@ fn drift_out_of_band_shows_a_diff_and_is_corrected() {
     let plan = ws.plan();
     let text = plan.text();
     assert_eq!(plan.code, Some(2), "{text}");
-    assert!(text.contains("\"renamed\" -> \"research-scratch\""), "{text}");
+    assert!(
+        text.contains("\"renamed\" -> \"research-scratch\""),
+        "{text}"
+    );
     ws.apply();
     ws.assert_no_changes();
     let remote = &emu.file_systems()[0];
-    assert!(remote["Tags"].to_string().contains("research-scratch"), "{remote}");
+    assert!(
+        remote["Tags"].to_string().contains("research-scratch"),
+        "{remote}"
+    );
     ws.destroy();
 }
 
@@ -225,16 +353,25 @@ fn deleted_out_of_band_is_recreated() {
     let ws = Workspace::new("disappears", &emu);
     ws.write(&persistent(&emu.default_subnet(), 1200, ""));
     ws.apply();
-    let id = ws.resource("hpc_lustre_fs.main")["id"].as_str().expect("id").to_string();
+    let id = ws.resource("hpc_lustre_fs.main")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
 
-    let (status, body) =
-        emu.fsx("DeleteFileSystem", json!({"FileSystemId": id, "LustreConfiguration": {"SkipFinalBackup": true}}));
+    let (status, body) = emu.fsx(
+        "DeleteFileSystem",
+        json!({"FileSystemId": id, "LustreConfiguration": {"SkipFinalBackup": true}}),
+    );
     assert_eq!(status, 200, "{body}");
     std::thread::sleep(std::time::Duration::from_millis(1500));
 
     let plan = ws.plan();
     assert_eq!(plan.code, Some(2), "{}", plan.text());
-    assert!(plan.stdout.contains("1 to add, 0 to change, 0 to destroy"), "{}", plan.text());
+    assert!(
+        plan.stdout.contains("1 to add, 0 to change, 0 to destroy"),
+        "{}",
+        plan.text()
+    );
     ws.apply();
     let new_id = ws.resource("hpc_lustre_fs.main")["id"].clone();
     assert_ne!(new_id, json!(id));
@@ -246,7 +383,11 @@ fn deleted_out_of_band_is_recreated() {
 fn destroy_takes_a_final_backup_of_persistent_file_systems() {
     let emu = Emulator::start();
     let ws = Workspace::new("final-backup", &emu);
-    ws.write(&persistent(&emu.default_subnet(), 1200, "  final_backup_tags = { reason = \"teardown\" }\n"));
+    ws.write(&persistent(
+        &emu.default_subnet(),
+        1200,
+        "  final_backup_tags = { reason = \"teardown\" }\n",
+    ));
     ws.apply();
     emu.reset_calls();
     ws.destroy();
@@ -254,7 +395,11 @@ fn destroy_takes_a_final_backup_of_persistent_file_systems() {
     let (_, backups) = emu.fsx("DescribeBackups", json!({}));
     let backups = backups["Backups"].as_array().cloned().unwrap_or_default();
     assert_eq!(backups.len(), 1, "one final backup: {backups:?}");
-    assert!(backups[0]["Tags"].to_string().contains("teardown"), "{:?}", backups[0]);
+    assert!(
+        backups[0]["Tags"].to_string().contains("teardown"),
+        "{:?}",
+        backups[0]
+    );
 }
 
 #[test]
@@ -262,8 +407,10 @@ fn two_provider_aliases_act_in_two_accounts() {
     let emu = Emulator::start();
     let ws = Workspace::new("multi-account", &emu);
     // Each account has its own VPC and subnets.
-    let research_subnet = emu.default_subnet_as(&emu.assume_role("arn:aws:iam::111111111111:role/hpcforge"));
-    let teaching_subnet = emu.default_subnet_as(&emu.assume_role("arn:aws:iam::222222222222:role/hpcforge"));
+    let research_subnet =
+        emu.default_subnet_as(&emu.assume_role("arn:aws:iam::111111111111:role/hpcforge"));
+    let teaching_subnet =
+        emu.default_subnet_as(&emu.assume_role("arn:aws:iam::222222222222:role/hpcforge"));
     assert_ne!(research_subnet, teaching_subnet);
     emu.reset_calls();
     ws.write_raw(&format!(
@@ -313,10 +460,19 @@ resource "hpc_lustre_fs" "teaching" {{
     let teaching = ws.resource("hpc_lustre_fs.teaching");
     assert_eq!(research["owner_id"], "111111111111");
     assert_eq!(teaching["owner_id"], "222222222222");
-    assert!(research["arn"].as_str().is_some_and(|a| a.contains(":111111111111:")));
-    assert!(emu.file_systems().is_empty(), "nothing was created in the caller's own account");
+    assert!(research["arn"]
+        .as_str()
+        .is_some_and(|a| a.contains(":111111111111:")));
+    assert!(
+        emu.file_systems().is_empty(),
+        "nothing was created in the caller's own account"
+    );
     let assumed = emu.calls().get("sts:AssumeRole").copied().unwrap_or(0);
-    assert!(assumed >= 2, "each alias assumed its role: {:?}", emu.calls());
+    assert!(
+        assumed >= 2,
+        "each alias assumed its role: {:?}",
+        emu.calls()
+    );
     ws.assert_no_changes();
     ws.destroy();
 }
@@ -338,9 +494,19 @@ fn throttling_on_a_fifth_of_calls_still_converges() {
     emu.clear_faults();
     assert!(emu.file_systems().is_empty());
     let calls = emu.calls();
-    let fsx_calls: u64 = calls.iter().filter(|(k, _)| k.starts_with("fsx:")).map(|(_, n)| n).sum();
-    assert!(fsx_calls > 20, "enough calls for the faults to matter: {calls:?}");
-    assert!(fired[0] * 10 >= fsx_calls, "about a fifth of {fsx_calls} calls were throttled, got {fired:?}");
+    let fsx_calls: u64 = calls
+        .iter()
+        .filter(|(k, _)| k.starts_with("fsx:"))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        fsx_calls > 20,
+        "enough calls for the faults to matter: {calls:?}"
+    );
+    assert!(
+        fired[0] * 10 >= fsx_calls,
+        "about a fifth of {fsx_calls} calls were throttled, got {fired:?}"
+    );
     assert!(fired[0] >= 3, "throttling really happened: {fired:?}");
 }
 
@@ -367,7 +533,13 @@ fn a_failed_file_system_fails_the_apply_with_fsx_details_and_is_tainted() {
             let v: serde_json::Value = serde_json::from_str(&probe.body).unwrap_or_default();
             if let Some(id) = v["FileSystems"][0]["FileSystemId"].as_str() {
                 let body = json!({"Lifecycle": "FAILED", "FailureDetails": {"Message": "The subnet has no free IP addresses"}});
-                let r = acceptance_tests::http(port, "POST", &format!("/_emulator/fsx/{id}/lifecycle"), &[("Content-Type", "application/json")], &body.to_string());
+                let r = acceptance_tests::http(
+                    port,
+                    "POST",
+                    &format!("/_emulator/fsx/{id}/lifecycle"),
+                    &[("Content-Type", "application/json")],
+                    &body.to_string(),
+                );
                 return r.status;
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -375,10 +547,17 @@ fn a_failed_file_system_fails_the_apply_with_fsx_details_and_is_tainted() {
         0
     });
     let out = ws.tf(&["apply", "-auto-approve", "-no-color", "-input=false"]);
-    assert_eq!(saboteur.join().ok(), Some(200), "the file system was forced to FAILED");
+    assert_eq!(
+        saboteur.join().ok(),
+        Some(200),
+        "the file system was forced to FAILED"
+    );
     assert!(!out.success);
     let text = out.text();
-    assert!(text.contains("did not become available") && text.contains("no free IP addresses"), "{text}");
+    assert!(
+        text.contains("did not become available") && text.contains("no free IP addresses"),
+        "{text}"
+    );
     // Recorded (tainted), not leaked: the next plan replaces it.
     let plan = ws.plan().text();
     assert!(plan.contains("is tainted, so must be replaced"), "{plan}");

@@ -10,7 +10,9 @@ fn cases(subnet: &str) -> Vec<(&'static str, String, &'static str, &'static str)
             "storage_capacity = 1200\n  deployment_type = \"PERSISTENT_2\"\n  per_unit_storage_throughput = 125\n  subnet_ids = [\"{subnet}\"]\n{extra}"
         )
     };
-    let s2 = |extra: &str| format!("storage_capacity = 1200\n  deployment_type = \"SCRATCH_2\"\n  subnet_ids = [\"{subnet}\"]\n{extra}");
+    let s2 = |extra: &str| {
+        format!("storage_capacity = 1200\n  deployment_type = \"SCRATCH_2\"\n  subnet_ids = [\"{subnet}\"]\n{extra}")
+    };
     vec![
         (
             "bad_capacity",
@@ -79,7 +81,9 @@ fn twenty_bad_configurations_are_rejected_at_plan_with_attribute_paths_and_no_aw
     assert!(cases.len() >= 20);
     let body: String = cases
         .iter()
-        .map(|(name, body, _, _)| format!("resource \"hpc_lustre_fs\" \"{name}\" {{\n  {body}\n}}\n\n"))
+        .map(|(name, body, _, _)| {
+            format!("resource \"hpc_lustre_fs\" \"{name}\" {{\n  {body}\n}}\n\n")
+        })
         .collect();
     ws.write(&body);
     emu.reset_calls();
@@ -89,13 +93,26 @@ fn twenty_bad_configurations_are_rejected_at_plan_with_attribute_paths_and_no_aw
     let text = out.text();
     let blocks: Vec<&str> = text.split("Error: ").skip(1).collect();
     for (name, _, attr, phrase) in &cases {
-        let hit = blocks.iter().find(|b| b.contains(&format!("with hpc_lustre_fs.{name},")));
-        let Some(block) = hit else { panic!("no diagnostic for hpc_lustre_fs.{name}:\n{text}") };
-        assert!(block.contains(attr), "hpc_lustre_fs.{name}: diagnostic does not point at {attr}:\n{block}");
-        assert!(block.contains(phrase), "hpc_lustre_fs.{name}: diagnostic does not mention {phrase:?}:\n{block}");
+        let hit = blocks
+            .iter()
+            .find(|b| b.contains(&format!("with hpc_lustre_fs.{name},")));
+        let Some(block) = hit else {
+            panic!("no diagnostic for hpc_lustre_fs.{name}:\n{text}")
+        };
+        assert!(
+            block.contains(attr),
+            "hpc_lustre_fs.{name}: diagnostic does not point at {attr}:\n{block}"
+        );
+        assert!(
+            block.contains(phrase),
+            "hpc_lustre_fs.{name}: diagnostic does not mention {phrase:?}:\n{block}"
+        );
     }
     let mutating = emu.mutating_calls();
-    assert!(mutating.is_empty(), "rejected plans must not change anything in AWS: {mutating:?}");
+    assert!(
+        mutating.is_empty(),
+        "rejected plans must not change anything in AWS: {mutating:?}"
+    );
     assert!(emu.file_systems().is_empty());
 }
 
@@ -129,7 +146,12 @@ resource "hpc_lustre_fs" "x" {
     let out = ws.tf(&["plan", "-no-color", "-input=false"]);
     assert!(!out.success);
     let text = out.text();
-    for phrase in ["\"Mars\" is not an AWS region name", "max_retries out of range", "role_arn is not an IAM role ARN", "endpoint for fsx is not a URL"] {
+    for phrase in [
+        "\"Mars\" is not an AWS region name",
+        "max_retries out of range",
+        "role_arn is not an IAM role ARN",
+        "endpoint for fsx is not a URL",
+    ] {
         assert!(text.contains(phrase), "missing {phrase:?} in:\n{text}");
     }
     assert!(emu.mutating_calls().is_empty());
@@ -138,8 +160,14 @@ resource "hpc_lustre_fs" "x" {
 #[test]
 fn running_the_provider_binary_by_hand_explains_itself() {
     let bin = acceptance_tests::provider_dir().join("terraform-provider-hpc");
-    let out = std::process::Command::new(bin).env_remove("TF_PLUGIN_MAGIC_COOKIE").output().expect("run provider");
+    let out = std::process::Command::new(bin)
+        .env_remove("TF_PLUGIN_MAGIC_COOKIE")
+        .output()
+        .expect("run provider");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("not meant to be run directly") && err.contains("terraform init"), "{err}");
+    assert!(
+        err.contains("not meant to be run directly") && err.contains("terraform init"),
+        "{err}"
+    );
 }

@@ -341,8 +341,9 @@ fn state_of(
             data_repository_value(d, p)
         })
         .collect();
-    let skip_final_backup =
-        boolean(prior.attr("skip_final_backup")).unwrap_or_else(|| default_skip_final_backup(sp));
+    // FSx reports associations separately from the file system's settings.
+    let skip_final_backup = boolean(prior.attr("skip_final_backup"))
+        .unwrap_or_else(|| default_skip_final_backup(sp) || !dras.is_empty());
     object(vec![
         ("id", Value::string(&fs.id)),
         ("arn", Value::string(&fs.arn)),
@@ -591,7 +592,9 @@ impl Resource for LustreFs {
             // A plan made with values known only now is checked here (validate skipped it).
             if planned_is_checkable(&req.config) {
                 req.diagnostics
-                    .extend(violations_to_diags(rules::validate(&config_spec(&req.config))));
+                    .extend(violations_to_diags(rules::validate(&config_spec(
+                        &req.config,
+                    ))));
             }
             return;
         }
@@ -607,7 +610,9 @@ impl Resource for LustreFs {
         }
         if planned_is_checkable(&req.config) {
             req.diagnostics
-                .extend(violations_to_diags(rules::validate(&config_spec(&req.config))));
+                .extend(violations_to_diags(rules::validate(&config_spec(
+                    &req.config,
+                ))));
         }
     }
 
@@ -954,7 +959,10 @@ mod tests {
             "data_repository",
             Value::List(vec![object(vec![
                 ("file_system_path", Value::string("/datasets")),
-                ("data_repository_path", Value::string("s3://bucket/datasets")),
+                (
+                    "data_repository_path",
+                    Value::string("s3://bucket/datasets"),
+                ),
                 ("batch_import_meta_data_on_create", Value::Null),
                 ("imported_file_chunk_size", Value::Null),
                 ("auto_import_events", Value::Null),

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""make bench: measures the provider against its anchors and writes bench/results/*.json and
+BENCHMARKS.md. Medians of several runs; the machine and commit are recorded. Nothing here is
+a pass/fail test.
+
+Usage: bench/bench.py PROVIDER_DIR [--runs N] [--resources N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+COOKIE = "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2"
+
+
+def summary(samples: list[float]) -> dict:
+    return {
+        "median": round(statistics.median(samples), 4),
+        "min": round(min(samples), 4),
+        "max": round(max(samples), 4),
+        "runs": len(samples),
+    }
+
+
+class Emulator:
+    def __init__(self, workdir: Path):
+        port_file = workdir / "emulator.port"
+        self.proc = subprocess.Popen(
+            [str(ROOT / "acceptance-tests/emulator/serve"), "--port", "0", "--port-file", str(port_file),
+             "--fsx-create-delay", "0.2", "--fsx-update-delay", "0.2", "--fsx-delete-delay", "0.2"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while not (port_file.exists() and port_file.read_text().strip()):
+            if self.proc.poll() is not None or time.time() > deadline:
+                sys.exit("the emulator did not start (run `make emulator-venv`)")
+            time.sleep(0.1)
+        self.url = f"http://127.0.0.1:{port_file.read_text().strip()}"
+
+    def control(self, method: str, path: str) -> dict:
+        req = urllib.request.Request(self.url + path, method=method, data=b"{}" if method == "POST" else None)
+        with urllib.request.urlopen(req) as resp:
+            return json.loads(resp.read() or b"{}")
+
+    def subnet(self) -> str:
+        req = urllib.request.Request(
+            self.url + "/", data=b"Action=DescribeSubnets&Version=2016-11-15", method="POST",
+            headers={"Authorization": "AWS4-HMAC-SHA256 Credential=bench/20260101/us-east-1/ec2/aws4_request, "
+                                      "SignedHeaders=host, Signature=0"})
+        body = urllib.request.urlopen(req).read().decode()
+        start = body.index("subnet-")
+        return body[start:start + 24].split("<")[0]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def provider_startup(binary: Path, runs: int) -> dict:
+    """Process start until the handshake line is on stdout (the provider is serving)."""
+    samples = []
+    env = {**os.environ, "TF_PLUGIN_MAGIC_COOKIE": COOKIE, "PLUGIN_PROTOCOL_VERSIONS": "6"}
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([str(binary)], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        line = proc.stdout.readline() if proc.stdout else b""
+        samples.append(time.perf_counter() - t0)
+        proc.kill()
+        proc.wait()
+        if not line.startswith(b"1|6|tcp|"):
+            sys.exit(f"unexpected handshake: {line!r}")
+    return summary(samples)
+
+
+def terraform(workdir: Path, env: dict, *args: str) -> float:
+    t0 = time.perf_counter()
+    out = subprocess.run(["terraform", *args], cwd=workdir, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - t0
+    if out.returncode not in (0, 2):
+        sys.exit(f"terraform {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")
+    return elapsed
+
+
+def plan_many(provider_dir: Path, count: int, runs: int) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="hpcforge-bench-"))
+    emu = Emulator(work)
+    try:
+        wrapper_dir = work / "wrapped"
+        wrapper_dir.mkdir()
+        shutil.copy(ROOT / "bench/rss_wrapper.py", wrapper_dir / "terraform-provider-hpc")
+        rss_log = work / "rss.log"
+        env = {
+            **os.environ,
+            "TF_CLI_CONFIG_FILE": str(work / "cli.tfrc"),
+            "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1",
+            "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_ENDPOINT_URL": emu.url, "AWS_EC2_METADATA_DISABLED": "true",
+            "HPC_BENCH_REAL_PROVIDER": str(provider_dir / "terraform-provider-hpc"),
+            "HPC_BENCH_RSS_LOG": str(rss_log),
+        }
+
+        def use(directory: Path) -> None:
+            (work / "cli.tfrc").write_text(
+                f'provider_installation {{\n  dev_overrides {{ "hpcforge/hpc" = "{directory}" }}\n  direct {{}}\n}}\n')
+
+        subnet = emu.subnet()
+        (work / "main.tf").write_text(
+            'terraform {\n  required_providers {\n    hpc = { source = "hpcforge/hpc" }\n  }\n}\n'
+            'provider "hpc" {\n  region = "us-east-1"\n}\n'
+            f'resource "hpc_lustre_fs" "fs" {{\n  count            = {count}\n  storage_capacity = 1200\n'
+            f'  deployment_type  = "SCRATCH_2"\n  subnet_ids       = ["{subnet}"]\n}}\n')
+        use(provider_dir)
+        apply_s = terraform(work, env, "apply", "-auto-approve", "-input=false", "-parallelism=10")
+        result = {"resources": count, "apply_parallelism_10_s": round(apply_s, 2)}
+        for parallelism in (1, 10):
+            samples = []
+            calls = None
+            for _ in range(runs):
+                emu.control("POST", "/_emulator/calls/reset")
+                samples.append(terraform(work, env, "plan", "-input=false", "-detailed-exitcode",
+                                         f"-parallelism={parallelism}"))
+                calls = emu.control("GET", "/_emulator/calls")["calls"]
+            total = sum(calls.values()) if calls else 0
+            result[f"plan_parallelism_{parallelism}"] = {
+                **summary(samples),
+                "aws_calls": total,
+                "aws_calls_per_resource": round(total / count, 3),
+            }
+        # Peak RSS per provider process during a plan (through the wrapper).
+        use(wrapper_dir)
+        rss_log.write_text("")
+        terraform(work, env, "plan", "-input=false", "-detailed-exitcode", "-parallelism=10")
+        peaks = [int(x) for x in rss_log.read_text().split()]
+        result["provider_processes_per_plan"] = len(peaks)
+        result["provider_peak_rss_mib"] = round(max(peaks) / 1024, 1) if peaks else None
+        use(provider_dir)
+        destroy_s = terraform(work, env, "destroy", "-auto-approve", "-input=false", "-parallelism=10")
+        result["destroy_parallelism_10_s"] = round(destroy_s, 2)
+        return result
+    finally:
+        emu.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def machine() -> dict:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    tf = subprocess.run(["terraform", "version"], capture_output=True, text=True).stdout.splitlines()
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": commit.stdout.strip(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "terraform": tf[0] if tf else "",
+    }
+
+
+def write_markdown(results: dict) -> None:
+    m = results["machine"]
+    s = results["provider_startup_s"]
+    p = results["plan"]
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Generated by `make bench` on {m['date']} at commit `{m['commit']}` ({m['cpus']} CPUs, {m['platform']}, "
+        f"{m['terraform']}). Medians of several runs on a shared 2-core machine; the AWS side is the local "
+        "emulator, so times measure the provider and Terraform, not AWS.",
+        "",
+        "| measure | median | min | max | runs | anchor |",
+        "| --- | --- | --- | --- | --- | --- |",
+        f"| provider start → serving (s) | {s['median']} | {s['min']} | {s['max']} | {s['runs']} | |",
+    ]
+    for par in (1, 10):
+        r = p[f"plan_parallelism_{par}"]
+        lines.append(
+            f"| plan+refresh of {p['resources']} hpc_lustre_fs, -parallelism={par} (s) | {r['median']} | {r['min']} | "
+            f"{r['max']} | {r['runs']} | tf-provider crate without TCP_NODELAY: 7-11 s for 100 at -parallelism=1 (DESIGN.md §2) |")
+        lines.append(
+            f"| AWS calls per resource on that plan | {r['aws_calls_per_resource']} | | | | goal ≤ 0.2 (issue 7) |")
+    lines += [
+        f"| provider peak RSS per process during a plan (MiB) | {p['provider_peak_rss_mib']} | | | "
+        f"{p['provider_processes_per_plan']} processes | hashicorp/aws ~210 MB per process (hashicorp/terraform-provider-aws#29631); goal ≤ 15 MB |",
+        f"| apply of {p['resources']} file systems, -parallelism=10 (s) | {p['apply_parallelism_10_s']} | | | 1 | |",
+        f"| destroy of {p['resources']} file systems, -parallelism=10 (s) | {p['destroy_parallelism_10_s']} | | | 1 | |",
+        "",
+        "Raw numbers: [bench/results/provider.json](bench/results/provider.json).",
+        "",
+    ]
+    (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("provider_dir", type=Path)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--resources", type=int, default=100)
+    args = ap.parse_args()
+    binary = args.provider_dir / "terraform-provider-hpc"
+    if not binary.exists():
+        sys.exit(f"{binary} not found: build it first")
+    results = {
+        "machine": machine(),
+        "provider_startup_s": provider_startup(binary, 20),
+        "plan": plan_many(args.provider_dir.resolve(), args.resources, args.runs),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "provider.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_markdown(results)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
