@@ -1,0 +1,1 @@
+//! Slurm configuration model and renderer (being written).
