@@ -12,14 +12,24 @@ use tfplugin::{
 };
 
 use crate::convert;
+use crate::pricing::Limits;
+use crate::resources::instance_type::InstanceTypeData;
 use crate::resources::lustre_fs::LustreFs;
+use crate::resources::network::HpcNetwork;
 
 /// What every resource gets once the provider is configured.
 pub struct Clients {
     pub aws: Aws,
     pub fsx: hpc_aws::fsx::Fsx,
+    pub ec2: hpc_aws::ec2::Ec2,
+    pub ssm: hpc_aws::ssm::Ssm,
+    pub secrets: hpc_aws::secrets::Secrets,
     /// Tags added to every taggable resource (a resource's own tags win).
     pub default_tags: BTreeMap<String, String>,
+    /// Cost guardrails checked at plan time.
+    pub limits: Limits,
+    /// On-demand prices (USD/hour) that replace the built-in table.
+    pub price_overrides: Vec<(String, f64)>,
 }
 
 impl Clients {
@@ -111,6 +121,27 @@ impl Provider for HpcProvider {
                     Block::new(vec![Attribute::optional("tags", Type::map(Type::String))
                         .description("Tags added to every resource this provider creates.")]),
                 ),
+                NestedBlock::new(
+                    "guardrails",
+                    BlockNesting::Single,
+                    Block::new(vec![
+                        Attribute::optional("allowed_instance_types", Type::list(Type::String)).description(
+                            "Instance types partitions may use, as globs (`p5.*`, `c7i.*`). Empty or unset: any.",
+                        ),
+                        Attribute::optional("max_nodes_per_partition", Type::Number)
+                            .description("Most nodes one partition may scale to."),
+                        Attribute::optional("max_vcpus_per_cluster", Type::Number)
+                            .description("Most vCPUs all partitions of a cluster may reach together."),
+                        Attribute::optional("max_gpus_per_cluster", Type::Number)
+                            .description("Most GPUs all partitions of a cluster may reach together."),
+                        Attribute::optional("max_hourly_cost_per_cluster", Type::Number).description(
+                            "Most on-demand USD/hour a cluster may reach at full scale (head and login nodes included).",
+                        ),
+                        Attribute::optional("prices", Type::map(Type::Number)).description(
+                            "On-demand USD/hour per instance type, replacing the built-in table (e.g. your negotiated rates).",
+                        ),
+                    ]),
+                ),
             ])
             .description("The hpc provider: Slurm HPC clusters on AWS."),
         )
@@ -151,6 +182,51 @@ impl Provider for HpcProvider {
                 );
             }
         }
+        let g = c.attr("guardrails");
+        for name in [
+            "max_nodes_per_partition",
+            "max_vcpus_per_cluster",
+            "max_gpus_per_cluster",
+            "max_hourly_cost_per_cluster",
+        ] {
+            if let Value::Number(n) = g.attr(name) {
+                if n.as_f64() < 0.0 {
+                    diags.error_at(
+                        AttributePath::root("guardrails").attr(name),
+                        format!("{name} cannot be negative"),
+                        "Use 0 or more; leave it unset for no limit.",
+                    );
+                }
+            }
+        }
+        if let Some(prices) = g.attr("prices").entries() {
+            for (t, p) in prices {
+                if let Value::Number(n) = p {
+                    if n.as_f64() < 0.0 {
+                        diags.error_at(
+                            AttributePath::root("guardrails").attr("prices").key(t),
+                            format!("price of {t} cannot be negative"),
+                            "Give the on-demand USD per hour, e.g. 55.04.",
+                        );
+                    }
+                }
+            }
+        }
+        for (i, glob) in convert::strings(g.attr("allowed_instance_types"))
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            if glob.trim().is_empty() || glob.contains(char::is_whitespace) {
+                diags.error_at(
+                    AttributePath::root("guardrails")
+                        .attr("allowed_instance_types")
+                        .index(i),
+                    format!("{glob:?} is not an instance type pattern"),
+                    "Use an instance type or a glob such as p5.* or g6e.*xlarge.",
+                );
+            }
+        }
         if let Some(entries) = c.attr("endpoints").entries() {
             for (service, url) in entries {
                 if let Some(u) = url.as_str() {
@@ -176,20 +252,52 @@ impl Provider for HpcProvider {
             .unwrap_or_default()
             .into_iter()
             .collect();
+        let g = req.config.attr("guardrails");
+        let limits = Limits {
+            allowed_instance_types: convert::strings(g.attr("allowed_instance_types"))
+                .unwrap_or_default(),
+            max_nodes_per_partition: convert::int(g.attr("max_nodes_per_partition"))
+                .and_then(|n| u64::try_from(n).ok()),
+            max_vcpus_per_cluster: convert::int(g.attr("max_vcpus_per_cluster"))
+                .and_then(|n| u64::try_from(n).ok()),
+            max_gpus_per_cluster: convert::int(g.attr("max_gpus_per_cluster"))
+                .and_then(|n| u64::try_from(n).ok()),
+            max_hourly_cost_per_cluster: match g.attr("max_hourly_cost_per_cluster") {
+                Value::Number(n) => Some(n.as_f64()),
+                _ => None,
+            },
+        };
+        let price_overrides = g
+            .attr("prices")
+            .entries()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| match v {
+                        Value::Number(n) => Some((k.clone(), n.as_f64())),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         tracing::debug!(region = %aws.region, "provider configured");
         Ok(Arc::new(Clients {
             fsx: aws.fsx(),
+            ec2: aws.ec2(),
+            ssm: aws.ssm(),
+            secrets: aws.secrets(),
             aws,
             default_tags,
+            limits,
+            price_overrides,
         }))
     }
 
     fn resources(&self) -> Vec<Arc<dyn Resource>> {
-        vec![Arc::new(LustreFs)]
+        vec![Arc::new(LustreFs), Arc::new(HpcNetwork)]
     }
 
     fn data_sources(&self) -> Vec<Arc<dyn DataSource>> {
-        Vec::new()
+        vec![Arc::new(InstanceTypeData)]
     }
 }
 
@@ -218,6 +326,7 @@ mod tests {
             ),
             ("endpoints", Value::Null),
             ("default_tags", Value::Null),
+            ("guardrails", Value::Null),
         ]);
         let diags = HpcProvider.validate(ValidateRequest { config }).await;
         let paths: Vec<String> = diags

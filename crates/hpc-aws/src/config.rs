@@ -113,6 +113,39 @@ impl Aws {
         )
     }
 
+    pub fn ec2(&self) -> crate::ec2::Ec2 {
+        let mut conf = aws_sdk_ec2::config::Builder::from(&self.sdk);
+        if let Some(url) = self.endpoint("ec2") {
+            conf = conf.endpoint_url(url);
+        }
+        crate::ec2::Ec2::new(
+            aws_sdk_ec2::Client::from_conf(conf.build()),
+            self.region.clone(),
+        )
+    }
+
+    pub fn ssm(&self) -> crate::ssm::Ssm {
+        let mut conf = aws_sdk_ssm::config::Builder::from(&self.sdk);
+        if let Some(url) = self.endpoint("ssm") {
+            conf = conf.endpoint_url(url);
+        }
+        crate::ssm::Ssm::new(
+            aws_sdk_ssm::Client::from_conf(conf.build()),
+            self.region.clone(),
+        )
+    }
+
+    pub fn secrets(&self) -> crate::secrets::Secrets {
+        let mut conf = aws_sdk_secretsmanager::config::Builder::from(&self.sdk);
+        if let Some(url) = self.endpoint("secretsmanager") {
+            conf = conf.endpoint_url(url);
+        }
+        crate::secrets::Secrets::new(
+            aws_sdk_secretsmanager::Client::from_conf(conf.build()),
+            self.region.clone(),
+        )
+    }
+
     /// The account and ARN the credentials act as (one STS call).
     pub async fn caller_identity(&self) -> Result<(String, String)> {
         let mut conf = aws_sdk_sts::config::Builder::from(&self.sdk);

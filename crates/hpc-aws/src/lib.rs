@@ -4,8 +4,11 @@
 //! This crate knows nothing of Terraform; the provider maps its values onto these models.
 
 pub mod config;
+pub mod ec2;
 pub mod error;
 pub mod fsx;
+pub mod secrets;
+pub mod ssm;
 pub mod wait;
 
 pub use config::{AssumeRole, Aws, Settings};

@@ -1,1 +1,152 @@
-//! Slurm configuration model and renderer (being written).
+//! The Slurm configuration of an hpcforge cluster: one typed model and one renderer.
+//!
+//! The provider fills a [`Cluster`] from Terraform and EC2 `DescribeInstanceTypes`,
+//! calls [`validate`] for plan-time diagnostics and shows [`partition_lines`] or the
+//! whole [`render`] output in the plan. hpc-node renders the same model on the head node
+//! and writes the files; only it passes the database password to [`slurmdbd_conf`].
+//! Nothing here knows about AWS or Terraform.
+//!
+//! # Rendering decisions
+//!
+//! - **Node names**: a node set named `gpu-p1-p548xl` with `max_nodes = 16` has nodes
+//!   `gpu-p1-p548xl-1` ..= `gpu-p1-p548xl-16`, written `gpu-p1-p548xl-[1-16]` (see
+//!   [`hostlist`]). Numbers are never zero-padded, so growing a node set never renames
+//!   existing nodes.
+//! - **Every node is `State=CLOUD`**, static ones too: static nodes are listed in
+//!   `SuspendExcNodes` so they are never powered down. Non-CLOUD nodes must resolve by
+//!   name when slurmctld starts (about 6 s lost per unresolvable name, measured on
+//!   22.05.8); CLOUD nodes get their address when their slurmd registers.
+//! - **Memory**: `RealMemory = memory_mib - (512 MiB + 5 %)`, see
+//!   [`os_memory_allowance_mib`]; partitions get `DefMemPerCPU` from the smallest
+//!   memory-per-CPU of their node sets ([`default_mem_per_cpu_mib`]).
+//! - **GPUs**: `Gres=gpu:<type>:<n>` with the type from [`gpu_type_name`] and explicit
+//!   `File=/dev/nvidia[0-<n-1>]` lines in gres.conf, because GRES `AutoDetect` cannot be
+//!   used with cloud nodes.
+//! - **Features**: instance type, `efa`, GPU type, then the node set's own features.
+//! - **Version differences** are listed in the `slurm_conf` and `cgroup_conf` module
+//!   documentation: 24.11 drops `cloud_reg_addrs`, `PrivateData=cloud`, `NoAddrCache`
+//!   and the wide `TreeWidth` that 22.05 needs for cloud nodes.
+//! - **Extras**: `extra` maps are checked against the parameters each version documents;
+//!   keys the model controls are rejected with the field to use instead.
+
+mod cgroup_conf;
+mod error;
+mod gres_conf;
+mod hostlist;
+mod keys;
+mod model;
+mod node;
+mod partition;
+mod slurm_conf;
+mod slurmdbd_conf;
+mod text;
+mod time;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::ModelError;
+pub use hostlist::{hostlist, node_name};
+pub use keys::{cluster_extra_keys, partition_extra_keys};
+pub use model::{
+    Accounting, Cluster, InstanceShape, NodeLocation, NodeSet, Partition, PowerSave, SlurmVersion,
+    Storage,
+};
+pub use node::{
+    gpu_type_name, os_memory_allowance_mib, real_memory_mib, OS_MEMORY_BASE_MIB, OS_MEMORY_PERCENT,
+};
+pub use partition::default_mem_per_cpu_mib;
+pub use slurm_conf::DEFAULT_HEALTH_CHECK_INTERVAL_S;
+pub use slurmdbd_conf::{check_storage_password, slurmdbd_conf, try_slurmdbd_conf, LOCAL_DATABASE};
+pub use time::TimeLimit;
+pub use validate::validate;
+
+/// The rendered configuration files of a cluster. Holds no secret: slurmdbd.conf has a
+/// placeholder comment where hpc-node writes the database password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// slurm.conf (mode 644, on the controller and every node).
+    pub slurm_conf: String,
+    /// gres.conf (mode 644, on the controller and every node).
+    pub gres_conf: String,
+    /// cgroup.conf (mode 644, on every node).
+    pub cgroup_conf: String,
+    /// slurmdbd.conf without the password, when accounting uses slurmdbd (mode 600,
+    /// owned by SlurmUser, on the slurmdbd host only).
+    pub slurmdbd_conf: Option<String>,
+}
+
+/// One file to write, as hpc-node writes it: see [`Rendered::files`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfigFile<'a> {
+    /// File name inside the Slurm configuration directory (beside slurm.conf).
+    pub name: &'static str,
+    /// File contents.
+    pub contents: &'a str,
+    /// Unix permission bits the file needs.
+    pub mode: u32,
+}
+
+impl Rendered {
+    /// The files in the order to write them, with their names and modes.
+    pub fn files(&self) -> Vec<ConfigFile<'_>> {
+        let mut files = vec![
+            ConfigFile {
+                name: "slurm.conf",
+                contents: &self.slurm_conf,
+                mode: 0o644,
+            },
+            ConfigFile {
+                name: "gres.conf",
+                contents: &self.gres_conf,
+                mode: 0o644,
+            },
+            ConfigFile {
+                name: "cgroup.conf",
+                contents: &self.cgroup_conf,
+                mode: 0o644,
+            },
+        ];
+        if let Some(dbd) = &self.slurmdbd_conf {
+            files.push(ConfigFile {
+                name: "slurmdbd.conf",
+                contents: dbd,
+                mode: 0o600,
+            });
+        }
+        files
+    }
+}
+
+/// Validates the cluster and renders its configuration files for `cluster.version`.
+pub fn render(cluster: &Cluster) -> Result<Rendered, Vec<ModelError>> {
+    let errors = validate(cluster);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(render_unvalidated(cluster))
+}
+
+/// Renders without validating.
+///
+/// Only for checking that Slurm itself rejects what [`validate`] rejects (the real-Slurm
+/// tests use it); never write its output to a live cluster. Invalid extras are written
+/// as given.
+pub fn render_unvalidated(cluster: &Cluster) -> Rendered {
+    Rendered {
+        slurm_conf: slurm_conf::render_slurm_conf(cluster),
+        gres_conf: gres_conf::render_gres_conf(cluster),
+        cgroup_conf: cgroup_conf::render_cgroup_conf(cluster),
+        slurmdbd_conf: slurmdbd_conf(cluster, None),
+    }
+}
+
+/// The lines of one partition exactly as they appear in slurm.conf: a comment and a
+/// `NodeName=` line per node set, then the `PartitionName=` line. `None` if the cluster
+/// has no partition of that name.
+pub fn partition_lines(cluster: &Cluster, partition: &str) -> Option<String> {
+    cluster
+        .partition(partition)
+        .map(|p| partition::partition_block(cluster, p))
+}

@@ -10,7 +10,6 @@ use hpc_aws::fsx::{
     rules, DataRepositoryAssociation, DataRepositorySpec, LogSpec, LustreFileSystem, LustreSpec,
     MetadataSpec, RootSquashSpec,
 };
-use hpc_aws::AwsError;
 use tfplugin::{
     timeouts, ApplyOutcome, Attribute, Block, BlockNesting, CreateRequest, Ctx, DeleteRequest,
     Diagnostic, Diagnostics, ImportRequest, NestedBlock, Nesting, PlanRequest, ReadRequest,
@@ -21,6 +20,7 @@ use crate::convert::{
     self, boolean, int, object, of_int, of_list, of_map, of_set, of_string, pairs, string, strings,
 };
 use crate::provider::Clients;
+use crate::resources::{aws_diag, or_stop};
 
 pub struct LustreFs;
 
@@ -498,22 +498,6 @@ fn violations_to_diags(violations: Vec<rules::Violation>) -> Diagnostics {
         diags.error_at(convert::path(&v.path, MAP_ATTRS), v.summary, v.detail);
     }
     diags
-}
-
-fn aws_diag(summary: &str, e: &AwsError) -> Diagnostics {
-    Diagnostic::error(summary, e.to_string()).into()
-}
-
-/// Runs an AWS wait, giving up early if Terraform asks the provider to stop.
-async fn or_stop<T>(
-    ctx: &Ctx,
-    what: &str,
-    fut: impl std::future::Future<Output = hpc_aws::Result<T>>,
-) -> hpc_aws::Result<T> {
-    tokio::select! {
-        r = fut => r,
-        _ = ctx.stopped() => Err(AwsError::new(what, Some("Interrupted"), "Terraform asked the provider to stop; the operation may still be running in AWS")),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,246 @@
+//! hpc_network and the hpc_instance_type data source, end to end.
+
+use acceptance_tests::{Emulator, Workspace};
+
+const NETWORK: &str = r#"
+resource "hpc_network" "main" {
+  name = "research"
+  tags = { team = "hpc" }
+}
+"#;
+
+fn count(xml: &str, needle: &str) -> usize {
+    xml.matches(needle).count()
+}
+
+#[test]
+fn network_is_created_with_subnets_gateways_and_a_closed_security_group_then_destroyed() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("network", &emu);
+    ws.write(NETWORK);
+    let plan = ws.plan().text();
+    assert!(
+        plan.contains("\"us-east-1a\"") && plan.contains("\"us-east-1b\""),
+        "default zones are shown in the plan:\n{plan}"
+    );
+    ws.apply();
+    let net = ws.resource("hpc_network.main");
+    let vpc = net["vpc_id"].as_str().expect("vpc").to_string();
+    assert_eq!(net["id"], vpc.as_str());
+    let public = net["public_subnet_ids"]
+        .as_object()
+        .expect("public subnets");
+    let private = net["private_subnet_ids"]
+        .as_object()
+        .expect("private subnets");
+    assert_eq!(
+        public.keys().collect::<Vec<_>>(),
+        vec!["us-east-1a", "us-east-1b"]
+    );
+    assert_eq!(private.len(), 2);
+    assert!(
+        net["nat_gateway_id"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("nat-")),
+        "{net}"
+    );
+    assert!(
+        net["s3_endpoint_id"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("vpce-")),
+        "{net}"
+    );
+    assert_eq!(net["tags_all"]["project"], "acceptance");
+
+    // What EC2 has: four subnets in the VPC with the planned ranges, routes, and a security group
+    // that lets members talk to each other and admits nothing from the internet.
+    let subnets = emu.ec2(&format!(
+        "Action=DescribeSubnets&Filter.1.Name=vpc-id&Filter.1.Value.1={vpc}"
+    ));
+    assert_eq!(count(&subnets, "<subnetId>"), 4, "{subnets}");
+    for cidr in [
+        "10.0.0.0/19",
+        "10.0.32.0/19",
+        "10.0.224.0/22",
+        "10.0.228.0/22",
+    ] {
+        assert!(subnets.contains(cidr), "{cidr} missing: {subnets}");
+    }
+    let sg = net["security_group_id"].as_str().expect("sg");
+    let groups = emu.ec2(&format!("Action=DescribeSecurityGroups&GroupId.1={sg}"));
+    let start = groups.find("<ipPermissions>").expect("ingress rules");
+    let end = groups[start..]
+        .find("</ipPermissions>")
+        .map(|e| start + e)
+        .expect("end of ingress rules");
+    let ingress = &groups[start..end];
+    assert!(
+        ingress.contains(&format!("<groupId>{sg}</groupId>")),
+        "self-referencing rule: {groups}"
+    );
+    assert!(
+        !ingress.contains("0.0.0.0/0"),
+        "no ingress from the internet: {groups}"
+    );
+    let routes = emu.ec2(&format!(
+        "Action=DescribeRouteTables&Filter.1.Name=vpc-id&Filter.1.Value.1={vpc}"
+    ));
+    assert!(
+        routes.contains(net["internet_gateway_id"].as_str().unwrap_or("?")),
+        "{routes}"
+    );
+    assert!(
+        routes.contains(net["nat_gateway_id"].as_str().unwrap_or("?")),
+        "{routes}"
+    );
+    let vpcs = emu.ec2(&format!("Action=DescribeVpcs&VpcId.1={vpc}"));
+    assert!(
+        vpcs.contains("<key>team</key>") && vpcs.contains("<key>project</key>"),
+        "{vpcs}"
+    );
+
+    ws.assert_no_changes();
+
+    // Tags change in place, on the VPC and the rest.
+    ws.write(&NETWORK.replace("team = \"hpc\"", "team = \"platform\""));
+    let plan = ws.plan().text();
+    assert!(
+        plan.contains("update in-place") && !plan.contains("must be replaced"),
+        "{plan}"
+    );
+    emu.reset_calls();
+    ws.apply();
+    assert_eq!(emu.mutating_calls().get("ec2:CreateVpc"), None);
+    let vpcs = emu.ec2(&format!("Action=DescribeVpcs&VpcId.1={vpc}"));
+    assert!(vpcs.contains("<value>platform</value>"), "{vpcs}");
+    ws.assert_no_changes();
+
+    ws.destroy();
+    let left = emu.ec2(&format!(
+        "Action=DescribeSubnets&Filter.1.Name=vpc-id&Filter.1.Value.1={vpc}"
+    ));
+    assert_eq!(count(&left, "<subnetId>"), 0, "{left}");
+    let vpcs = emu.ec2("Action=DescribeVpcs");
+    assert!(!vpcs.contains(&vpc), "the VPC is gone: {vpcs}");
+    let nat = emu.ec2("Action=DescribeNatGateways");
+    assert!(!nat.contains("<state>available</state>"), "{nat}");
+}
+
+#[test]
+fn tags_changed_out_of_band_drift_back() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("network-drift", &emu);
+    ws.write(&NETWORK.replace(
+        "name = \"research\"",
+        "name = \"drift\"\n  nat_gateway = false\n  availability_zones = [\"us-east-1c\"]",
+    ));
+    ws.apply();
+    let net = ws.resource("hpc_network.main");
+    assert!(net["nat_gateway_id"].is_null());
+    assert_eq!(
+        net["private_subnet_ids"].as_object().map(|m| m.len()),
+        Some(1)
+    );
+    let vpc = net["vpc_id"].as_str().expect("vpc").to_string();
+    emu.ec2(&format!(
+        "Action=CreateTags&ResourceId.1={vpc}&Tag.1.Key=team&Tag.1.Value=rogue"
+    ));
+    let plan = ws.plan();
+    assert_eq!(plan.code, Some(2), "{}", plan.text());
+    assert!(
+        plan.text().contains("\"rogue\" -> \"hpc\""),
+        "{}",
+        plan.text()
+    );
+    ws.apply();
+    ws.assert_no_changes();
+    ws.destroy();
+}
+
+#[test]
+fn bad_network_settings_are_rejected_at_plan() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("network-bad", &emu);
+    ws.write(
+        r#"
+resource "hpc_network" "bad" {
+  name               = "Research Lab"
+  cidr_block         = "10.0.0.0/8"
+  availability_zones = ["us-east-1a", "us-east-1a"]
+}
+"#,
+    );
+    emu.reset_calls();
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(!out.success);
+    let text = out.text();
+    for phrase in [
+        "name \"Research Lab\" is not valid",
+        "cidr_block \"10.0.0.0/8\" is not a usable IPv4 range",
+        "availability_zones must list 1 to 6 different zones",
+    ] {
+        assert!(text.contains(phrase), "missing {phrase:?}:\n{text}");
+    }
+    // Zones are checked against the region when the plan is made (a read, no change).
+    ws.write("resource \"hpc_network\" \"wrong_zone\" {\n  name = \"ok\"\n  availability_zones = [\"eu-west-1a\"]\n}\n");
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        !out.success
+            && out
+                .text()
+                .contains("availability zone eu-west-1a is not in region us-east-1"),
+        "{}",
+        out.text()
+    );
+    assert!(
+        emu.mutating_calls().is_empty(),
+        "{:?}",
+        emu.mutating_calls()
+    );
+}
+
+#[test]
+fn instance_type_data_source_reports_gpus_efa_and_price() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("instance-type", &emu);
+    ws.write(
+        r#"
+data "hpc_instance_type" "p5" {
+  instance_type = "p5.48xlarge"
+}
+data "hpc_instance_type" "c7i" {
+  instance_type = "c7i.large"
+}
+output "p5" { value = data.hpc_instance_type.p5 }
+output "c7i" { value = data.hpc_instance_type.c7i }
+"#,
+    );
+    ws.apply();
+    let out = ws.ok(&["output", "-json"]);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    let p5 = &v["p5"]["value"];
+    assert_eq!(p5["gpus"], 8, "{p5}");
+    assert_eq!(p5["gpu_model"], "H100");
+    assert_eq!(p5["efa_supported"], true);
+    assert_eq!(p5["vcpus"], 192);
+    assert!(
+        p5["on_demand_hourly_price"]
+            .as_f64()
+            .is_some_and(|p| p > 10.0),
+        "{p5}"
+    );
+    let c7i = &v["c7i"]["value"];
+    assert_eq!(c7i["gpus"], 0);
+    assert!(c7i["gpu_model"].is_null());
+
+    ws.write("data \"hpc_instance_type\" \"x\" {\n  instance_type = \"p9.mega\"\n}\n");
+    let bad = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        !bad.success
+            && bad
+                .text()
+                .contains("\"p9.mega\" is not an EC2 instance type"),
+        "{}",
+        bad.text()
+    );
+}

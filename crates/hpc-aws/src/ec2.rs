@@ -1,0 +1,1501 @@
+//! EC2: instance type facts, networks (VPC, subnets, gateways, routes, S3 endpoint, cluster
+//! security group), launch templates, placement groups and instances.
+//!
+//! Creation is find-or-create wherever EC2 offers a unique name or a client token, so a
+//! create that was interrupted and run again adopts what the first run made instead of
+//! making a second copy.
+
+use std::time::Duration;
+
+use aws_sdk_ec2::types::{
+    AttributeBooleanValue, DomainType, Filter, InstanceStateName, InstanceType, IpPermission,
+    IpRange, LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest,
+    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
+    LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
+    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatePlacementRequest,
+    LaunchTemplateSpecification, LaunchTemplateTagSpecificationRequest, PlacementStrategy,
+    RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, UserIdGroupPair, VolumeType,
+    VpcEndpointType,
+};
+use aws_sdk_ec2::Client;
+use base64::Engine as _;
+
+use crate::error::{AwsError, Result};
+use crate::wait::{self, Backoff, Poll};
+
+/// What EC2 says about an instance type: what Slurm and the guardrails need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceTypeInfo {
+    pub instance_type: String,
+    pub vcpus: u32,
+    pub cores: u32,
+    pub threads_per_core: u32,
+    pub memory_mib: u64,
+    pub gpus: u32,
+    pub gpu_model: Option<String>,
+    pub gpu_manufacturer: Option<String>,
+    pub gpu_memory_mib: Option<u64>,
+    pub efa_supported: bool,
+    pub max_efa_interfaces: u32,
+    /// Network card indexes (EFA gets one interface per card).
+    pub network_cards: Vec<i32>,
+    pub architectures: Vec<String>,
+}
+
+/// A network made by [`Ec2::create_network`]; ids are filled in as they are created, so a
+/// failure part-way still says what exists.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Network {
+    pub vpc_id: String,
+    pub internet_gateway_id: String,
+    /// (availability zone, subnet id), in the order of the requested zones.
+    pub public_subnets: Vec<(String, String)>,
+    pub private_subnets: Vec<(String, String)>,
+    pub public_route_table_id: String,
+    pub private_route_table_id: String,
+    pub nat_gateway_id: Option<String>,
+    pub eip_allocation_id: Option<String>,
+    pub s3_endpoint_id: Option<String>,
+    pub security_group_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkSpec {
+    pub name: String,
+    pub cidr_block: String,
+    pub availability_zones: Vec<String>,
+    pub nat_gateway: bool,
+    pub s3_endpoint: bool,
+    pub tags: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootVolume {
+    pub size_gib: i32,
+    pub volume_type: String,
+    pub encrypted: bool,
+    pub kms_key_id: Option<String>,
+}
+
+/// Everything a launch template says; instances get the tags too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchTemplateSpec {
+    pub name: String,
+    pub image_id: String,
+    pub instance_type: Option<String>,
+    pub key_name: Option<String>,
+    pub security_group_ids: Vec<String>,
+    pub instance_profile_arn: Option<String>,
+    pub user_data: Option<String>,
+    pub root_volume: Option<RootVolume>,
+    /// Network card indexes to put an EFA interface on; empty means one plain interface.
+    pub efa_network_cards: Vec<i32>,
+    pub placement_group: Option<String>,
+    pub tags: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceInfo {
+    pub id: String,
+    pub state: String,
+    pub private_ip: Option<String>,
+    pub public_ip: Option<String>,
+    pub subnet_id: Option<String>,
+    pub instance_type: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct Ec2 {
+    client: Client,
+    region: String,
+}
+
+fn sdk_tags(tags: &[(String, String)]) -> Vec<Tag> {
+    tags.iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build())
+        .collect()
+}
+
+fn tag_spec(kind: ResourceType, tags: &[(String, String)]) -> TagSpecification {
+    TagSpecification::builder()
+        .resource_type(kind)
+        .set_tags(Some(sdk_tags(tags)))
+        .build()
+}
+
+fn filter(name: &str, values: &[&str]) -> Filter {
+    Filter::builder()
+        .name(name)
+        .set_values(Some(values.iter().map(|v| v.to_string()).collect()))
+        .build()
+}
+
+/// The `index`-th block of `new_prefix` inside `cidr` (IPv4), e.g. 10.0.0.0/16, /19, 2 → 10.0.64.0/19.
+pub fn subnet_cidr(cidr: &str, new_prefix: u8, index: u32) -> Option<String> {
+    let (addr, prefix) = cidr.split_once('/')?;
+    let prefix: u8 = prefix.parse().ok()?;
+    if new_prefix < prefix || new_prefix > 28 {
+        return None;
+    }
+    let octets: Vec<u32> = addr
+        .split('.')
+        .map(|o| o.parse().ok())
+        .collect::<Option<_>>()?;
+    if octets.len() != 4 || octets.iter().any(|o| *o > 255) {
+        return None;
+    }
+    let base = octets.iter().fold(0u32, |acc, o| (acc << 8) | o);
+    let slots = 1u64 << (new_prefix - prefix);
+    if u64::from(index) >= slots {
+        return None;
+    }
+    let size = 1u32 << (32 - new_prefix);
+    let net = (base & (u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0))) + index * size;
+    Some(format!(
+        "{}.{}.{}.{}/{new_prefix}",
+        net >> 24,
+        (net >> 16) & 255,
+        (net >> 8) & 255,
+        net & 255
+    ))
+}
+
+/// Private subnets are /+3 blocks 0..6 of the VPC; public ones are /+6 blocks inside block 7.
+pub fn network_cidrs(cidr: &str, zone_index: u32) -> Option<(String, String)> {
+    let prefix: u8 = cidr.split_once('/')?.1.parse().ok()?;
+    if zone_index >= 7 {
+        return None;
+    }
+    let private = subnet_cidr(cidr, prefix + 3, zone_index)?;
+    let last = subnet_cidr(cidr, prefix + 3, 7)?;
+    let public = subnet_cidr(&last, prefix + 6, zone_index)?;
+    Some((public, private))
+}
+
+impl Ec2 {
+    pub fn new(client: Client, region: String) -> Self {
+        Ec2 { client, region }
+    }
+
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+
+    fn ctx(&self, what: &str) -> String {
+        format!("{what} ({})", self.region)
+    }
+
+    fn err<E>(&self, what: &str, e: &E) -> AwsError
+    where
+        E: aws_smithy_types::error::metadata::ProvideErrorMetadata + std::error::Error,
+    {
+        AwsError::from_sdk(self.ctx(what), e)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Instance types and zones
+    // -----------------------------------------------------------------------------------------
+
+    /// Facts about the given instance types. Types EC2 does not know are left out; the
+    /// caller compares the result with what it asked for.
+    pub async fn instance_types(&self, names: &[String]) -> Result<Vec<InstanceTypeInfo>> {
+        let mut out = Vec::new();
+        for chunk in names.chunks(100) {
+            let res = self
+                .client
+                .describe_instance_types()
+                .set_instance_types(Some(
+                    chunk
+                        .iter()
+                        .map(|n| InstanceType::from(n.as_str()))
+                        .collect(),
+                ))
+                .send()
+                .await;
+            match res {
+                Ok(page) => out.extend(page.instance_types().iter().map(info_from_sdk)),
+                Err(e) => {
+                    let err = self.err("describing instance types", &e);
+                    if !err.code_is(&["InvalidInstanceType"]) {
+                        return Err(err);
+                    }
+                    // One unknown name fails the whole call: ask one at a time.
+                    for name in chunk {
+                        match self
+                            .client
+                            .describe_instance_types()
+                            .instance_types(InstanceType::from(name.as_str()))
+                            .send()
+                            .await
+                        {
+                            Ok(page) => out.extend(page.instance_types().iter().map(info_from_sdk)),
+                            Err(e) => {
+                                let err = self.err("describing instance types", &e);
+                                if !err.code_is(&["InvalidInstanceType"]) {
+                                    return Err(err);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Availability zone names of the region, in order.
+    pub async fn availability_zones(&self) -> Result<Vec<String>> {
+        let out = self
+            .client
+            .describe_availability_zones()
+            .filters(filter("state", &["available"]))
+            .send()
+            .await
+            .map_err(|e| self.err("listing availability zones", &e))?;
+        let mut zones: Vec<String> = out
+            .availability_zones()
+            .iter()
+            .filter_map(|z| z.zone_name().map(str::to_string))
+            .collect();
+        zones.sort();
+        Ok(zones)
+    }
+
+    /// The availability zone of each subnet, in order (missing subnets are an error).
+    pub async fn subnet_zones(&self, subnet_ids: &[String]) -> Result<Vec<(String, String)>> {
+        let out = self
+            .client
+            .describe_subnets()
+            .set_subnet_ids(Some(subnet_ids.to_vec()))
+            .send()
+            .await
+            .map_err(|e| self.err("describing subnets", &e))?;
+        subnet_ids
+            .iter()
+            .map(|id| {
+                out.subnets()
+                    .iter()
+                    .find(|s| s.subnet_id() == Some(id))
+                    .and_then(|s| s.availability_zone())
+                    .map(|az| (id.clone(), az.to_string()))
+                    .ok_or_else(|| {
+                        AwsError::new(
+                            self.ctx("describing subnets"),
+                            Some("InvalidSubnetID.NotFound"),
+                            format!("subnet {id} does not exist"),
+                        )
+                    })
+            })
+            .collect()
+    }
+
+    /// The VPC of a subnet.
+    pub async fn subnet_vpc(&self, subnet_id: &str) -> Result<String> {
+        let out = self
+            .client
+            .describe_subnets()
+            .subnet_ids(subnet_id)
+            .send()
+            .await
+            .map_err(|e| self.err("describing subnet", &e))?;
+        out.subnets()
+            .first()
+            .and_then(|s| s.vpc_id())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                AwsError::new(
+                    self.ctx("describing subnet"),
+                    Some("InvalidSubnetID.NotFound"),
+                    format!("subnet {subnet_id} does not exist"),
+                )
+            })
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Networks
+    // -----------------------------------------------------------------------------------------
+
+    /// Creates the VPC and everything in it, recording each id in `net` as it goes.
+    pub async fn create_network(
+        &self,
+        spec: &NetworkSpec,
+        net: &mut Network,
+        timeout: Duration,
+    ) -> Result<()> {
+        let name_tags = |suffix: &str| {
+            let mut t = spec.tags.clone();
+            t.retain(|(k, _)| k != "Name");
+            t.push(("Name".to_string(), format!("{}-{suffix}", spec.name)));
+            t
+        };
+        let vpc = self
+            .client
+            .create_vpc()
+            .cidr_block(&spec.cidr_block)
+            .tag_specifications(tag_spec(ResourceType::Vpc, &name_tags("vpc")))
+            .send()
+            .await
+            .map_err(|e| self.err("creating VPC", &e))?;
+        net.vpc_id = vpc
+            .vpc()
+            .and_then(|v| v.vpc_id())
+            .unwrap_or_default()
+            .to_string();
+        for attr in ["hostnames", "support"] {
+            let mut req = self.client.modify_vpc_attribute().vpc_id(&net.vpc_id);
+            let yes = AttributeBooleanValue::builder().value(true).build();
+            req = if attr == "hostnames" {
+                req.enable_dns_hostnames(yes)
+            } else {
+                req.enable_dns_support(yes)
+            };
+            req.send()
+                .await
+                .map_err(|e| self.err("enabling DNS in VPC", &e))?;
+        }
+
+        let igw = self
+            .client
+            .create_internet_gateway()
+            .tag_specifications(tag_spec(ResourceType::InternetGateway, &name_tags("igw")))
+            .send()
+            .await
+            .map_err(|e| self.err("creating internet gateway", &e))?;
+        net.internet_gateway_id = igw
+            .internet_gateway()
+            .and_then(|g| g.internet_gateway_id())
+            .unwrap_or_default()
+            .to_string();
+        self.client
+            .attach_internet_gateway()
+            .internet_gateway_id(&net.internet_gateway_id)
+            .vpc_id(&net.vpc_id)
+            .send()
+            .await
+            .map_err(|e| self.err("attaching internet gateway", &e))?;
+
+        for (i, az) in spec.availability_zones.iter().enumerate() {
+            let (public_cidr, private_cidr) = network_cidrs(&spec.cidr_block, i as u32)
+                .ok_or_else(|| {
+                    AwsError::new(
+                        self.ctx("planning subnets"),
+                        None,
+                        format!("{} has no room for zone {}", spec.cidr_block, i + 1),
+                    )
+                })?;
+            for (public, cidr) in [(true, public_cidr), (false, private_cidr)] {
+                let label = format!("{}-{az}", if public { "public" } else { "private" });
+                let out = self
+                    .client
+                    .create_subnet()
+                    .vpc_id(&net.vpc_id)
+                    .cidr_block(&cidr)
+                    .availability_zone(az)
+                    .tag_specifications(tag_spec(ResourceType::Subnet, &name_tags(&label)))
+                    .send()
+                    .await
+                    .map_err(|e| self.err(&format!("creating subnet {cidr} in {az}"), &e))?;
+                let id = out
+                    .subnet()
+                    .and_then(|s| s.subnet_id())
+                    .unwrap_or_default()
+                    .to_string();
+                if public {
+                    net.public_subnets.push((az.clone(), id));
+                } else {
+                    net.private_subnets.push((az.clone(), id));
+                }
+            }
+        }
+
+        net.public_route_table_id = self.route_table(&net.vpc_id, &name_tags("public")).await?;
+        self.client
+            .create_route()
+            .route_table_id(&net.public_route_table_id)
+            .destination_cidr_block("0.0.0.0/0")
+            .gateway_id(&net.internet_gateway_id)
+            .send()
+            .await
+            .map_err(|e| self.err("adding the internet route", &e))?;
+        for (_, subnet) in &net.public_subnets {
+            self.associate(&net.public_route_table_id, subnet).await?;
+        }
+        net.private_route_table_id = self.route_table(&net.vpc_id, &name_tags("private")).await?;
+        for (_, subnet) in &net.private_subnets {
+            self.associate(&net.private_route_table_id, subnet).await?;
+        }
+
+        if spec.nat_gateway {
+            let eip = self
+                .client
+                .allocate_address()
+                .domain(DomainType::Vpc)
+                .tag_specifications(tag_spec(ResourceType::ElasticIp, &name_tags("nat")))
+                .send()
+                .await
+                .map_err(|e| self.err("allocating the NAT gateway's address", &e))?;
+            net.eip_allocation_id = eip.allocation_id().map(str::to_string);
+            let subnet = net
+                .public_subnets
+                .first()
+                .map(|(_, s)| s.clone())
+                .unwrap_or_default();
+            let nat = self
+                .client
+                .create_nat_gateway()
+                .subnet_id(subnet)
+                .set_allocation_id(net.eip_allocation_id.clone())
+                .tag_specifications(tag_spec(ResourceType::Natgateway, &name_tags("nat")))
+                .send()
+                .await
+                .map_err(|e| self.err("creating NAT gateway", &e))?;
+            let nat_id = nat
+                .nat_gateway()
+                .and_then(|n| n.nat_gateway_id())
+                .unwrap_or_default()
+                .to_string();
+            net.nat_gateway_id = Some(nat_id.clone());
+            self.wait_nat(&nat_id, "available", timeout).await?;
+            self.client
+                .create_route()
+                .route_table_id(&net.private_route_table_id)
+                .destination_cidr_block("0.0.0.0/0")
+                .nat_gateway_id(&nat_id)
+                .send()
+                .await
+                .map_err(|e| self.err("adding the NAT route", &e))?;
+        }
+
+        if spec.s3_endpoint {
+            let out = self
+                .client
+                .create_vpc_endpoint()
+                .vpc_id(&net.vpc_id)
+                .vpc_endpoint_type(VpcEndpointType::Gateway)
+                .service_name(format!("com.amazonaws.{}.s3", self.region))
+                .route_table_ids(&net.private_route_table_id)
+                .route_table_ids(&net.public_route_table_id)
+                .tag_specifications(tag_spec(ResourceType::VpcEndpoint, &name_tags("s3")))
+                .send()
+                .await
+                .map_err(|e| self.err("creating the S3 gateway endpoint", &e))?;
+            net.s3_endpoint_id = out
+                .vpc_endpoint()
+                .and_then(|v| v.vpc_endpoint_id())
+                .map(str::to_string);
+        }
+
+        net.security_group_id = self
+            .ensure_security_group(
+                &format!("{}-cluster", spec.name),
+                "hpcforge cluster nodes: all traffic between members (EFA needs it)",
+                &net.vpc_id,
+                &[],
+                &name_tags("cluster"),
+            )
+            .await?;
+        self.allow_self(&net.security_group_id).await?;
+        Ok(())
+    }
+
+    async fn route_table(&self, vpc_id: &str, tags: &[(String, String)]) -> Result<String> {
+        let out = self
+            .client
+            .create_route_table()
+            .vpc_id(vpc_id)
+            .tag_specifications(tag_spec(ResourceType::RouteTable, tags))
+            .send()
+            .await
+            .map_err(|e| self.err("creating route table", &e))?;
+        Ok(out
+            .route_table()
+            .and_then(|r| r.route_table_id())
+            .unwrap_or_default()
+            .to_string())
+    }
+
+    async fn associate(&self, route_table: &str, subnet: &str) -> Result<()> {
+        self.client
+            .associate_route_table()
+            .route_table_id(route_table)
+            .subnet_id(subnet)
+            .send()
+            .await
+            .map_err(|e| self.err("associating route table", &e))?;
+        Ok(())
+    }
+
+    /// Removes a route table's subnet associations (it cannot be deleted while it has any).
+    async fn disassociate_all(&self, route_table: &str) -> Result<()> {
+        let out = match self
+            .client
+            .describe_route_tables()
+            .route_table_ids(route_table)
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) => {
+                let err = self.err("describing route table", &e);
+                return if err.code_is(&["InvalidRouteTableID.NotFound"]) {
+                    Ok(())
+                } else {
+                    Err(err)
+                };
+            }
+        };
+        for assoc in out.route_tables().iter().flat_map(|r| r.associations()) {
+            if assoc.main() == Some(true) {
+                continue;
+            }
+            if let Some(id) = assoc.route_table_association_id() {
+                if let Err(e) = self
+                    .client
+                    .disassociate_route_table()
+                    .association_id(id)
+                    .send()
+                    .await
+                {
+                    let err = self.err("disassociating route table", &e);
+                    if !err.code_is(&["InvalidAssociationID.NotFound"]) {
+                        return Err(err);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn wait_nat(&self, id: &str, want: &str, timeout: Duration) -> Result<()> {
+        wait::until(
+            &format!("NAT gateway {id}"),
+            timeout,
+            Backoff::default(),
+            || async {
+                let out = self
+                    .client
+                    .describe_nat_gateways()
+                    .nat_gateway_ids(id)
+                    .send()
+                    .await
+                    .map_err(|e| self.err("describing NAT gateway", &e))?;
+                let state = out
+                    .nat_gateways()
+                    .first()
+                    .and_then(|n| n.state())
+                    .map(|s| s.as_str().to_string());
+                match state.as_deref() {
+                    Some(s) if s == want => Ok(Poll::Done(())),
+                    None if want == "deleted" => Ok(Poll::Done(())),
+                    Some("failed") if want != "deleted" => Err(AwsError::new(
+                        self.ctx("creating NAT gateway"),
+                        Some("failed"),
+                        format!("NAT gateway {id} failed"),
+                    )),
+                    Some(s) => Ok(Poll::Pending(s.to_string())),
+                    None => Ok(Poll::Pending("not visible yet".into())),
+                }
+            },
+        )
+        .await
+    }
+
+    /// True when the VPC still exists.
+    pub async fn vpc_exists(&self, vpc_id: &str) -> Result<bool> {
+        match self.client.describe_vpcs().vpc_ids(vpc_id).send().await {
+            Ok(out) => Ok(!out.vpcs().is_empty()),
+            Err(e) => {
+                let err = self.err("describing VPC", &e);
+                if err.code_is(&["InvalidVpcID.NotFound"]) {
+                    Ok(false)
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+
+    /// Deletes a network made by [`Ec2::create_network`], in reverse order; missing parts are skipped.
+    pub async fn delete_network(&self, net: &Network, timeout: Duration) -> Result<()> {
+        let gone = |e: &AwsError| {
+            e.code
+                .as_deref()
+                .is_some_and(|c| c.ends_with(".NotFound") || c == "InvalidAllocationID.NotFound")
+        };
+        if let Some(id) = &net.s3_endpoint_id {
+            let r = self
+                .client
+                .delete_vpc_endpoints()
+                .vpc_endpoint_ids(id)
+                .send()
+                .await;
+            if let Err(e) = r {
+                let err = self.err("deleting S3 endpoint", &e);
+                if !gone(&err) {
+                    return Err(err);
+                }
+            }
+        }
+        if let Some(id) = &net.nat_gateway_id {
+            match self
+                .client
+                .delete_nat_gateway()
+                .nat_gateway_id(id)
+                .send()
+                .await
+            {
+                Ok(_) => self.wait_nat(id, "deleted", timeout).await?,
+                Err(e) => {
+                    let err = self.err("deleting NAT gateway", &e);
+                    if !gone(&err) {
+                        return Err(err);
+                    }
+                }
+            }
+        }
+        if let Some(id) = &net.eip_allocation_id {
+            if let Err(e) = self.client.release_address().allocation_id(id).send().await {
+                let err = self.err("releasing the NAT address", &e);
+                if !gone(&err) {
+                    return Err(err);
+                }
+            }
+        }
+        for rt in [&net.public_route_table_id, &net.private_route_table_id] {
+            if !rt.is_empty() {
+                self.disassociate_all(rt).await?;
+            }
+        }
+        for (_, subnet) in net.public_subnets.iter().chain(&net.private_subnets) {
+            if let Err(e) = self.client.delete_subnet().subnet_id(subnet).send().await {
+                let err = self.err(&format!("deleting subnet {subnet}"), &e);
+                if !gone(&err) {
+                    return Err(err);
+                }
+            }
+        }
+        for rt in [&net.public_route_table_id, &net.private_route_table_id] {
+            if rt.is_empty() {
+                continue;
+            }
+            if let Err(e) = self
+                .client
+                .delete_route_table()
+                .route_table_id(rt)
+                .send()
+                .await
+            {
+                let err = self.err(&format!("deleting route table {rt}"), &e);
+                if !gone(&err) {
+                    return Err(err);
+                }
+            }
+        }
+        if !net.internet_gateway_id.is_empty() {
+            let _ = self
+                .client
+                .detach_internet_gateway()
+                .internet_gateway_id(&net.internet_gateway_id)
+                .vpc_id(&net.vpc_id)
+                .send()
+                .await;
+            if let Err(e) = self
+                .client
+                .delete_internet_gateway()
+                .internet_gateway_id(&net.internet_gateway_id)
+                .send()
+                .await
+            {
+                let err = self.err("deleting internet gateway", &e);
+                if !gone(&err) {
+                    return Err(err);
+                }
+            }
+        }
+        if !net.security_group_id.is_empty() {
+            self.delete_security_group(&net.security_group_id).await?;
+        }
+        if !net.vpc_id.is_empty() {
+            if let Err(e) = self.client.delete_vpc().vpc_id(&net.vpc_id).send().await {
+                let err = self.err("deleting VPC", &e);
+                if !gone(&err) {
+                    return Err(err);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the tags of every given resource go from `old` to `new`.
+    pub async fn retag(
+        &self,
+        ids: &[String],
+        old: &[(String, String)],
+        new: &[(String, String)],
+    ) -> Result<()> {
+        let ids: Vec<String> = ids.iter().filter(|i| !i.is_empty()).cloned().collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let removed: Vec<Tag> = old
+            .iter()
+            .filter(|(k, _)| !new.iter().any(|(nk, _)| nk == k))
+            .map(|(k, _)| Tag::builder().key(k).build())
+            .collect();
+        let changed: Vec<(String, String)> =
+            new.iter().filter(|kv| !old.contains(kv)).cloned().collect();
+        if !removed.is_empty() {
+            self.client
+                .delete_tags()
+                .set_resources(Some(ids.clone()))
+                .set_tags(Some(removed))
+                .send()
+                .await
+                .map_err(|e| self.err("removing tags", &e))?;
+        }
+        if !changed.is_empty() {
+            self.client
+                .create_tags()
+                .set_resources(Some(ids))
+                .set_tags(Some(sdk_tags(&changed)))
+                .send()
+                .await
+                .map_err(|e| self.err("tagging", &e))?;
+        }
+        Ok(())
+    }
+
+    /// The tags of a VPC, sorted (None when the VPC is gone).
+    pub async fn vpc_tags(&self, vpc_id: &str) -> Result<Option<Vec<(String, String)>>> {
+        match self.client.describe_vpcs().vpc_ids(vpc_id).send().await {
+            Ok(out) => Ok(out.vpcs().first().map(|v| {
+                let mut t: Vec<(String, String)> = v
+                    .tags()
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.key().unwrap_or_default().to_string(),
+                            t.value().unwrap_or_default().to_string(),
+                        )
+                    })
+                    .collect();
+                t.sort();
+                t
+            })),
+            Err(e) => {
+                let err = self.err("describing VPC", &e);
+                if err.code_is(&["InvalidVpcID.NotFound"]) {
+                    Ok(None)
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Security groups
+    // -----------------------------------------------------------------------------------------
+
+    /// The security group with this name in the VPC, created if missing, with TCP ingress from
+    /// the given (port, CIDR) pairs. Never opens anything to 0.0.0.0/0 by itself.
+    pub async fn ensure_security_group(
+        &self,
+        name: &str,
+        description: &str,
+        vpc_id: &str,
+        ingress: &[(i32, String)],
+        tags: &[(String, String)],
+    ) -> Result<String> {
+        let existing = self
+            .client
+            .describe_security_groups()
+            .filters(filter("vpc-id", &[vpc_id]))
+            .filters(filter("group-name", &[name]))
+            .send()
+            .await
+            .map_err(|e| self.err("looking up security group", &e))?;
+        let id = match existing
+            .security_groups()
+            .first()
+            .and_then(|g| g.group_id())
+        {
+            Some(id) => id.to_string(),
+            None => {
+                let out = self
+                    .client
+                    .create_security_group()
+                    .group_name(name)
+                    .description(description)
+                    .vpc_id(vpc_id)
+                    .tag_specifications(tag_spec(ResourceType::SecurityGroup, tags))
+                    .send()
+                    .await
+                    .map_err(|e| self.err(&format!("creating security group {name}"), &e))?;
+                out.group_id().unwrap_or_default().to_string()
+            }
+        };
+        for (port, cidr) in ingress {
+            let perm = IpPermission::builder()
+                .ip_protocol("tcp")
+                .from_port(*port)
+                .to_port(*port)
+                .ip_ranges(IpRange::builder().cidr_ip(cidr).build())
+                .build();
+            self.authorize(&id, perm).await?;
+        }
+        Ok(id)
+    }
+
+    /// Allows all traffic between members of the group (what EFA requires), ingress and egress.
+    pub async fn allow_self(&self, group_id: &str) -> Result<()> {
+        let perm = IpPermission::builder()
+            .ip_protocol("-1")
+            .user_id_group_pairs(UserIdGroupPair::builder().group_id(group_id).build())
+            .build();
+        self.authorize(group_id, perm.clone()).await?;
+        match self
+            .client
+            .authorize_security_group_egress()
+            .group_id(group_id)
+            .ip_permissions(perm)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let err = self.err("allowing egress within the group", &e);
+                if err.code_is(&["InvalidPermission.Duplicate"]) {
+                    Ok(())
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+
+    async fn authorize(&self, group_id: &str, perm: IpPermission) -> Result<()> {
+        match self
+            .client
+            .authorize_security_group_ingress()
+            .group_id(group_id)
+            .ip_permissions(perm)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let err = self.err("adding a security group rule", &e);
+                if err.code_is(&["InvalidPermission.Duplicate"]) {
+                    Ok(())
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+
+    pub async fn security_group_exists(&self, id: &str) -> Result<bool> {
+        match self
+            .client
+            .describe_security_groups()
+            .group_ids(id)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(!out.security_groups().is_empty()),
+            Err(e) => {
+                let err = self.err("describing security group", &e);
+                if err.code_is(&["InvalidGroup.NotFound"]) {
+                    Ok(false)
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+
+    /// Deletes a security group; retries while instances that used it are still shutting down.
+    pub async fn delete_security_group(&self, id: &str) -> Result<()> {
+        wait::until(
+            &format!("deleting security group {id}"),
+            Duration::from_secs(300),
+            Backoff::default(),
+            || async {
+                match self
+                    .client
+                    .delete_security_group()
+                    .group_id(id)
+                    .send()
+                    .await
+                {
+                    Ok(_) => Ok(Poll::Done(())),
+                    Err(e) => {
+                        let err = self.err("deleting security group", &e);
+                        if err.code_is(&["InvalidGroup.NotFound"]) {
+                            Ok(Poll::Done(()))
+                        } else if err.code_is(&["DependencyViolation"]) {
+                            Ok(Poll::Pending("in use".into()))
+                        } else {
+                            Err(err)
+                        }
+                    }
+                }
+            },
+        )
+        .await
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Launch templates and placement groups
+    // -----------------------------------------------------------------------------------------
+
+    fn template_data(
+        &self,
+        spec: &LaunchTemplateSpec,
+        root_device: &str,
+    ) -> RequestLaunchTemplateData {
+        let mut data = RequestLaunchTemplateData::builder()
+            .image_id(&spec.image_id)
+            .set_instance_type(spec.instance_type.as_deref().map(InstanceType::from))
+            .set_key_name(spec.key_name.clone())
+            .metadata_options(
+                LaunchTemplateInstanceMetadataOptionsRequest::builder()
+                    .http_tokens(LaunchTemplateHttpTokensState::Required)
+                    .http_endpoint(LaunchTemplateInstanceMetadataEndpointState::Enabled)
+                    .http_put_response_hop_limit(2)
+                    .build(),
+            )
+            .set_user_data(
+                spec.user_data
+                    .as_ref()
+                    .map(|u| base64::engine::general_purpose::STANDARD.encode(u)),
+            )
+            .set_iam_instance_profile(spec.instance_profile_arn.as_ref().map(|arn| {
+                LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
+                    .arn(arn)
+                    .build()
+            }))
+            .tag_specifications(
+                LaunchTemplateTagSpecificationRequest::builder()
+                    .resource_type(ResourceType::Instance)
+                    .set_tags(Some(sdk_tags(&spec.tags)))
+                    .build(),
+            )
+            .tag_specifications(
+                LaunchTemplateTagSpecificationRequest::builder()
+                    .resource_type(ResourceType::Volume)
+                    .set_tags(Some(sdk_tags(&spec.tags)))
+                    .build(),
+            );
+        if let Some(root) = &spec.root_volume {
+            data = data.block_device_mappings(
+                LaunchTemplateBlockDeviceMappingRequest::builder()
+                    .device_name(root_device)
+                    .ebs(
+                        LaunchTemplateEbsBlockDeviceRequest::builder()
+                            .volume_size(root.size_gib)
+                            .volume_type(VolumeType::from(root.volume_type.as_str()))
+                            .encrypted(root.encrypted)
+                            .set_kms_key_id(root.kms_key_id.clone())
+                            .delete_on_termination(true)
+                            .build(),
+                    )
+                    .build(),
+            );
+        }
+        if spec.efa_network_cards.is_empty() {
+            data = data.set_security_group_ids(Some(spec.security_group_ids.clone()));
+        } else {
+            for (i, card) in spec.efa_network_cards.iter().enumerate() {
+                data = data.network_interfaces(
+                    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                        .device_index(if i == 0 { 0 } else { 1 })
+                        .network_card_index(*card)
+                        .interface_type("efa")
+                        .set_groups(Some(spec.security_group_ids.clone()))
+                        .delete_on_termination(true)
+                        .build(),
+                );
+            }
+        }
+        if let Some(pg) = &spec.placement_group {
+            data = data.placement(
+                LaunchTemplatePlacementRequest::builder()
+                    .group_name(pg)
+                    .build(),
+            );
+        }
+        data.build()
+    }
+
+    /// The AMI's root device name (where the root volume settings go).
+    pub async fn image_root_device(&self, image_id: &str) -> Result<String> {
+        let out = self
+            .client
+            .describe_images()
+            .image_ids(image_id)
+            .send()
+            .await
+            .map_err(|e| self.err(&format!("describing image {image_id}"), &e))?;
+        out.images()
+            .first()
+            .map(|i| i.root_device_name().unwrap_or("/dev/xvda").to_string())
+            .ok_or_else(|| {
+                AwsError::new(
+                    self.ctx("describing image"),
+                    Some("InvalidAMIID.NotFound"),
+                    format!("image {image_id} does not exist"),
+                )
+            })
+    }
+
+    /// Creates the launch template, or (same name exists) makes a new default version when
+    /// the settings differ. Returns (id, default version).
+    pub async fn ensure_launch_template(&self, spec: &LaunchTemplateSpec) -> Result<(String, i64)> {
+        let root_device = if spec.root_volume.is_some() {
+            self.image_root_device(&spec.image_id).await?
+        } else {
+            String::new()
+        };
+        let data = self.template_data(spec, &root_device);
+        let existing = self.find_launch_template(&spec.name).await?;
+        match existing {
+            None => {
+                let out = self
+                    .client
+                    .create_launch_template()
+                    .launch_template_name(&spec.name)
+                    .launch_template_data(data)
+                    .tag_specifications(tag_spec(ResourceType::LaunchTemplate, &spec.tags))
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        self.err(&format!("creating launch template {}", spec.name), &e)
+                    })?;
+                let lt = out.launch_template();
+                Ok((
+                    lt.and_then(|l| l.launch_template_id())
+                        .unwrap_or_default()
+                        .to_string(),
+                    lt.and_then(|l| l.default_version_number()).unwrap_or(1),
+                ))
+            }
+            Some(id) => {
+                let out = self
+                    .client
+                    .create_launch_template_version()
+                    .launch_template_id(&id)
+                    .launch_template_data(data)
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        self.err(&format!("updating launch template {}", spec.name), &e)
+                    })?;
+                let version = out
+                    .launch_template_version()
+                    .and_then(|v| v.version_number())
+                    .unwrap_or(1);
+                self.client
+                    .modify_launch_template()
+                    .launch_template_id(&id)
+                    .default_version(version.to_string())
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        self.err(&format!("setting default version of {}", spec.name), &e)
+                    })?;
+                Ok((id, version))
+            }
+        }
+    }
+
+    pub async fn find_launch_template(&self, name: &str) -> Result<Option<String>> {
+        match self
+            .client
+            .describe_launch_templates()
+            .launch_template_names(name)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(out
+                .launch_templates()
+                .first()
+                .and_then(|l| l.launch_template_id())
+                .map(str::to_string)),
+            Err(e) => {
+                let err = self.err("looking up launch template", &e);
+                if err.code_is(&[
+                    "InvalidLaunchTemplateName.NotFoundException",
+                    "InvalidLaunchTemplateId.NotFound",
+                ]) {
+                    Ok(None)
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+
+    pub async fn delete_launch_template(&self, name: &str) -> Result<()> {
+        match self
+            .client
+            .delete_launch_template()
+            .launch_template_name(name)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let err = self.err(&format!("deleting launch template {name}"), &e);
+                if err.code_is(&[
+                    "InvalidLaunchTemplateName.NotFoundException",
+                    "InvalidLaunchTemplateId.NotFound",
+                ]) {
+                    Ok(())
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+
+    /// Creates a cluster placement group unless one of that name exists.
+    pub async fn ensure_placement_group(
+        &self,
+        name: &str,
+        tags: &[(String, String)],
+    ) -> Result<()> {
+        match self
+            .client
+            .create_placement_group()
+            .group_name(name)
+            .strategy(PlacementStrategy::Cluster)
+            .tag_specifications(tag_spec(ResourceType::PlacementGroup, tags))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let err = self.err(&format!("creating placement group {name}"), &e);
+                if err.code_is(&["InvalidPlacementGroup.Duplicate"]) {
+                    Ok(())
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+
+    pub async fn placement_group_exists(&self, name: &str) -> Result<bool> {
+        match self
+            .client
+            .describe_placement_groups()
+            .group_names(name)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(!out.placement_groups().is_empty()),
+            Err(e) => {
+                let err = self.err("describing placement group", &e);
+                if err.code_is(&["InvalidPlacementGroup.Unknown"]) {
+                    Ok(false)
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+
+    pub async fn delete_placement_group(&self, name: &str) -> Result<()> {
+        match self
+            .client
+            .delete_placement_group()
+            .group_name(name)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let err = self.err(&format!("deleting placement group {name}"), &e);
+                if err.code_is(&["InvalidPlacementGroup.Unknown"]) {
+                    Ok(())
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Instances
+    // -----------------------------------------------------------------------------------------
+
+    /// Launches one instance from a launch template. The client token makes a repeated call
+    /// (after an interrupted run) return the same instance instead of a second one.
+    pub async fn run_instance(
+        &self,
+        template_id: &str,
+        subnet_id: &str,
+        client_token: &str,
+    ) -> Result<String> {
+        let out = self
+            .client
+            .run_instances()
+            .launch_template(
+                LaunchTemplateSpecification::builder()
+                    .launch_template_id(template_id)
+                    .version("$Default")
+                    .build(),
+            )
+            .subnet_id(subnet_id)
+            .min_count(1)
+            .max_count(1)
+            .client_token(client_token)
+            .send()
+            .await
+            .map_err(|e| self.err("launching instance", &e))?;
+        out.instances()
+            .first()
+            .and_then(|i| i.instance_id())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                AwsError::new(
+                    self.ctx("launching instance"),
+                    None,
+                    "no instance in the response",
+                )
+            })
+    }
+
+    pub async fn find_instance(&self, id: &str) -> Result<Option<InstanceInfo>> {
+        match self
+            .client
+            .describe_instances()
+            .instance_ids(id)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(out
+                .reservations()
+                .iter()
+                .flat_map(|r| r.instances())
+                .find(|i| i.instance_id() == Some(id))
+                .map(|i| InstanceInfo {
+                    id: id.to_string(),
+                    state: i
+                        .state()
+                        .and_then(|s| s.name())
+                        .map(|n| n.as_str().to_string())
+                        .unwrap_or_default(),
+                    private_ip: i.private_ip_address().map(str::to_string),
+                    public_ip: i.public_ip_address().map(str::to_string),
+                    subnet_id: i.subnet_id().map(str::to_string),
+                    instance_type: i
+                        .instance_type()
+                        .map(|t| t.as_str().to_string())
+                        .unwrap_or_default(),
+                })
+                .filter(|i| i.state != InstanceStateName::Terminated.as_str())),
+            Err(e) => {
+                let err = self.err("describing instance", &e);
+                if err.code_is(&["InvalidInstanceID.NotFound"]) {
+                    Ok(None)
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+
+    pub async fn wait_instance_running(&self, id: &str, timeout: Duration) -> Result<InstanceInfo> {
+        wait::until(
+            &format!("instance {id}"),
+            timeout,
+            Backoff::default(),
+            || async {
+                match self.find_instance(id).await? {
+                    Some(i) if i.state == "running" => Ok(Poll::Done(i)),
+                    Some(i) if i.state == "pending" => Ok(Poll::Pending(i.state)),
+                    Some(i) => Err(AwsError::new(
+                        self.ctx("waiting for instance"),
+                        Some(&i.state),
+                        format!("instance {id} is {}", i.state),
+                    )),
+                    None => Ok(Poll::Pending("not visible yet".into())),
+                }
+            },
+        )
+        .await
+    }
+
+    /// Terminates instances and waits until they are gone; missing ones count as gone.
+    pub async fn terminate(&self, ids: &[String], timeout: Duration) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = self
+            .client
+            .terminate_instances()
+            .set_instance_ids(Some(ids.to_vec()))
+            .send()
+            .await
+        {
+            let err = self.err("terminating instances", &e);
+            if !err.code_is(&["InvalidInstanceID.NotFound"]) {
+                return Err(err);
+            }
+        }
+        for id in ids {
+            wait::until(
+                &format!("termination of {id}"),
+                timeout,
+                Backoff::default(),
+                || async {
+                    Ok(match self.find_instance(id).await? {
+                        None => Poll::Done(()),
+                        Some(i) => Poll::Pending(i.state),
+                    })
+                },
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Instances (not terminated) carrying a tag.
+    pub async fn instances_tagged(&self, key: &str, value: &str) -> Result<Vec<InstanceInfo>> {
+        let out = self
+            .client
+            .describe_instances()
+            .filters(filter(&format!("tag:{key}"), &[value]))
+            .filters(filter(
+                "instance-state-name",
+                &["pending", "running", "stopping", "stopped", "shutting-down"],
+            ))
+            .send()
+            .await
+            .map_err(|e| self.err("listing instances", &e))?;
+        Ok(out
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .map(|i| InstanceInfo {
+                id: i.instance_id().unwrap_or_default().to_string(),
+                state: i
+                    .state()
+                    .and_then(|s| s.name())
+                    .map(|n| n.as_str().to_string())
+                    .unwrap_or_default(),
+                private_ip: i.private_ip_address().map(str::to_string),
+                public_ip: i.public_ip_address().map(str::to_string),
+                subnet_id: i.subnet_id().map(str::to_string),
+                instance_type: i
+                    .instance_type()
+                    .map(|t| t.as_str().to_string())
+                    .unwrap_or_default(),
+            })
+            .collect())
+    }
+}
+
+fn info_from_sdk(t: &aws_sdk_ec2::types::InstanceTypeInfo) -> InstanceTypeInfo {
+    let vcpu = t.v_cpu_info();
+    let gpu = t.gpu_info().and_then(|g| g.gpus().first());
+    let net = t.network_info();
+    InstanceTypeInfo {
+        instance_type: t
+            .instance_type()
+            .map(|i| i.as_str().to_string())
+            .unwrap_or_default(),
+        vcpus: vcpu
+            .and_then(|v| v.default_v_cpus())
+            .and_then(|v| u32::try_from(v).ok())
+            .unwrap_or(0),
+        cores: vcpu
+            .and_then(|v| v.default_cores())
+            .and_then(|v| u32::try_from(v).ok())
+            .unwrap_or(0),
+        threads_per_core: vcpu
+            .and_then(|v| v.default_threads_per_core())
+            .and_then(|v| u32::try_from(v).ok())
+            .unwrap_or(1),
+        memory_mib: t
+            .memory_info()
+            .and_then(|m| m.size_in_mib())
+            .and_then(|m| u64::try_from(m).ok())
+            .unwrap_or(0),
+        gpus: t
+            .gpu_info()
+            .map(|g| {
+                g.gpus()
+                    .iter()
+                    .filter_map(|d| d.count())
+                    .map(|c| u32::try_from(c).unwrap_or(0))
+                    .sum()
+            })
+            .unwrap_or(0),
+        gpu_model: gpu.and_then(|g| g.name()).map(str::to_string),
+        gpu_manufacturer: gpu.and_then(|g| g.manufacturer()).map(str::to_string),
+        gpu_memory_mib: gpu
+            .and_then(|g| g.memory_info())
+            .and_then(|m| m.size_in_mib())
+            .and_then(|m| u64::try_from(m).ok()),
+        efa_supported: net.and_then(|n| n.efa_supported()).unwrap_or(false),
+        max_efa_interfaces: net
+            .and_then(|n| n.efa_info())
+            .and_then(|e| e.maximum_efa_interfaces())
+            .and_then(|v| u32::try_from(v).ok())
+            .unwrap_or(0),
+        network_cards: net
+            .map(|n| {
+                n.network_cards()
+                    .iter()
+                    .filter_map(|c| c.network_card_index())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        architectures: t
+            .processor_info()
+            .map(|p| {
+                p.supported_architectures()
+                    .iter()
+                    .map(|a| a.as_str().to_string())
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subnets_are_carved_without_overlap() {
+        assert_eq!(
+            subnet_cidr("10.0.0.0/16", 19, 2).as_deref(),
+            Some("10.0.64.0/19")
+        );
+        assert_eq!(subnet_cidr("10.0.0.0/16", 19, 8), None);
+        assert_eq!(
+            network_cidrs("10.0.0.0/16", 0),
+            Some(("10.0.224.0/22".into(), "10.0.0.0/19".into()))
+        );
+        assert_eq!(
+            network_cidrs("10.0.0.0/16", 1),
+            Some(("10.0.228.0/22".into(), "10.0.32.0/19".into()))
+        );
+        assert_eq!(
+            network_cidrs("10.0.0.0/16", 6),
+            Some(("10.0.248.0/22".into(), "10.0.192.0/19".into()))
+        );
+        assert_eq!(
+            network_cidrs("10.0.0.0/16", 7),
+            None,
+            "block 7 holds the public subnets"
+        );
+        assert_eq!(subnet_cidr("10.0.0.0/33", 19, 0), None);
+        assert_eq!(subnet_cidr("10.0.300.0/16", 19, 0), None);
+    }
+}
