@@ -51,7 +51,12 @@ pub fn provider_dir() -> &'static Path {
 fn require_terraform() {
     static CHECK: OnceLock<()> = OnceLock::new();
     CHECK.get_or_init(|| {
-        let ok = Command::new("terraform").arg("version").stdout(Stdio::null()).stderr(Stdio::null()).status().map(|s| s.success());
+        let ok = Command::new("terraform")
+            .arg("version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success());
         assert!(
             matches!(ok, Ok(true)),
             "the `terraform` binary is not on PATH: install Terraform >= 1.11 (.ci/run does), then rerun"
@@ -68,15 +73,9 @@ pub struct HttpResponse {
     pub body: String,
 }
 
-pub fn http(
-    port: u16,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> HttpResponse {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))
-        .unwrap_or_else(|e| panic!("connecting to emulator :{port}: {e}"));
+pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> HttpResponse {
+    let mut stream =
+        TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("connecting to emulator :{port}: {e}"));
     let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -87,26 +86,14 @@ pub fn http(
     }
     req.push_str("\r\n");
     req.push_str(body);
-    stream
-        .write_all(req.as_bytes())
-        .expect("writing HTTP request");
+    stream.write_all(req.as_bytes()).expect("writing HTTP request");
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).expect("reading HTTP response");
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let chunked = head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked");
-    let body = if chunked {
-        dechunk(rest)
-    } else {
-        rest.to_string()
-    };
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
+    let body = if chunked { dechunk(rest) } else { rest.to_string() };
     HttpResponse { status, body }
 }
 
@@ -167,10 +154,7 @@ impl Emulator {
                 }
                 panic!("the emulator exited ({status}) before listening:\n{err}\n(run `make emulator-venv` if its venv is missing)");
             }
-            assert!(
-                Instant::now() < deadline,
-                "the emulator did not start within 60 s"
-            );
+            assert!(Instant::now() < deadline, "the emulator did not start within 60 s");
             std::thread::sleep(Duration::from_millis(100));
         };
         let emu = Emulator { child, port };
@@ -205,11 +189,7 @@ impl Emulator {
         let v = self.control("GET", "/_emulator/calls", &Value::Null);
         v["calls"]
             .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0)))
-                    .collect()
-            })
+            .map(|m| m.iter().map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0))).collect())
             .unwrap_or_default()
     }
 
@@ -219,9 +199,7 @@ impl Emulator {
             .into_iter()
             .filter(|(k, _)| {
                 let action = k.split(':').nth(1).unwrap_or("");
-                !(action.starts_with("Describe")
-                    || action.starts_with("List")
-                    || action.starts_with("Get"))
+                !(action.starts_with("Describe") || action.starts_with("List") || action.starts_with("Get"))
             })
             .collect()
     }
@@ -273,10 +251,7 @@ impl Emulator {
             ],
             &body.to_string(),
         );
-        (
-            r.status,
-            serde_json::from_str(&r.body).unwrap_or(Value::Null),
-        )
+        (r.status, serde_json::from_str(&r.body).unwrap_or(Value::Null))
     }
 
     /// Lustre file systems in the default account.
@@ -289,9 +264,7 @@ impl Emulator {
     /// Temporary credentials (access key id) for a role in another account, from STS.
     pub fn assume_role(&self, role_arn: &str) -> String {
         let auth = Self::auth("sts", "testing");
-        let body = format!(
-            "Action=AssumeRole&Version=2011-06-15&RoleArn={role_arn}&RoleSessionName=acceptance"
-        );
+        let body = format!("Action=AssumeRole&Version=2011-06-15&RoleArn={role_arn}&RoleSessionName=acceptance");
         let r = http(
             self.port,
             "POST",
@@ -342,9 +315,7 @@ impl Emulator {
     /// One of the region's default subnets in the account of `access_key`.
     pub fn default_subnet_as(&self, access_key: &str) -> String {
         let xml = self.ec2_as(access_key, "Action=DescribeSubnets");
-        let start = xml
-            .find("subnet-")
-            .expect("the emulator has default subnets");
+        let start = xml.find("subnet-").expect("the emulator has default subnets");
         xml[start..]
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
@@ -474,12 +445,7 @@ impl Workspace {
     /// Runs terraform and fails the test with its output if it fails.
     pub fn ok(&self, args: &[&str]) -> TfOutput {
         let out = self.tf(args);
-        assert!(
-            out.success,
-            "terraform {} failed:\n{}",
-            args.join(" "),
-            out.text()
-        );
+        assert!(out.success, "terraform {} failed:\n{}", args.join(" "), out.text());
         out
     }
 
@@ -498,19 +464,13 @@ impl Workspace {
     /// Asserts the next plan has no changes.
     pub fn assert_no_changes(&self) {
         let out = self.plan();
-        assert_eq!(
-            out.code,
-            Some(0),
-            "expected no changes, got:\n{}",
-            out.text()
-        );
+        assert_eq!(out.code, Some(0), "expected no changes, got:\n{}", out.text());
     }
 
     /// `terraform show -json` of the state.
     pub fn state(&self) -> Value {
         let out = self.ok(&["show", "-json", "-no-color"]);
-        serde_json::from_str(&out.stdout)
-            .unwrap_or_else(|e| panic!("show -json is not JSON: {e}\n{}", out.stdout))
+        serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("show -json is not JSON: {e}\n{}", out.stdout))
     }
 
     /// The `values` of one resource in state, e.g. `hpc_lustre_fs.main`.

@@ -43,20 +43,10 @@ fn basic_create_reads_back_everything_and_plans_clean() {
     assert_eq!(fs["storage_capacity"], 1200);
     assert_eq!(fs["deployment_type"], "PERSISTENT_2");
     assert_eq!(fs["owner_id"], "123456789012");
-    assert!(
-        fs["vpc_id"].as_str().is_some_and(|v| v.starts_with("vpc-")),
-        "{fs}"
-    );
-    assert!(!fs["network_interface_ids"]
-        .as_array()
-        .expect("enis")
-        .is_empty());
+    assert!(fs["vpc_id"].as_str().is_some_and(|v| v.starts_with("vpc-")), "{fs}");
+    assert!(!fs["network_interface_ids"].as_array().expect("enis").is_empty());
     let mount = fs["mount_name"].as_str().expect("mount name");
-    assert_eq!(
-        mount.len(),
-        8,
-        "PERSISTENT_2 mount names are 8 characters: {mount}"
-    );
+    assert_eq!(mount.len(), 8, "PERSISTENT_2 mount names are 8 characters: {mount}");
     assert_eq!(
         fs["mount_command"],
         format!("sudo mkdir -p /fsx && sudo mount -t lustre -o relatime,flock {id}.fsx.us-east-1.amazonaws.com@tcp:/{mount} /fsx")
@@ -71,9 +61,7 @@ fn basic_create_reads_back_everything_and_plans_clean() {
     );
     let repo = &fs["data_repository"][0];
     assert!(
-        repo["association_id"]
-            .as_str()
-            .is_some_and(|a| a.starts_with("dra-")),
+        repo["association_id"].as_str().is_some_and(|a| a.starts_with("dra-")),
         "{repo}"
     );
     assert_eq!(repo["imported_file_chunk_size"], 1024);
@@ -96,18 +84,11 @@ fn basic_create_reads_back_everything_and_plans_clean() {
         .collect();
     assert!(tags.contains(&"project=acceptance".to_string()), "{tags:?}");
     let (_, dras) = emu.fsx("DescribeDataRepositoryAssociations", json!({}));
-    assert_eq!(
-        dras["Associations"].as_array().map(Vec::len),
-        Some(1),
-        "{dras}"
-    );
+    assert_eq!(dras["Associations"].as_array().map(Vec::len), Some(1), "{dras}");
 
     ws.assert_no_changes();
     ws.destroy();
-    assert!(
-        emu.file_systems().is_empty(),
-        "destroy leaves no file system"
-    );
+    assert!(emu.file_systems().is_empty(), "destroy leaves no file system");
 }
 
 #[test]
@@ -141,22 +122,14 @@ fn growing_storage_and_changing_settings_update_in_place() {
     assert_eq!(after["data_compression_type"], "LZ4");
     assert_eq!(after["data_repository"].as_array().map(Vec::len), Some(1));
     let calls = emu.mutating_calls();
-    assert_eq!(
-        calls.get("fsx:CreateFileSystem"),
-        None,
-        "no new file system: {calls:?}"
-    );
+    assert_eq!(calls.get("fsx:CreateFileSystem"), None, "no new file system: {calls:?}");
     assert_eq!(calls.get("fsx:DeleteFileSystem"), None, "{calls:?}");
     assert_eq!(
         calls.get("fsx:UpdateFileSystem"),
         Some(&2),
         "settings and capacity are separate updates: {calls:?}"
     );
-    assert_eq!(
-        calls.get("fsx:CreateDataRepositoryAssociation"),
-        Some(&1),
-        "{calls:?}"
-    );
+    assert_eq!(calls.get("fsx:CreateDataRepositoryAssociation"), Some(&1), "{calls:?}");
     assert_eq!(emu.file_systems()[0]["StorageCapacity"], 2400);
     ws.assert_no_changes();
 
@@ -169,11 +142,7 @@ fn growing_storage_and_changing_settings_update_in_place() {
     emu.reset_calls();
     ws.apply();
     let calls = emu.mutating_calls();
-    assert_eq!(
-        calls.get("fsx:DeleteDataRepositoryAssociation"),
-        Some(&1),
-        "{calls:?}"
-    );
+    assert_eq!(calls.get("fsx:DeleteDataRepositoryAssociation"), Some(&1), "{calls:?}");
     assert_eq!(calls.get("fsx:DeleteFileSystem"), None, "{calls:?}");
     ws.assert_no_changes();
     ws.destroy();
@@ -210,11 +179,7 @@ fn shrinking_or_changing_deployment_type_forces_replacement() {
     assert_ne!(new["id"], old_id);
     assert_eq!(new["deployment_type"], "SCRATCH_2");
     let remaining = emu.file_systems();
-    assert_eq!(
-        remaining.len(),
-        1,
-        "the old file system was deleted: {remaining:?}"
-    );
+    assert_eq!(remaining.len(), 1, "the old file system was deleted: {remaining:?}");
     assert_eq!(remaining[0]["FileSystemId"], new["id"]);
     ws.destroy();
 }
@@ -241,8 +206,7 @@ fn import_by_id_then_plan_shows_no_changes() {
     let plan = importer.tf(&["plan", "-no-color", "-input=false"]);
     assert!(plan.success, "{}", plan.text());
     assert!(
-        plan.stdout
-            .contains("1 to import, 0 to add, 0 to change, 0 to destroy"),
+        plan.stdout.contains("1 to import, 0 to add, 0 to change, 0 to destroy"),
         "{}",
         plan.text()
     );
@@ -271,13 +235,7 @@ fn import_by_id_then_plan_shows_no_changes() {
     // The import command.
     let cmd = Workspace::new("import-cmd", &emu);
     cmd.write(&body);
-    cmd.ok(&[
-        "import",
-        "-no-color",
-        "-input=false",
-        "hpc_lustre_fs.main",
-        &id,
-    ]);
+    cmd.ok(&["import", "-no-color", "-input=false", "hpc_lustre_fs.main", &id]);
     cmd.assert_no_changes();
 
     let bad = cmd.tf(&[
@@ -290,13 +248,7 @@ fn import_by_id_then_plan_shows_no_changes() {
     assert!(!bad.success);
     let bad2 = Workspace::new("import-bad", &emu);
     bad2.write(&body);
-    let out = bad2.tf(&[
-        "import",
-        "-no-color",
-        "-input=false",
-        "hpc_lustre_fs.main",
-        "nope",
-    ]);
+    let out = bad2.tf(&["import", "-no-color", "-input=false", "hpc_lustre_fs.main", "nope"]);
     assert!(
         !out.success && out.text().contains("is not an FSx file system id"),
         "{}",
@@ -333,17 +285,11 @@ fn drift_out_of_band_shows_a_diff_and_is_corrected() {
     let plan = ws.plan();
     let text = plan.text();
     assert_eq!(plan.code, Some(2), "{text}");
-    assert!(
-        text.contains("\"renamed\" -> \"research-scratch\""),
-        "{text}"
-    );
+    assert!(text.contains("\"renamed\" -> \"research-scratch\""), "{text}");
     ws.apply();
     ws.assert_no_changes();
     let remote = &emu.file_systems()[0];
-    assert!(
-        remote["Tags"].to_string().contains("research-scratch"),
-        "{remote}"
-    );
+    assert!(remote["Tags"].to_string().contains("research-scratch"), "{remote}");
     ws.destroy();
 }
 
@@ -395,11 +341,7 @@ fn destroy_takes_a_final_backup_of_persistent_file_systems() {
     let (_, backups) = emu.fsx("DescribeBackups", json!({}));
     let backups = backups["Backups"].as_array().cloned().unwrap_or_default();
     assert_eq!(backups.len(), 1, "one final backup: {backups:?}");
-    assert!(
-        backups[0]["Tags"].to_string().contains("teardown"),
-        "{:?}",
-        backups[0]
-    );
+    assert!(backups[0]["Tags"].to_string().contains("teardown"), "{:?}", backups[0]);
 }
 
 #[test]
@@ -407,10 +349,8 @@ fn two_provider_aliases_act_in_two_accounts() {
     let emu = Emulator::start();
     let ws = Workspace::new("multi-account", &emu);
     // Each account has its own VPC and subnets.
-    let research_subnet =
-        emu.default_subnet_as(&emu.assume_role("arn:aws:iam::111111111111:role/hpcforge"));
-    let teaching_subnet =
-        emu.default_subnet_as(&emu.assume_role("arn:aws:iam::222222222222:role/hpcforge"));
+    let research_subnet = emu.default_subnet_as(&emu.assume_role("arn:aws:iam::111111111111:role/hpcforge"));
+    let teaching_subnet = emu.default_subnet_as(&emu.assume_role("arn:aws:iam::222222222222:role/hpcforge"));
     assert_ne!(research_subnet, teaching_subnet);
     emu.reset_calls();
     ws.write_raw(&format!(
@@ -460,19 +400,13 @@ resource "hpc_lustre_fs" "teaching" {{
     let teaching = ws.resource("hpc_lustre_fs.teaching");
     assert_eq!(research["owner_id"], "111111111111");
     assert_eq!(teaching["owner_id"], "222222222222");
-    assert!(research["arn"]
-        .as_str()
-        .is_some_and(|a| a.contains(":111111111111:")));
+    assert!(research["arn"].as_str().is_some_and(|a| a.contains(":111111111111:")));
     assert!(
         emu.file_systems().is_empty(),
         "nothing was created in the caller's own account"
     );
     let assumed = emu.calls().get("sts:AssumeRole").copied().unwrap_or(0);
-    assert!(
-        assumed >= 2,
-        "each alias assumed its role: {:?}",
-        emu.calls()
-    );
+    assert!(assumed >= 2, "each alias assumed its role: {:?}", emu.calls());
     ws.assert_no_changes();
     ws.destroy();
 }
@@ -499,10 +433,7 @@ fn throttling_on_a_fifth_of_calls_still_converges() {
         .filter(|(k, _)| k.starts_with("fsx:"))
         .map(|(_, n)| n)
         .sum();
-    assert!(
-        fsx_calls > 20,
-        "enough calls for the faults to matter: {calls:?}"
-    );
+    assert!(fsx_calls > 20, "enough calls for the faults to matter: {calls:?}");
     assert!(
         fired[0] * 10 >= fsx_calls,
         "about a fifth of {fsx_calls} calls were throttled, got {fired:?}"
@@ -547,11 +478,7 @@ fn a_failed_file_system_fails_the_apply_with_fsx_details_and_is_tainted() {
         0
     });
     let out = ws.tf(&["apply", "-auto-approve", "-no-color", "-input=false"]);
-    assert_eq!(
-        saboteur.join().ok(),
-        Some(200),
-        "the file system was forced to FAILED"
-    );
+    assert_eq!(saboteur.join().ok(), Some(200), "the file system was forced to FAILED");
     assert!(!out.success);
     let text = out.text();
     assert!(

@@ -81,9 +81,7 @@ fn twenty_bad_configurations_are_rejected_at_plan_with_attribute_paths_and_no_aw
     assert!(cases.len() >= 20);
     let body: String = cases
         .iter()
-        .map(|(name, body, _, _)| {
-            format!("resource \"hpc_lustre_fs\" \"{name}\" {{\n  {body}\n}}\n\n")
-        })
+        .map(|(name, body, _, _)| format!("resource \"hpc_lustre_fs\" \"{name}\" {{\n  {body}\n}}\n\n"))
         .collect();
     ws.write(&body);
     emu.reset_calls();

@@ -27,27 +27,16 @@ fn network_is_created_with_subnets_gateways_and_a_closed_security_group_then_des
     let net = ws.resource("hpc_network.main");
     let vpc = net["vpc_id"].as_str().expect("vpc").to_string();
     assert_eq!(net["id"], vpc.as_str());
-    let public = net["public_subnet_ids"]
-        .as_object()
-        .expect("public subnets");
-    let private = net["private_subnet_ids"]
-        .as_object()
-        .expect("private subnets");
-    assert_eq!(
-        public.keys().collect::<Vec<_>>(),
-        vec!["us-east-1a", "us-east-1b"]
-    );
+    let public = net["public_subnet_ids"].as_object().expect("public subnets");
+    let private = net["private_subnet_ids"].as_object().expect("private subnets");
+    assert_eq!(public.keys().collect::<Vec<_>>(), vec!["us-east-1a", "us-east-1b"]);
     assert_eq!(private.len(), 2);
     assert!(
-        net["nat_gateway_id"]
-            .as_str()
-            .is_some_and(|n| n.starts_with("nat-")),
+        net["nat_gateway_id"].as_str().is_some_and(|n| n.starts_with("nat-")),
         "{net}"
     );
     assert!(
-        net["s3_endpoint_id"]
-            .as_str()
-            .is_some_and(|n| n.starts_with("vpce-")),
+        net["s3_endpoint_id"].as_str().is_some_and(|n| n.starts_with("vpce-")),
         "{net}"
     );
     assert_eq!(net["tags_all"]["project"], "acceptance");
@@ -58,12 +47,7 @@ fn network_is_created_with_subnets_gateways_and_a_closed_security_group_then_des
         "Action=DescribeSubnets&Filter.1.Name=vpc-id&Filter.1.Value.1={vpc}"
     ));
     assert_eq!(count(&subnets, "<subnetId>"), 4, "{subnets}");
-    for cidr in [
-        "10.0.0.0/19",
-        "10.0.32.0/19",
-        "10.0.224.0/22",
-        "10.0.228.0/22",
-    ] {
+    for cidr in ["10.0.0.0/19", "10.0.32.0/19", "10.0.224.0/22", "10.0.228.0/22"] {
         assert!(subnets.contains(cidr), "{cidr} missing: {subnets}");
     }
     let sg = net["security_group_id"].as_str().expect("sg");
@@ -78,10 +62,7 @@ fn network_is_created_with_subnets_gateways_and_a_closed_security_group_then_des
         ingress.contains(&format!("<groupId>{sg}</groupId>")),
         "self-referencing rule: {groups}"
     );
-    assert!(
-        !ingress.contains("0.0.0.0/0"),
-        "no ingress from the internet: {groups}"
-    );
+    assert!(!ingress.contains("0.0.0.0/0"), "no ingress from the internet: {groups}");
     let routes = emu.ec2(&format!(
         "Action=DescribeRouteTables&Filter.1.Name=vpc-id&Filter.1.Value.1={vpc}"
     ));
@@ -137,21 +118,14 @@ fn tags_changed_out_of_band_drift_back() {
     ws.apply();
     let net = ws.resource("hpc_network.main");
     assert!(net["nat_gateway_id"].is_null());
-    assert_eq!(
-        net["private_subnet_ids"].as_object().map(|m| m.len()),
-        Some(1)
-    );
+    assert_eq!(net["private_subnet_ids"].as_object().map(|m| m.len()), Some(1));
     let vpc = net["vpc_id"].as_str().expect("vpc").to_string();
     emu.ec2(&format!(
         "Action=CreateTags&ResourceId.1={vpc}&Tag.1.Key=team&Tag.1.Value=rogue"
     ));
     let plan = ws.plan();
     assert_eq!(plan.code, Some(2), "{}", plan.text());
-    assert!(
-        plan.text().contains("\"rogue\" -> \"hpc\""),
-        "{}",
-        plan.text()
-    );
+    assert!(plan.text().contains("\"rogue\" -> \"hpc\""), "{}", plan.text());
     ws.apply();
     ws.assert_no_changes();
     ws.destroy();
@@ -182,7 +156,9 @@ resource "hpc_network" "bad" {
         assert!(text.contains(phrase), "missing {phrase:?}:\n{text}");
     }
     // Zones are checked against the region when the plan is made (a read, no change).
-    ws.write("resource \"hpc_network\" \"wrong_zone\" {\n  name = \"ok\"\n  availability_zones = [\"eu-west-1a\"]\n}\n");
+    ws.write(
+        "resource \"hpc_network\" \"wrong_zone\" {\n  name = \"ok\"\n  availability_zones = [\"eu-west-1a\"]\n}\n",
+    );
     let out = ws.tf(&["plan", "-no-color", "-input=false"]);
     assert!(
         !out.success
@@ -192,11 +168,7 @@ resource "hpc_network" "bad" {
         "{}",
         out.text()
     );
-    assert!(
-        emu.mutating_calls().is_empty(),
-        "{:?}",
-        emu.mutating_calls()
-    );
+    assert!(emu.mutating_calls().is_empty(), "{:?}", emu.mutating_calls());
 }
 
 #[test]
@@ -223,12 +195,7 @@ output "c7i" { value = data.hpc_instance_type.c7i }
     assert_eq!(p5["gpu_model"], "H100");
     assert_eq!(p5["efa_supported"], true);
     assert_eq!(p5["vcpus"], 192);
-    assert!(
-        p5["on_demand_hourly_price"]
-            .as_f64()
-            .is_some_and(|p| p > 10.0),
-        "{p5}"
-    );
+    assert!(p5["on_demand_hourly_price"].as_f64().is_some_and(|p| p > 10.0), "{p5}");
     let c7i = &v["c7i"]["value"];
     assert_eq!(c7i["gpus"], 0);
     assert!(c7i["gpu_model"].is_null());
@@ -236,10 +203,7 @@ output "c7i" { value = data.hpc_instance_type.c7i }
     ws.write("data \"hpc_instance_type\" \"x\" {\n  instance_type = \"p9.mega\"\n}\n");
     let bad = ws.tf(&["plan", "-no-color", "-input=false"]);
     assert!(
-        !bad.success
-            && bad
-                .text()
-                .contains("\"p9.mega\" is not an EC2 instance type"),
+        !bad.success && bad.text().contains("\"p9.mega\" is not an EC2 instance type"),
         "{}",
         bad.text()
     );

@@ -1,11 +1,7 @@
 //! Compiles the protocol's .proto files in pure Rust (protox): no system protoc needed.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = [
-        "proto/tfplugin6.proto",
-        "proto/plugin.proto",
-        "proto/health.proto",
-    ];
+    let files = ["proto/tfplugin6.proto", "proto/plugin.proto", "proto/health.proto"];
     for file in files {
         println!("cargo:rerun-if-changed={file}");
     }

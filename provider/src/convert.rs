@@ -20,9 +20,7 @@ pub fn boolean(v: &Value) -> Option<bool> {
 /// A list or set of strings; None when null or unknown (or when any element is unknown).
 pub fn strings(v: &Value) -> Option<Vec<String>> {
     match v {
-        Value::List(e) | Value::Set(e) => {
-            e.iter().map(|x| x.as_str().map(str::to_string)).collect()
-        }
+        Value::List(e) | Value::Set(e) => e.iter().map(|x| x.as_str().map(str::to_string)).collect(),
         _ => None,
     }
 }
@@ -106,11 +104,7 @@ mod tests {
     #[test]
     fn rule_paths_become_attribute_paths() {
         let p = path(
-            &[
-                "data_repository".into(),
-                "1".into(),
-                "data_repository_path".into(),
-            ],
+            &["data_repository".into(), "1".into(), "data_repository_path".into()],
             &[],
         );
         assert_eq!(p.to_string(), "data_repository[1].data_repository_path");

@@ -23,9 +23,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // Check before anything else so a person running the binary gets a plain answer.
     tfplugin::serve::check_environment(terraform_provider_hpc::ADDRESS, |k| std::env::var(k).ok())?;
     tfplugin::logging::init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(tfplugin::serve::serve(
         terraform_provider_hpc::ADDRESS,
         Arc::new(HpcProvider),

@@ -231,9 +231,7 @@ pub static PRICE_TABLE: &[TablePrice] = &[
 
 /// The table row for `instance_type`, if the table has one. Exact, case-sensitive match.
 pub fn table_price(instance_type: &str) -> Option<&'static TablePrice> {
-    PRICE_TABLE
-        .iter()
-        .find(|row| row.instance_type == instance_type)
+    PRICE_TABLE.iter().find(|row| row.instance_type == instance_type)
 }
 
 /// Where a price came from.
@@ -256,16 +254,9 @@ impl PriceSource {
 }
 
 /// The hourly price of `instance_type` and where it came from. See [`on_demand_price`].
-pub fn price_with_source(
-    instance_type: &str,
-    overrides: &[(String, f64)],
-) -> Option<(f64, PriceSource)> {
+pub fn price_with_source(instance_type: &str, overrides: &[(String, f64)]) -> Option<(f64, PriceSource)> {
     // The last override for a type wins, as a later setting usually does.
-    if let Some((_, price)) = overrides
-        .iter()
-        .rev()
-        .find(|(name, _)| name == instance_type)
-    {
+    if let Some((_, price)) = overrides.iter().rev().find(|(name, _)| name == instance_type) {
         // An override that is not a usable price (negative, NaN, infinite) makes the type
         // unpriced instead of silently falling back to the table: the user asked for a
         // different price, so the table's figure would be wrong either way.
@@ -328,10 +319,7 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
 /// Whether `instance_type` is permitted by `allowed` (a list of globs, see [`glob_match`]).
 /// An empty list allows every type.
 pub fn instance_type_allowed(instance_type: &str, allowed: &[String]) -> bool {
-    allowed.is_empty()
-        || allowed
-            .iter()
-            .any(|pattern| glob_match(pattern, instance_type))
+    allowed.is_empty() || allowed.iter().any(|pattern| glob_match(pattern, instance_type))
 }
 
 /// What a cluster (or one partition) may use when every pool is scaled to its max nodes.
@@ -363,8 +351,7 @@ pub fn max_usage(pools: &[(String, u32, u32, u32)], overrides: &[(String, f64)])
         usage.vcpus = usage.vcpus.saturating_add(nodes * u64::from(*vcpus));
         usage.gpus = usage.gpus.saturating_add(nodes * u64::from(*gpus));
         if nodes > 0 {
-            usage.hourly_cost = match (usage.hourly_cost, on_demand_price(instance_type, overrides))
-            {
+            usage.hourly_cost = match (usage.hourly_cost, on_demand_price(instance_type, overrides)) {
                 (Some(total), Some(price)) => Some(total + f64::from(*max_nodes) * price),
                 _ => None,
             };
@@ -415,12 +402,7 @@ pub struct Breach {
 /// Checks one partition against `allowed_instance_types` and `max_nodes_per_partition`.
 /// Returns one breach per disallowed instance type (each type once) and at most one for the
 /// node count. `max_nodes` equal to the limit is allowed.
-pub fn check_partition(
-    partition: &str,
-    instance_types: &[String],
-    max_nodes: u64,
-    limits: &Limits,
-) -> Vec<Breach> {
+pub fn check_partition(partition: &str, instance_types: &[String], max_nodes: u64, limits: &Limits) -> Vec<Breach> {
     let mut breaches = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
     for instance_type in instance_types {
@@ -562,21 +544,15 @@ pub fn check_pools(
             Resource::Vcpus => pool.2,
             Resource::Gpus => pool.3,
         };
-        let contributing: Vec<&(String, u32, u32, u32)> = pools
-            .iter()
-            .filter(|pool| pool.1 > 0 && per_node(pool) > 0)
-            .collect();
+        let contributing: Vec<&(String, u32, u32, u32)> =
+            pools.iter().filter(|pool| pool.1 > 0 && per_node(pool) > 0).collect();
         let terms: Vec<String> = contributing
             .iter()
             .map(|pool| {
                 format!(
                     "{} × {} of {}",
                     count(u64::from(pool.1), "node", "nodes"),
-                    count(
-                        u64::from(per_node(pool)),
-                        resource.singular(),
-                        resource.plural()
-                    ),
+                    count(u64::from(per_node(pool)), resource.singular(), resource.plural()),
                     pool.0
                 )
             })
@@ -601,10 +577,7 @@ pub fn check_pools(
                     )
                 }
             }
-            _ => format!(
-                "Lower max_nodes so the total is at most {},",
-                resource.amount(limit)
-            ),
+            _ => format!("Lower max_nodes so the total is at most {},", resource.amount(limit)),
         };
         breaches.push(Breach {
             what: resource.guardrail(),
@@ -773,10 +746,7 @@ mod tests {
     }
 
     fn overrides(items: &[(&str, f64)]) -> Vec<(String, f64)> {
-        items
-            .iter()
-            .map(|(name, price)| (name.to_string(), *price))
-            .collect()
+        items.iter().map(|(name, price)| (name.to_string(), *price)).collect()
     }
 
     fn pool(instance_type: &str, nodes: u32, vcpus: u32, gpus: u32) -> (String, u32, u32, u32) {
@@ -792,10 +762,7 @@ mod tests {
     #[test]
     fn table_rows_are_unique_well_formed_and_positive() {
         for (i, row) in PRICE_TABLE.iter().enumerate() {
-            assert!(
-                row.usd_per_hour.is_finite() && row.usd_per_hour > 0.0,
-                "{row:?}"
-            );
+            assert!(row.usd_per_hour.is_finite() && row.usd_per_hour > 0.0, "{row:?}");
             assert!(row.usd_per_hour < 200.0, "implausible price: {row:?}");
             let (family, size) = row.instance_type.split_once('.').expect("family.size");
             assert!(!family.is_empty() && !size.is_empty(), "{row:?}");
@@ -805,10 +772,7 @@ mod tests {
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-'),
                 "{row:?}"
             );
-            assert!(
-                row.region == "us-east-1" || row.region == "us-east-2",
-                "{row:?}"
-            );
+            assert!(row.region == "us-east-1" || row.region == "us-east-2", "{row:?}");
             assert!(
                 PRICE_TABLE[i + 1..]
                     .iter()
@@ -879,10 +843,7 @@ mod tests {
         assert!(close(p5.usd_per_hour, 55.04));
         assert_eq!(p5.region, "us-east-1");
         assert!(p5.cross_checked);
-        assert!(close(
-            table_price("t3.micro").map_or(0.0, |r| r.usd_per_hour),
-            0.0104
-        ));
+        assert!(close(table_price("t3.micro").map_or(0.0, |r| r.usd_per_hour), 0.0104));
         assert!(close(
             table_price("hpc7g.16xlarge").map_or(0.0, |r| r.usd_per_hour),
             1.6832
@@ -919,11 +880,7 @@ mod tests {
                 "medium" => Some(0.5),
                 "large" => Some(1.0),
                 "xlarge" => Some(2.0),
-                _ => size
-                    .strip_suffix("xlarge")?
-                    .parse::<f64>()
-                    .ok()
-                    .map(|n| 2.0 * n),
+                _ => size.strip_suffix("xlarge")?.parse::<f64>().ok().map(|n| 2.0 * n),
             }
         };
         for row in PRICE_TABLE {
@@ -980,11 +937,7 @@ mod tests {
     fn override_prices_a_type_the_table_lacks() {
         let o = overrides(&[("p5e.48xlarge", 43.26), ("trn2.48xlarge", 0.0)]);
         assert_eq!(on_demand_price("p5e.48xlarge", &o), Some(43.26));
-        assert_eq!(
-            on_demand_price("trn2.48xlarge", &o),
-            Some(0.0),
-            "zero is a valid price"
-        );
+        assert_eq!(on_demand_price("trn2.48xlarge", &o), Some(0.0), "zero is a valid price");
     }
 
     #[test]
@@ -1083,10 +1036,7 @@ mod tests {
 
     #[test]
     fn allowed_list_semantics() {
-        assert!(
-            instance_type_allowed("p5.48xlarge", &[]),
-            "empty list allows all"
-        );
+        assert!(instance_type_allowed("p5.48xlarge", &[]), "empty list allows all");
         let allowed = strings(&["g6e.*", "c7i.?xlarge"]);
         assert!(instance_type_allowed("g6e.12xlarge", &allowed));
         assert!(instance_type_allowed("c7i.4xlarge", &allowed));
@@ -1097,10 +1047,7 @@ mod tests {
 
     #[test]
     fn max_usage_sums_every_pool() {
-        let pools = [
-            pool("p5.48xlarge", 8, 192, 8),
-            pool("c7i.48xlarge", 10, 192, 0),
-        ];
+        let pools = [pool("p5.48xlarge", 8, 192, 8), pool("c7i.48xlarge", 10, 192, 0)];
         let usage = max_usage(&pools, &[]);
         assert_eq!(usage.nodes, 18);
         assert_eq!(usage.vcpus, 18 * 192);
@@ -1125,10 +1072,7 @@ mod tests {
 
     #[test]
     fn unknown_price_makes_cost_unknown_but_counts_still_add_up() {
-        let pools = [
-            pool("p5.48xlarge", 2, 192, 8),
-            pool("p5e.48xlarge", 1, 192, 8),
-        ];
+        let pools = [pool("p5.48xlarge", 2, 192, 8), pool("p5e.48xlarge", 1, 192, 8)];
         let usage = max_usage(&pools, &[]);
         assert_eq!(usage.hourly_cost, None);
         assert_eq!((usage.nodes, usage.vcpus, usage.gpus), (3, 576, 24));
@@ -1195,23 +1139,13 @@ mod tests {
 
     #[test]
     fn no_guardrails_means_no_breaches() {
-        let breaches = check_partition(
-            "gpu",
-            &strings(&["p5.48xlarge"]),
-            100_000,
-            &Limits::default(),
-        );
+        let breaches = check_partition("gpu", &strings(&["p5.48xlarge"]), 100_000, &Limits::default());
         assert!(breaches.is_empty());
     }
 
     #[test]
     fn disallowed_type_is_named_with_a_suggested_pattern() {
-        let breaches = check_partition(
-            "gpu",
-            &strings(&["g6e.xlarge", "p5.48xlarge"]),
-            4,
-            &limits(),
-        );
+        let breaches = check_partition("gpu", &strings(&["g6e.xlarge", "p5.48xlarge"]), 4, &limits());
         assert_eq!(breaches.len(), 1, "{breaches:?}");
         let breach = &breaches[0];
         assert_eq!(breach.what, "allowed_instance_types");
@@ -1221,17 +1155,11 @@ mod tests {
              allowed_instance_types does not allow"
         );
         assert!(
-            breach
-                .detail
-                .contains(r#"["g6e.*", "c7i.?xlarge", "t3.*"]"#),
+            breach.detail.contains(r#"["g6e.*", "c7i.?xlarge", "t3.*"]"#),
             "{}",
             breach.detail
         );
-        assert!(
-            breach.detail.contains(r#"such as "p5.*""#),
-            "{}",
-            breach.detail
-        );
+        assert!(breach.detail.contains(r#"such as "p5.*""#), "{}", breach.detail);
     }
 
     #[test]
@@ -1240,13 +1168,7 @@ mod tests {
         let breaches = check_partition("gpu", &types, 1, &limits());
         let named: Vec<&str> = breaches
             .iter()
-            .map(|b| {
-                if b.summary.contains("p5.48xlarge") {
-                    "p5"
-                } else {
-                    "p4d"
-                }
-            })
+            .map(|b| if b.summary.contains("p5.48xlarge") { "p5" } else { "p4d" })
             .collect();
         assert_eq!(named, ["p5", "p4d"]);
     }
@@ -1432,11 +1354,7 @@ mod tests {
         let pools = [pool("c7i.48xlarge", 32, 192, 0)];
         let breaches = check_pools("partition cpu", &pools, &[], &limits());
         let what: Vec<&str> = breaches.iter().map(|b| b.what).collect();
-        assert_eq!(
-            what,
-            ["max_vcpus_per_cluster"],
-            "32 × 8.568 = 274.18 is under $300"
-        );
+        assert_eq!(what, ["max_vcpus_per_cluster"], "32 × 8.568 = 274.18 is under $300");
         assert!(breaches[0]
             .detail
             .starts_with("6144 vCPUs = 32 nodes × 192 vCPUs of c7i.48xlarge."));
@@ -1454,9 +1372,9 @@ mod tests {
              max_hourly_cost_per_cluster is $300.00"
         );
         assert!(
-            breaches[0].detail.starts_with(
-                "$440.32/h = 8 nodes × $55.04/h of p5.48xlarge (on-demand list price, us-east-1)."
-            ),
+            breaches[0]
+                .detail
+                .starts_with("$440.32/h = 8 nodes × $55.04/h of p5.48xlarge (on-demand list price, us-east-1)."),
             "{}",
             breaches[0].detail
         );
@@ -1469,12 +1387,7 @@ mod tests {
             max_hourly_cost_per_cluster: Some(300.0),
             ..Limits::default()
         };
-        let breaches = check_pools(
-            "partition gpu",
-            &[pool("p5.48xlarge", 8, 192, 8)],
-            &o,
-            &cost_only,
-        );
+        let breaches = check_pools("partition gpu", &[pool("p5.48xlarge", 8, 192, 8)], &o, &cost_only);
         assert!(breaches[0].summary.contains("$314.64"));
         assert!(breaches[0]
             .detail
@@ -1483,30 +1396,19 @@ mod tests {
             max_hourly_cost_per_cluster: Some(320.0),
             ..Limits::default()
         };
-        assert!(check_pools(
-            "partition gpu",
-            &[pool("p5.48xlarge", 8, 192, 8)],
-            &o,
-            &roomy
-        )
-        .is_empty());
+        assert!(check_pools("partition gpu", &[pool("p5.48xlarge", 8, 192, 8)], &o, &roomy).is_empty());
     }
 
     #[test]
     fn pools_priced_part_alone_can_breach_the_cost_guardrail() {
-        let pools = [
-            pool("p5.48xlarge", 8, 192, 8),
-            pool("p5e.48xlarge", 8, 192, 8),
-        ];
+        let pools = [pool("p5.48xlarge", 8, 192, 8), pool("p5e.48xlarge", 8, 192, 8)];
         let cost_only = Limits {
             max_hourly_cost_per_cluster: Some(300.0),
             ..Limits::default()
         };
         let breaches = check_pools("cluster demo", &pools, &[], &cost_only);
         assert_eq!(breaches.len(), 1);
-        assert!(breaches[0]
-            .summary
-            .contains("would cost at least $440.32 per hour"));
+        assert!(breaches[0].summary.contains("would cost at least $440.32 per hour"));
         assert!(breaches[0]
             .detail
             .contains("This does not count p5e.48xlarge, which has no known price."));

@@ -6,16 +6,17 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use hpc_aws::{AssumeRole, Aws, Settings};
 use tfplugin::{
-    Attribute, AttributePath, Block, BlockNesting, ConfigureRequest, DataSource, Diagnostic,
-    Diagnostics, NestedBlock, Provider, ProviderData, Resource, Schema, Type, ValidateRequest,
-    Value,
+    Attribute, AttributePath, Block, BlockNesting, ConfigureRequest, DataSource, Diagnostic, Diagnostics, NestedBlock,
+    Provider, ProviderData, Resource, Schema, Type, ValidateRequest, Value,
 };
 
 use crate::convert;
 use crate::pricing::Limits;
+use crate::resources::cluster::HpcCluster;
 use crate::resources::instance_type::InstanceTypeData;
 use crate::resources::lustre_fs::LustreFs;
 use crate::resources::network::HpcNetwork;
+use crate::resources::partition::HpcPartition;
 
 /// What every resource gets once the provider is configured.
 pub struct Clients {
@@ -85,9 +86,8 @@ impl Provider for HpcProvider {
         let endpoint_attrs = hpc_aws::config::SERVICES
             .iter()
             .map(|s| {
-                Attribute::optional(s, Type::String).description(&format!(
-                    "Endpoint URL for {s}, instead of the standard AWS one."
-                ))
+                Attribute::optional(s, Type::String)
+                    .description(&format!("Endpoint URL for {s}, instead of the standard AWS one."))
             })
             .collect();
         Schema::new(
@@ -245,23 +245,20 @@ impl Provider for HpcProvider {
 
     async fn configure(&self, req: ConfigureRequest) -> Result<ProviderData, Diagnostics> {
         let settings = settings(&req.config)?;
-        let aws = Aws::connect(&settings).await.map_err(|e| {
-            Diagnostics::from(Diagnostic::error("Cannot configure AWS", e.to_string()))
-        })?;
+        let aws = Aws::connect(&settings)
+            .await
+            .map_err(|e| Diagnostics::from(Diagnostic::error("Cannot configure AWS", e.to_string())))?;
         let default_tags = convert::pairs(req.config.attr("default_tags").attr("tags"))
             .unwrap_or_default()
             .into_iter()
             .collect();
         let g = req.config.attr("guardrails");
         let limits = Limits {
-            allowed_instance_types: convert::strings(g.attr("allowed_instance_types"))
-                .unwrap_or_default(),
+            allowed_instance_types: convert::strings(g.attr("allowed_instance_types")).unwrap_or_default(),
             max_nodes_per_partition: convert::int(g.attr("max_nodes_per_partition"))
                 .and_then(|n| u64::try_from(n).ok()),
-            max_vcpus_per_cluster: convert::int(g.attr("max_vcpus_per_cluster"))
-                .and_then(|n| u64::try_from(n).ok()),
-            max_gpus_per_cluster: convert::int(g.attr("max_gpus_per_cluster"))
-                .and_then(|n| u64::try_from(n).ok()),
+            max_vcpus_per_cluster: convert::int(g.attr("max_vcpus_per_cluster")).and_then(|n| u64::try_from(n).ok()),
+            max_gpus_per_cluster: convert::int(g.attr("max_gpus_per_cluster")).and_then(|n| u64::try_from(n).ok()),
             max_hourly_cost_per_cluster: match g.attr("max_hourly_cost_per_cluster") {
                 Value::Number(n) => Some(n.as_f64()),
                 _ => None,
@@ -293,7 +290,12 @@ impl Provider for HpcProvider {
     }
 
     fn resources(&self) -> Vec<Arc<dyn Resource>> {
-        vec![Arc::new(LustreFs), Arc::new(HpcNetwork)]
+        vec![
+            Arc::new(LustreFs),
+            Arc::new(HpcNetwork),
+            Arc::new(HpcCluster),
+            Arc::new(HpcPartition),
+        ]
     }
 
     fn data_sources(&self) -> Vec<Arc<dyn DataSource>> {

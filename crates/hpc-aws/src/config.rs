@@ -76,11 +76,7 @@ impl Aws {
                 sts_conf = sts_conf.endpoint_url(url);
             }
             let mut builder = AssumeRoleProvider::builder(role.role_arn.clone())
-                .session_name(
-                    role.session_name
-                        .clone()
-                        .unwrap_or_else(|| "hpcforge".to_string()),
-                )
+                .session_name(role.session_name.clone().unwrap_or_else(|| "hpcforge".to_string()))
                 .configure(&sts_conf.build());
             if let Some(id) = &role.external_id {
                 builder = builder.external_id(id);
@@ -107,10 +103,7 @@ impl Aws {
         if let Some(url) = self.endpoint("fsx") {
             conf = conf.endpoint_url(url);
         }
-        crate::fsx::Fsx::new(
-            aws_sdk_fsx::Client::from_conf(conf.build()),
-            self.region.clone(),
-        )
+        crate::fsx::Fsx::new(aws_sdk_fsx::Client::from_conf(conf.build()), self.region.clone())
     }
 
     pub fn ec2(&self) -> crate::ec2::Ec2 {
@@ -118,10 +111,18 @@ impl Aws {
         if let Some(url) = self.endpoint("ec2") {
             conf = conf.endpoint_url(url);
         }
-        crate::ec2::Ec2::new(
-            aws_sdk_ec2::Client::from_conf(conf.build()),
-            self.region.clone(),
-        )
+        crate::ec2::Ec2::new(aws_sdk_ec2::Client::from_conf(conf.build()), self.region.clone())
+    }
+
+    /// EC2 in another region, same credentials (capacity pools in other regions).
+    pub fn ec2_in(&self, region: &str) -> crate::ec2::Ec2 {
+        let conf =
+            aws_sdk_ec2::config::Builder::from(&self.sdk).region(aws_types::region::Region::new(region.to_string()));
+        let conf = match self.endpoint("ec2") {
+            Some(url) => conf.endpoint_url(url),
+            None => conf,
+        };
+        crate::ec2::Ec2::new(aws_sdk_ec2::Client::from_conf(conf.build()), region.to_string())
     }
 
     pub fn ssm(&self) -> crate::ssm::Ssm {
@@ -129,10 +130,7 @@ impl Aws {
         if let Some(url) = self.endpoint("ssm") {
             conf = conf.endpoint_url(url);
         }
-        crate::ssm::Ssm::new(
-            aws_sdk_ssm::Client::from_conf(conf.build()),
-            self.region.clone(),
-        )
+        crate::ssm::Ssm::new(aws_sdk_ssm::Client::from_conf(conf.build()), self.region.clone())
     }
 
     pub fn secrets(&self) -> crate::secrets::Secrets {
@@ -156,9 +154,7 @@ impl Aws {
             .get_caller_identity()
             .send()
             .await
-            .map_err(|e| {
-                AwsError::from_sdk(format!("checking credentials ({})", self.region), &e)
-            })?;
+            .map_err(|e| AwsError::from_sdk(format!("checking credentials ({})", self.region), &e))?;
         Ok((
             out.account().unwrap_or_default().to_string(),
             out.arn().unwrap_or_default().to_string(),

@@ -8,13 +8,12 @@
 use std::time::Duration;
 
 use aws_sdk_ec2::types::{
-    AttributeBooleanValue, DomainType, Filter, InstanceStateName, InstanceType, IpPermission,
-    IpRange, LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest,
-    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
-    LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
-    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatePlacementRequest,
-    LaunchTemplateSpecification, LaunchTemplateTagSpecificationRequest, PlacementStrategy,
-    RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, UserIdGroupPair, VolumeType,
+    AttributeBooleanValue, DomainType, Filter, InstanceStateName, InstanceType, IpPermission, IpRange,
+    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
+    LaunchTemplateIamInstanceProfileSpecificationRequest, LaunchTemplateInstanceMetadataEndpointState,
+    LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
+    LaunchTemplatePlacementRequest, LaunchTemplateSpecification, LaunchTemplateTagSpecificationRequest,
+    PlacementStrategy, RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, UserIdGroupPair, VolumeType,
     VpcEndpointType,
 };
 use aws_sdk_ec2::Client;
@@ -102,6 +101,7 @@ pub struct InstanceInfo {
     pub public_ip: Option<String>,
     pub subnet_id: Option<String>,
     pub instance_type: String,
+    pub tags: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug)]
@@ -137,10 +137,7 @@ pub fn subnet_cidr(cidr: &str, new_prefix: u8, index: u32) -> Option<String> {
     if new_prefix < prefix || new_prefix > 28 {
         return None;
     }
-    let octets: Vec<u32> = addr
-        .split('.')
-        .map(|o| o.parse().ok())
-        .collect::<Option<_>>()?;
+    let octets: Vec<u32> = addr.split('.').map(|o| o.parse().ok()).collect::<Option<_>>()?;
     if octets.len() != 4 || octets.iter().any(|o| *o > 255) {
         return None;
     }
@@ -204,12 +201,7 @@ impl Ec2 {
             let res = self
                 .client
                 .describe_instance_types()
-                .set_instance_types(Some(
-                    chunk
-                        .iter()
-                        .map(|n| InstanceType::from(n.as_str()))
-                        .collect(),
-                ))
+                .set_instance_types(Some(chunk.iter().map(|n| InstanceType::from(n.as_str())).collect()))
                 .send()
                 .await;
             match res {
@@ -316,12 +308,7 @@ impl Ec2 {
     // -----------------------------------------------------------------------------------------
 
     /// Creates the VPC and everything in it, recording each id in `net` as it goes.
-    pub async fn create_network(
-        &self,
-        spec: &NetworkSpec,
-        net: &mut Network,
-        timeout: Duration,
-    ) -> Result<()> {
+    pub async fn create_network(&self, spec: &NetworkSpec, net: &mut Network, timeout: Duration) -> Result<()> {
         let name_tags = |suffix: &str| {
             let mut t = spec.tags.clone();
             t.retain(|(k, _)| k != "Name");
@@ -336,11 +323,7 @@ impl Ec2 {
             .send()
             .await
             .map_err(|e| self.err("creating VPC", &e))?;
-        net.vpc_id = vpc
-            .vpc()
-            .and_then(|v| v.vpc_id())
-            .unwrap_or_default()
-            .to_string();
+        net.vpc_id = vpc.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_string();
         for attr in ["hostnames", "support"] {
             let mut req = self.client.modify_vpc_attribute().vpc_id(&net.vpc_id);
             let yes = AttributeBooleanValue::builder().value(true).build();
@@ -349,9 +332,7 @@ impl Ec2 {
             } else {
                 req.enable_dns_support(yes)
             };
-            req.send()
-                .await
-                .map_err(|e| self.err("enabling DNS in VPC", &e))?;
+            req.send().await.map_err(|e| self.err("enabling DNS in VPC", &e))?;
         }
 
         let igw = self
@@ -375,14 +356,13 @@ impl Ec2 {
             .map_err(|e| self.err("attaching internet gateway", &e))?;
 
         for (i, az) in spec.availability_zones.iter().enumerate() {
-            let (public_cidr, private_cidr) = network_cidrs(&spec.cidr_block, i as u32)
-                .ok_or_else(|| {
-                    AwsError::new(
-                        self.ctx("planning subnets"),
-                        None,
-                        format!("{} has no room for zone {}", spec.cidr_block, i + 1),
-                    )
-                })?;
+            let (public_cidr, private_cidr) = network_cidrs(&spec.cidr_block, i as u32).ok_or_else(|| {
+                AwsError::new(
+                    self.ctx("planning subnets"),
+                    None,
+                    format!("{} has no room for zone {}", spec.cidr_block, i + 1),
+                )
+            })?;
             for (public, cidr) in [(true, public_cidr), (false, private_cidr)] {
                 let label = format!("{}-{az}", if public { "public" } else { "private" });
                 let out = self
@@ -395,11 +375,7 @@ impl Ec2 {
                     .send()
                     .await
                     .map_err(|e| self.err(&format!("creating subnet {cidr} in {az}"), &e))?;
-                let id = out
-                    .subnet()
-                    .and_then(|s| s.subnet_id())
-                    .unwrap_or_default()
-                    .to_string();
+                let id = out.subnet().and_then(|s| s.subnet_id()).unwrap_or_default().to_string();
                 if public {
                     net.public_subnets.push((az.clone(), id));
                 } else {
@@ -435,11 +411,7 @@ impl Ec2 {
                 .await
                 .map_err(|e| self.err("allocating the NAT gateway's address", &e))?;
             net.eip_allocation_id = eip.allocation_id().map(str::to_string);
-            let subnet = net
-                .public_subnets
-                .first()
-                .map(|(_, s)| s.clone())
-                .unwrap_or_default();
+            let subnet = net.public_subnets.first().map(|(_, s)| s.clone()).unwrap_or_default();
             let nat = self
                 .client
                 .create_nat_gateway()
@@ -479,10 +451,7 @@ impl Ec2 {
                 .send()
                 .await
                 .map_err(|e| self.err("creating the S3 gateway endpoint", &e))?;
-            net.s3_endpoint_id = out
-                .vpc_endpoint()
-                .and_then(|v| v.vpc_endpoint_id())
-                .map(str::to_string);
+            net.s3_endpoint_id = out.vpc_endpoint().and_then(|v| v.vpc_endpoint_id()).map(str::to_string);
         }
 
         net.security_group_id = self
@@ -549,13 +518,7 @@ impl Ec2 {
                 continue;
             }
             if let Some(id) = assoc.route_table_association_id() {
-                if let Err(e) = self
-                    .client
-                    .disassociate_route_table()
-                    .association_id(id)
-                    .send()
-                    .await
-                {
+                if let Err(e) = self.client.disassociate_route_table().association_id(id).send().await {
                     let err = self.err("disassociating route table", &e);
                     if !err.code_is(&["InvalidAssociationID.NotFound"]) {
                         return Err(err);
@@ -567,36 +530,31 @@ impl Ec2 {
     }
 
     async fn wait_nat(&self, id: &str, want: &str, timeout: Duration) -> Result<()> {
-        wait::until(
-            &format!("NAT gateway {id}"),
-            timeout,
-            Backoff::default(),
-            || async {
-                let out = self
-                    .client
-                    .describe_nat_gateways()
-                    .nat_gateway_ids(id)
-                    .send()
-                    .await
-                    .map_err(|e| self.err("describing NAT gateway", &e))?;
-                let state = out
-                    .nat_gateways()
-                    .first()
-                    .and_then(|n| n.state())
-                    .map(|s| s.as_str().to_string());
-                match state.as_deref() {
-                    Some(s) if s == want => Ok(Poll::Done(())),
-                    None if want == "deleted" => Ok(Poll::Done(())),
-                    Some("failed") if want != "deleted" => Err(AwsError::new(
-                        self.ctx("creating NAT gateway"),
-                        Some("failed"),
-                        format!("NAT gateway {id} failed"),
-                    )),
-                    Some(s) => Ok(Poll::Pending(s.to_string())),
-                    None => Ok(Poll::Pending("not visible yet".into())),
-                }
-            },
-        )
+        wait::until(&format!("NAT gateway {id}"), timeout, Backoff::default(), || async {
+            let out = self
+                .client
+                .describe_nat_gateways()
+                .nat_gateway_ids(id)
+                .send()
+                .await
+                .map_err(|e| self.err("describing NAT gateway", &e))?;
+            let state = out
+                .nat_gateways()
+                .first()
+                .and_then(|n| n.state())
+                .map(|s| s.as_str().to_string());
+            match state.as_deref() {
+                Some(s) if s == want => Ok(Poll::Done(())),
+                None if want == "deleted" => Ok(Poll::Done(())),
+                Some("failed") if want != "deleted" => Err(AwsError::new(
+                    self.ctx("creating NAT gateway"),
+                    Some("failed"),
+                    format!("NAT gateway {id} failed"),
+                )),
+                Some(s) => Ok(Poll::Pending(s.to_string())),
+                None => Ok(Poll::Pending("not visible yet".into())),
+            }
+        })
         .await
     }
 
@@ -623,12 +581,7 @@ impl Ec2 {
                 .is_some_and(|c| c.ends_with(".NotFound") || c == "InvalidAllocationID.NotFound")
         };
         if let Some(id) = &net.s3_endpoint_id {
-            let r = self
-                .client
-                .delete_vpc_endpoints()
-                .vpc_endpoint_ids(id)
-                .send()
-                .await;
+            let r = self.client.delete_vpc_endpoints().vpc_endpoint_ids(id).send().await;
             if let Err(e) = r {
                 let err = self.err("deleting S3 endpoint", &e);
                 if !gone(&err) {
@@ -637,13 +590,7 @@ impl Ec2 {
             }
         }
         if let Some(id) = &net.nat_gateway_id {
-            match self
-                .client
-                .delete_nat_gateway()
-                .nat_gateway_id(id)
-                .send()
-                .await
-            {
+            match self.client.delete_nat_gateway().nat_gateway_id(id).send().await {
                 Ok(_) => self.wait_nat(id, "deleted", timeout).await?,
                 Err(e) => {
                     let err = self.err("deleting NAT gateway", &e);
@@ -678,13 +625,7 @@ impl Ec2 {
             if rt.is_empty() {
                 continue;
             }
-            if let Err(e) = self
-                .client
-                .delete_route_table()
-                .route_table_id(rt)
-                .send()
-                .await
-            {
+            if let Err(e) = self.client.delete_route_table().route_table_id(rt).send().await {
                 let err = self.err(&format!("deleting route table {rt}"), &e);
                 if !gone(&err) {
                     return Err(err);
@@ -727,12 +668,7 @@ impl Ec2 {
     }
 
     /// Makes the tags of every given resource go from `old` to `new`.
-    pub async fn retag(
-        &self,
-        ids: &[String],
-        old: &[(String, String)],
-        new: &[(String, String)],
-    ) -> Result<()> {
+    pub async fn retag(&self, ids: &[String], old: &[(String, String)], new: &[(String, String)]) -> Result<()> {
         let ids: Vec<String> = ids.iter().filter(|i| !i.is_empty()).cloned().collect();
         if ids.is_empty() {
             return Ok(());
@@ -742,8 +678,7 @@ impl Ec2 {
             .filter(|(k, _)| !new.iter().any(|(nk, _)| nk == k))
             .map(|(k, _)| Tag::builder().key(k).build())
             .collect();
-        let changed: Vec<(String, String)> =
-            new.iter().filter(|kv| !old.contains(kv)).cloned().collect();
+        let changed: Vec<(String, String)> = new.iter().filter(|kv| !old.contains(kv)).cloned().collect();
         if !removed.is_empty() {
             self.client
                 .delete_tags()
@@ -815,11 +750,7 @@ impl Ec2 {
             .send()
             .await
             .map_err(|e| self.err("looking up security group", &e))?;
-        let id = match existing
-            .security_groups()
-            .first()
-            .and_then(|g| g.group_id())
-        {
+        let id = match existing.security_groups().first().and_then(|g| g.group_id()) {
             Some(id) => id.to_string(),
             None => {
                 let out = self
@@ -896,13 +827,7 @@ impl Ec2 {
     }
 
     pub async fn security_group_exists(&self, id: &str) -> Result<bool> {
-        match self
-            .client
-            .describe_security_groups()
-            .group_ids(id)
-            .send()
-            .await
-        {
+        match self.client.describe_security_groups().group_ids(id).send().await {
             Ok(out) => Ok(!out.security_groups().is_empty()),
             Err(e) => {
                 let err = self.err("describing security group", &e);
@@ -922,13 +847,7 @@ impl Ec2 {
             Duration::from_secs(300),
             Backoff::default(),
             || async {
-                match self
-                    .client
-                    .delete_security_group()
-                    .group_id(id)
-                    .send()
-                    .await
-                {
+                match self.client.delete_security_group().group_id(id).send().await {
                     Ok(_) => Ok(Poll::Done(())),
                     Err(e) => {
                         let err = self.err("deleting security group", &e);
@@ -950,11 +869,7 @@ impl Ec2 {
     // Launch templates and placement groups
     // -----------------------------------------------------------------------------------------
 
-    fn template_data(
-        &self,
-        spec: &LaunchTemplateSpec,
-        root_device: &str,
-    ) -> RequestLaunchTemplateData {
+    fn template_data(&self, spec: &LaunchTemplateSpec, root_device: &str) -> RequestLaunchTemplateData {
         let mut data = RequestLaunchTemplateData::builder()
             .image_id(&spec.image_id)
             .set_instance_type(spec.instance_type.as_deref().map(InstanceType::from))
@@ -1020,11 +935,7 @@ impl Ec2 {
             }
         }
         if let Some(pg) = &spec.placement_group {
-            data = data.placement(
-                LaunchTemplatePlacementRequest::builder()
-                    .group_name(pg)
-                    .build(),
-            );
+            data = data.placement(LaunchTemplatePlacementRequest::builder().group_name(pg).build());
         }
         data.build()
     }
@@ -1070,14 +981,10 @@ impl Ec2 {
                     .tag_specifications(tag_spec(ResourceType::LaunchTemplate, &spec.tags))
                     .send()
                     .await
-                    .map_err(|e| {
-                        self.err(&format!("creating launch template {}", spec.name), &e)
-                    })?;
+                    .map_err(|e| self.err(&format!("creating launch template {}", spec.name), &e))?;
                 let lt = out.launch_template();
                 Ok((
-                    lt.and_then(|l| l.launch_template_id())
-                        .unwrap_or_default()
-                        .to_string(),
+                    lt.and_then(|l| l.launch_template_id()).unwrap_or_default().to_string(),
                     lt.and_then(|l| l.default_version_number()).unwrap_or(1),
                 ))
             }
@@ -1089,9 +996,7 @@ impl Ec2 {
                     .launch_template_data(data)
                     .send()
                     .await
-                    .map_err(|e| {
-                        self.err(&format!("updating launch template {}", spec.name), &e)
-                    })?;
+                    .map_err(|e| self.err(&format!("updating launch template {}", spec.name), &e))?;
                 let version = out
                     .launch_template_version()
                     .and_then(|v| v.version_number())
@@ -1102,9 +1007,7 @@ impl Ec2 {
                     .default_version(version.to_string())
                     .send()
                     .await
-                    .map_err(|e| {
-                        self.err(&format!("setting default version of {}", spec.name), &e)
-                    })?;
+                    .map_err(|e| self.err(&format!("setting default version of {}", spec.name), &e))?;
                 Ok((id, version))
             }
         }
@@ -1161,11 +1064,7 @@ impl Ec2 {
     }
 
     /// Creates a cluster placement group unless one of that name exists.
-    pub async fn ensure_placement_group(
-        &self,
-        name: &str,
-        tags: &[(String, String)],
-    ) -> Result<()> {
+    pub async fn ensure_placement_group(&self, name: &str, tags: &[(String, String)]) -> Result<()> {
         match self
             .client
             .create_placement_group()
@@ -1188,13 +1087,7 @@ impl Ec2 {
     }
 
     pub async fn placement_group_exists(&self, name: &str) -> Result<bool> {
-        match self
-            .client
-            .describe_placement_groups()
-            .group_names(name)
-            .send()
-            .await
-        {
+        match self.client.describe_placement_groups().group_names(name).send().await {
             Ok(out) => Ok(!out.placement_groups().is_empty()),
             Err(e) => {
                 let err = self.err("describing placement group", &e);
@@ -1208,13 +1101,7 @@ impl Ec2 {
     }
 
     pub async fn delete_placement_group(&self, name: &str) -> Result<()> {
-        match self
-            .client
-            .delete_placement_group()
-            .group_name(name)
-            .send()
-            .await
-        {
+        match self.client.delete_placement_group().group_name(name).send().await {
             Ok(_) => Ok(()),
             Err(e) => {
                 let err = self.err(&format!("deleting placement group {name}"), &e);
@@ -1233,12 +1120,7 @@ impl Ec2 {
 
     /// Launches one instance from a launch template. The client token makes a repeated call
     /// (after an interrupted run) return the same instance instead of a second one.
-    pub async fn run_instance(
-        &self,
-        template_id: &str,
-        subnet_id: &str,
-        client_token: &str,
-    ) -> Result<String> {
+    pub async fn run_instance(&self, template_id: &str, subnet_id: &str, client_token: &str) -> Result<String> {
         let out = self
             .client
             .run_instances()
@@ -1259,43 +1141,17 @@ impl Ec2 {
             .first()
             .and_then(|i| i.instance_id())
             .map(str::to_string)
-            .ok_or_else(|| {
-                AwsError::new(
-                    self.ctx("launching instance"),
-                    None,
-                    "no instance in the response",
-                )
-            })
+            .ok_or_else(|| AwsError::new(self.ctx("launching instance"), None, "no instance in the response"))
     }
 
     pub async fn find_instance(&self, id: &str) -> Result<Option<InstanceInfo>> {
-        match self
-            .client
-            .describe_instances()
-            .instance_ids(id)
-            .send()
-            .await
-        {
+        match self.client.describe_instances().instance_ids(id).send().await {
             Ok(out) => Ok(out
                 .reservations()
                 .iter()
                 .flat_map(|r| r.instances())
                 .find(|i| i.instance_id() == Some(id))
-                .map(|i| InstanceInfo {
-                    id: id.to_string(),
-                    state: i
-                        .state()
-                        .and_then(|s| s.name())
-                        .map(|n| n.as_str().to_string())
-                        .unwrap_or_default(),
-                    private_ip: i.private_ip_address().map(str::to_string),
-                    public_ip: i.public_ip_address().map(str::to_string),
-                    subnet_id: i.subnet_id().map(str::to_string),
-                    instance_type: i
-                        .instance_type()
-                        .map(|t| t.as_str().to_string())
-                        .unwrap_or_default(),
-                })
+                .map(instance_info)
                 .filter(|i| i.state != InstanceStateName::Terminated.as_str())),
             Err(e) => {
                 let err = self.err("describing instance", &e);
@@ -1309,23 +1165,18 @@ impl Ec2 {
     }
 
     pub async fn wait_instance_running(&self, id: &str, timeout: Duration) -> Result<InstanceInfo> {
-        wait::until(
-            &format!("instance {id}"),
-            timeout,
-            Backoff::default(),
-            || async {
-                match self.find_instance(id).await? {
-                    Some(i) if i.state == "running" => Ok(Poll::Done(i)),
-                    Some(i) if i.state == "pending" => Ok(Poll::Pending(i.state)),
-                    Some(i) => Err(AwsError::new(
-                        self.ctx("waiting for instance"),
-                        Some(&i.state),
-                        format!("instance {id} is {}", i.state),
-                    )),
-                    None => Ok(Poll::Pending("not visible yet".into())),
-                }
-            },
-        )
+        wait::until(&format!("instance {id}"), timeout, Backoff::default(), || async {
+            match self.find_instance(id).await? {
+                Some(i) if i.state == "running" => Ok(Poll::Done(i)),
+                Some(i) if i.state == "pending" => Ok(Poll::Pending(i.state)),
+                Some(i) => Err(AwsError::new(
+                    self.ctx("waiting for instance"),
+                    Some(&i.state),
+                    format!("instance {id} is {}", i.state),
+                )),
+                None => Ok(Poll::Pending("not visible yet".into())),
+            }
+        })
         .await
     }
 
@@ -1347,17 +1198,12 @@ impl Ec2 {
             }
         }
         for id in ids {
-            wait::until(
-                &format!("termination of {id}"),
-                timeout,
-                Backoff::default(),
-                || async {
-                    Ok(match self.find_instance(id).await? {
-                        None => Poll::Done(()),
-                        Some(i) => Poll::Pending(i.state),
-                    })
-                },
-            )
+            wait::until(&format!("termination of {id}"), timeout, Backoff::default(), || async {
+                Ok(match self.find_instance(id).await? {
+                    None => Poll::Done(()),
+                    Some(i) => Poll::Pending(i.state),
+                })
+            })
             .await?;
         }
         Ok(())
@@ -1380,23 +1226,37 @@ impl Ec2 {
             .reservations()
             .iter()
             .flat_map(|r| r.instances())
-            .map(|i| InstanceInfo {
-                id: i.instance_id().unwrap_or_default().to_string(),
-                state: i
-                    .state()
-                    .and_then(|s| s.name())
-                    .map(|n| n.as_str().to_string())
-                    .unwrap_or_default(),
-                private_ip: i.private_ip_address().map(str::to_string),
-                public_ip: i.public_ip_address().map(str::to_string),
-                subnet_id: i.subnet_id().map(str::to_string),
-                instance_type: i
-                    .instance_type()
-                    .map(|t| t.as_str().to_string())
-                    .unwrap_or_default(),
-            })
+            .map(instance_info)
             .collect())
     }
+}
+
+fn instance_info(i: &aws_sdk_ec2::types::Instance) -> InstanceInfo {
+    InstanceInfo {
+        id: i.instance_id().unwrap_or_default().to_string(),
+        state: i
+            .state()
+            .and_then(|s| s.name())
+            .map(|n| n.as_str().to_string())
+            .unwrap_or_default(),
+        private_ip: i.private_ip_address().map(str::to_string),
+        public_ip: i.public_ip_address().map(str::to_string),
+        subnet_id: i.subnet_id().map(str::to_string),
+        instance_type: i.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
+        tags: instance_tags(i),
+    }
+}
+
+fn instance_tags(i: &aws_sdk_ec2::types::Instance) -> Vec<(String, String)> {
+    i.tags()
+        .iter()
+        .map(|t| {
+            (
+                t.key().unwrap_or_default().to_string(),
+                t.value().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
 }
 
 fn info_from_sdk(t: &aws_sdk_ec2::types::InstanceTypeInfo) -> InstanceTypeInfo {
@@ -1404,10 +1264,7 @@ fn info_from_sdk(t: &aws_sdk_ec2::types::InstanceTypeInfo) -> InstanceTypeInfo {
     let gpu = t.gpu_info().and_then(|g| g.gpus().first());
     let net = t.network_info();
     InstanceTypeInfo {
-        instance_type: t
-            .instance_type()
-            .map(|i| i.as_str().to_string())
-            .unwrap_or_default(),
+        instance_type: t.instance_type().map(|i| i.as_str().to_string()).unwrap_or_default(),
         vcpus: vcpu
             .and_then(|v| v.default_v_cpus())
             .and_then(|v| u32::try_from(v).ok())
@@ -1473,10 +1330,7 @@ mod tests {
 
     #[test]
     fn subnets_are_carved_without_overlap() {
-        assert_eq!(
-            subnet_cidr("10.0.0.0/16", 19, 2).as_deref(),
-            Some("10.0.64.0/19")
-        );
+        assert_eq!(subnet_cidr("10.0.0.0/16", 19, 2).as_deref(), Some("10.0.64.0/19"));
         assert_eq!(subnet_cidr("10.0.0.0/16", 19, 8), None);
         assert_eq!(
             network_cidrs("10.0.0.0/16", 0),

@@ -16,8 +16,7 @@ pub struct Secrets {
 /// `n` random bytes from the operating system.
 pub fn random_bytes(n: usize) -> Result<Vec<u8>> {
     let mut buf = vec![0u8; n];
-    getrandom::fill(&mut buf)
-        .map_err(|e| AwsError::new("generating a secret", None, e.to_string()))?;
+    getrandom::fill(&mut buf).map_err(|e| AwsError::new("generating a secret", None, e.to_string()))?;
     Ok(buf)
 }
 
@@ -32,12 +31,7 @@ impl Secrets {
 
     /// Creates a binary secret with freshly generated random bytes, or returns the ARN of the
     /// secret of that name if it already exists (an interrupted create adopts its own secret).
-    pub async fn ensure_random_binary(
-        &self,
-        name: &str,
-        bytes: usize,
-        tags: &[(String, String)],
-    ) -> Result<String> {
+    pub async fn ensure_random_binary(&self, name: &str, bytes: usize, tags: &[(String, String)]) -> Result<String> {
         if let Some(arn) = self.find(name).await? {
             return Ok(arn);
         }
@@ -68,15 +62,27 @@ impl Secrets {
         }
     }
 
-    /// The ARN of the secret with this name or ARN, if it exists and is not scheduled for deletion.
-    pub async fn find(&self, name_or_arn: &str) -> Result<Option<String>> {
-        match self
+    /// Stores a string secret under `name` (which must not exist) and returns its ARN.
+    pub async fn put_string(&self, name: &str, value: &str, tags: &[(String, String)]) -> Result<String> {
+        let tags: Vec<Tag> = tags
+            .iter()
+            .map(|(k, v)| Tag::builder().key(k).value(v).build())
+            .collect();
+        let out = self
             .client
-            .describe_secret()
-            .secret_id(name_or_arn)
+            .create_secret()
+            .name(name)
+            .secret_string(value)
+            .set_tags(Some(tags))
             .send()
             .await
-        {
+            .map_err(|e| AwsError::from_sdk(self.ctx("creating secret", name), &e))?;
+        Ok(out.arn().unwrap_or_default().to_string())
+    }
+
+    /// The ARN of the secret with this name or ARN, if it exists and is not scheduled for deletion.
+    pub async fn find(&self, name_or_arn: &str) -> Result<Option<String>> {
+        match self.client.describe_secret().secret_id(name_or_arn).send().await {
             Ok(out) if out.deleted_date().is_none() => Ok(out.arn().map(str::to_string)),
             Ok(_) => Ok(None),
             Err(e) => {
@@ -98,9 +104,7 @@ impl Secrets {
             .secret_id(name_or_arn)
             .send()
             .await
-            .map_err(|e| {
-                AwsError::from_sdk(self.ctx("reading secret value of", name_or_arn), &e)
-            })?;
+            .map_err(|e| AwsError::from_sdk(self.ctx("reading secret value of", name_or_arn), &e))?;
         if let Some(b) = out.secret_binary() {
             return Ok(b.as_ref().to_vec());
         }

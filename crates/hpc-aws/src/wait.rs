@@ -31,12 +31,7 @@ impl Default for Backoff {
 }
 
 /// Calls `check` until it returns Done, an error, or `timeout` passes.
-pub async fn until<T, F, Fut>(
-    what: &str,
-    timeout: Duration,
-    backoff: Backoff,
-    mut check: F,
-) -> Result<T>
+pub async fn until<T, F, Fut>(what: &str, timeout: Duration, backoff: Backoff, mut check: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Poll<T>>>,

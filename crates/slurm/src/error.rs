@@ -42,13 +42,7 @@ impl fmt::Display for ModelError {
         if self.path.is_empty() {
             write!(f, "{}: {}", self.summary, self.detail)
         } else {
-            write!(
-                f,
-                "{}: {}: {}",
-                self.path_string(),
-                self.summary,
-                self.detail
-            )
+            write!(f, "{}: {}: {}", self.path_string(), self.summary, self.detail)
         }
     }
 }

@@ -10,11 +10,7 @@
 /// without brackets: `hostlist("x", 1, 1)` is `x-1`. If `first > last` the bounds are
 /// swapped.
 pub fn hostlist(prefix: &str, first: u32, last: u32) -> String {
-    let (lo, hi) = if first <= last {
-        (first, last)
-    } else {
-        (last, first)
-    };
+    let (lo, hi) = if first <= last { (first, last) } else { (last, first) };
     if lo == hi {
         format!("{prefix}-{lo}")
     } else {
@@ -61,10 +57,7 @@ mod tests {
 
     #[test]
     fn large_ranges_stay_one_expression() {
-        assert_eq!(
-            hostlist("cpu", 3, u32::MAX),
-            format!("cpu-[3-{}]", u32::MAX)
-        );
+        assert_eq!(hostlist("cpu", 3, u32::MAX), format!("cpu-[3-{}]", u32::MAX));
     }
 
     #[test]

@@ -22,10 +22,7 @@ pub(crate) enum KeyClass {
     /// Set by the model from a field; `by` names the field.
     Controlled { key: &'static str, by: &'static str },
     /// Valid in the other supported version only; `note` says why.
-    OtherVersion {
-        key: &'static str,
-        note: &'static str,
-    },
+    OtherVersion { key: &'static str, note: &'static str },
     /// Not a parameter of this file.
     Unknown,
 }
@@ -197,12 +194,24 @@ const CLUSTER_COMMON: &[&str] = &[
 /// slurm.conf parameters of 22.05 that 24.11 no longer has, and why.
 const CLUSTER_ONLY_22_05: &[(&str, &str)] = &[
     ("CoreSpecPlugin", "CoreSpecPlugin was removed in Slurm 24.05"),
-    ("ExtSensorsFreq", "the ExtSensors plugins were deprecated in 23.11 and are defunct in 24.11"),
-    ("ExtSensorsType", "the ExtSensors plugins were deprecated in 23.11 and are defunct in 24.11"),
-    ("LaunchType", "LaunchType is no longer a documented parameter in 24.11 (launch/slurm is the only launcher)"),
+    (
+        "ExtSensorsFreq",
+        "the ExtSensors plugins were deprecated in 23.11 and are defunct in 24.11",
+    ),
+    (
+        "ExtSensorsType",
+        "the ExtSensors plugins were deprecated in 23.11 and are defunct in 24.11",
+    ),
+    (
+        "LaunchType",
+        "LaunchType is no longer a documented parameter in 24.11 (launch/slurm is the only launcher)",
+    ),
     ("PowerParameters", "the power management plugins are defunct in 24.11"),
     ("PowerPlugin", "the power management plugins are defunct in 24.11"),
-    ("RoutePlugin", "RoutePlugin=route/topology was replaced by TopologyParam=RouteTree in 23.11"),
+    (
+        "RoutePlugin",
+        "RoutePlugin=route/topology was replaced by TopologyParam=RouteTree in 23.11",
+    ),
     ("SlurmctldPlugstack", "SlurmctldPlugstack was removed in Slurm 23.02"),
 ];
 
@@ -210,7 +219,10 @@ const CLUSTER_ONLY_22_05: &[(&str, &str)] = &[
 const CLUSTER_ONLY_24_11: &[(&str, &str)] = &[
     ("HashPlugin", "HashPlugin was added after Slurm 22.05"),
     ("MaxBatchRequeue", "MaxBatchRequeue was added in Slurm 23.02"),
-    ("PreemptParameters", "PreemptParameters was added in Slurm 23.02 (22.05 keeps these options in SchedulerParameters)"),
+    (
+        "PreemptParameters",
+        "PreemptParameters was added in Slurm 23.02 (22.05 keeps these options in SchedulerParameters)",
+    ),
     ("SuspendExcStates", "SuspendExcStates was added in Slurm 23.02"),
 ];
 
@@ -232,10 +244,7 @@ const CLUSTER_CONTROLLED: &[(&str, &str)] = &[
         "BackupController",
         "controller_host (a backup controller is not modelled)",
     ),
-    (
-        "BackupAddr",
-        "controller_addr (a backup controller is not modelled)",
-    ),
+    ("BackupAddr", "controller_addr (a backup controller is not modelled)"),
     ("SlurmUser", "slurm_user"),
     ("StateSaveLocation", "state_dir"),
     ("SlurmdSpoolDir", "spool_dir"),
@@ -245,10 +254,7 @@ const CLUSTER_CONTROLLED: &[(&str, &str)] = &[
     ("SlurmdPidFile", "run_dir"),
     ("SlurmctldPort", "ports"),
     ("SlurmdPort", "ports"),
-    (
-        "AuthType",
-        "munge_socket (authentication is always auth/munge)",
-    ),
+    ("AuthType", "munge_socket (authentication is always auth/munge)"),
     ("AuthInfo", "munge_socket"),
     ("AccountingStorageType", "accounting"),
     ("AccountingStorageHost", "accounting"),
@@ -271,10 +277,7 @@ const CLUSTER_CONTROLLED: &[(&str, &str)] = &[
         "SelectType",
         "the model (always select/cons_tres, which GPU scheduling needs)",
     ),
-    (
-        "GresTypes",
-        "the node sets (gpu is added when any node set has GPUs)",
-    ),
+    ("GresTypes", "the node sets (gpu is added when any node set has GPUs)"),
     ("NodeName", "the partitions' node_sets"),
     ("NodeSet", "the partitions' node_sets"),
     ("PartitionName", "partitions"),
@@ -321,14 +324,8 @@ const PARTITION_COMMON: &[&str] = &[
 /// Partition parameters of 24.11 that 22.05 does not have yet.
 const PARTITION_ONLY_24_11: &[(&str, &str)] = &[
     ("ExclusiveTopo", "ExclusiveTopo was added in Slurm 24.05"),
-    (
-        "MaxCPUsPerSocket",
-        "MaxCPUsPerSocket was added after Slurm 22.05",
-    ),
-    (
-        "PowerDownOnIdle",
-        "PowerDownOnIdle was added after Slurm 22.05",
-    ),
+    ("MaxCPUsPerSocket", "MaxCPUsPerSocket was added after Slurm 22.05"),
+    ("PowerDownOnIdle", "PowerDownOnIdle was added after Slurm 22.05"),
 ];
 
 /// Partition parameters the model sets, and the field that sets them.
@@ -367,13 +364,8 @@ fn find(list: &[&'static str], key: &str) -> Option<&'static str> {
     list.iter().copied().find(|k| k.eq_ignore_ascii_case(key))
 }
 
-fn find_pair(
-    list: &[(&'static str, &'static str)],
-    key: &str,
-) -> Option<(&'static str, &'static str)> {
-    list.iter()
-        .copied()
-        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+fn find_pair(list: &[(&'static str, &'static str)], key: &str) -> Option<(&'static str, &'static str)> {
+    list.iter().copied().find(|(k, _)| k.eq_ignore_ascii_case(key))
 }
 
 /// Classifies a slurm.conf key given in `Cluster::extra`.
@@ -458,11 +450,7 @@ pub(crate) fn controlled_partition_keys() -> impl Iterator<Item = &'static str> 
 }
 
 /// Option values of merged keys that a version no longer accepts, and why.
-pub(crate) fn defunct_list_item(
-    version: SlurmVersion,
-    key: &str,
-    item: &str,
-) -> Option<&'static str> {
+pub(crate) fn defunct_list_item(version: SlurmVersion, key: &str, item: &str) -> Option<&'static str> {
     if version != SlurmVersion::V24_11 {
         return None;
     }
@@ -491,21 +479,9 @@ mod tests {
             .iter()
             .chain(CLUSTER_MERGED)
             .map(|k| k.to_ascii_lowercase())
-            .chain(
-                CLUSTER_CONTROLLED
-                    .iter()
-                    .map(|(k, _)| k.to_ascii_lowercase()),
-            )
-            .chain(
-                CLUSTER_ONLY_22_05
-                    .iter()
-                    .map(|(k, _)| k.to_ascii_lowercase()),
-            )
-            .chain(
-                CLUSTER_ONLY_24_11
-                    .iter()
-                    .map(|(k, _)| k.to_ascii_lowercase()),
-            )
+            .chain(CLUSTER_CONTROLLED.iter().map(|(k, _)| k.to_ascii_lowercase()))
+            .chain(CLUSTER_ONLY_22_05.iter().map(|(k, _)| k.to_ascii_lowercase()))
+            .chain(CLUSTER_ONLY_24_11.iter().map(|(k, _)| k.to_ascii_lowercase()))
             .collect();
         let n = all.len();
         all.sort();
@@ -515,16 +491,8 @@ mod tests {
         let mut part: Vec<String> = PARTITION_COMMON
             .iter()
             .map(|k| k.to_ascii_lowercase())
-            .chain(
-                PARTITION_CONTROLLED
-                    .iter()
-                    .map(|(k, _)| k.to_ascii_lowercase()),
-            )
-            .chain(
-                PARTITION_ONLY_24_11
-                    .iter()
-                    .map(|(k, _)| k.to_ascii_lowercase()),
-            )
+            .chain(PARTITION_CONTROLLED.iter().map(|(k, _)| k.to_ascii_lowercase()))
+            .chain(PARTITION_ONLY_24_11.iter().map(|(k, _)| k.to_ascii_lowercase()))
             .collect();
         let n = part.len();
         part.sort();
@@ -612,18 +580,8 @@ mod tests {
 
     #[test]
     fn defunct_items_only_matter_for_24_11() {
-        assert!(defunct_list_item(
-            SlurmVersion::V24_11,
-            "SlurmctldParameters",
-            "cloud_reg_addrs"
-        )
-        .is_some());
-        assert!(defunct_list_item(
-            SlurmVersion::V22_05,
-            "SlurmctldParameters",
-            "cloud_reg_addrs"
-        )
-        .is_none());
+        assert!(defunct_list_item(SlurmVersion::V24_11, "SlurmctldParameters", "cloud_reg_addrs").is_some());
+        assert!(defunct_list_item(SlurmVersion::V22_05, "SlurmctldParameters", "cloud_reg_addrs").is_none());
         assert!(defunct_list_item(SlurmVersion::V24_11, "PrivateData", "Cloud").is_some());
         assert!(defunct_list_item(SlurmVersion::V24_11, "PrivateData", "jobs").is_none());
     }

@@ -29,6 +29,8 @@
 //! - **Extras**: `extra` maps are checked against the parameters each version documents;
 //!   keys the model controls are rejected with the field to use instead.
 
+#![warn(missing_docs)]
+
 mod cgroup_conf;
 mod error;
 mod gres_conf;
@@ -50,12 +52,9 @@ pub use error::ModelError;
 pub use hostlist::{hostlist, node_name};
 pub use keys::{cluster_extra_keys, partition_extra_keys};
 pub use model::{
-    Accounting, Cluster, InstanceShape, NodeLocation, NodeSet, Partition, PowerSave, SlurmVersion,
-    Storage,
+    Accounting, Cluster, InstanceShape, NodeLocation, NodeSet, Partition, PowerSave, SlurmVersion, Storage,
 };
-pub use node::{
-    gpu_type_name, os_memory_allowance_mib, real_memory_mib, OS_MEMORY_BASE_MIB, OS_MEMORY_PERCENT,
-};
+pub use node::{gpu_type_name, os_memory_allowance_mib, real_memory_mib, OS_MEMORY_BASE_MIB, OS_MEMORY_PERCENT};
 pub use partition::default_mem_per_cpu_mib;
 pub use slurm_conf::DEFAULT_HEALTH_CHECK_INTERVAL_S;
 pub use slurmdbd_conf::{check_storage_password, slurmdbd_conf, try_slurmdbd_conf, LOCAL_DATABASE};

@@ -274,22 +274,17 @@ impl Cluster {
     /// (what ResumeProgram receives, one name at a time).
     pub fn locate_node(&self, node: &str) -> Option<NodeLocation<'_>> {
         let (prefix, number) = node.rsplit_once('-')?;
-        if number.is_empty()
-            || !number.chars().all(|c| c.is_ascii_digit())
-            || number.starts_with('0')
-        {
+        if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit()) || number.starts_with('0') {
             return None;
         }
         let index: u32 = number.parse().ok()?;
         self.node_sets().find_map(|(partition, node_set)| {
-            (node_set.name == prefix && index >= 1 && index <= node_set.max_nodes).then_some(
-                NodeLocation {
-                    partition,
-                    node_set,
-                    index,
-                    is_static: index <= node_set.static_nodes,
-                },
-            )
+            (node_set.name == prefix && index >= 1 && index <= node_set.max_nodes).then_some(NodeLocation {
+                partition,
+                node_set,
+                index,
+                is_static: index <= node_set.static_nodes,
+            })
         })
     }
 }

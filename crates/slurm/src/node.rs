@@ -21,8 +21,7 @@ pub const OS_MEMORY_PERCENT: u64 = 5;
 /// 105370 kept back, `RealMemory=1991782`.
 pub fn os_memory_allowance_mib(memory_mib: u64) -> u64 {
     // ceil(memory_mib * 5 / 100) without overflowing for any u64.
-    let percent =
-        memory_mib / 100 * OS_MEMORY_PERCENT + (memory_mib % 100 * OS_MEMORY_PERCENT).div_ceil(100);
+    let percent = memory_mib / 100 * OS_MEMORY_PERCENT + (memory_mib % 100 * OS_MEMORY_PERCENT).div_ceil(100);
     OS_MEMORY_BASE_MIB.saturating_add(percent)
 }
 
@@ -62,14 +61,12 @@ impl NodeSet {
 
     /// The always-on nodes, `<name>-[1-<static_nodes>]`, if there are any.
     pub fn static_hostlist(&self) -> Option<String> {
-        (self.static_nodes > 0)
-            .then(|| hostlist(&self.name, 1, self.static_nodes.min(self.max_nodes.max(1))))
+        (self.static_nodes > 0).then(|| hostlist(&self.name, 1, self.static_nodes.min(self.max_nodes.max(1))))
     }
 
     /// The nodes powered up on demand, if there are any.
     pub fn dynamic_hostlist(&self) -> Option<String> {
-        (self.static_nodes < self.max_nodes)
-            .then(|| hostlist(&self.name, self.static_nodes + 1, self.max_nodes))
+        (self.static_nodes < self.max_nodes).then(|| hostlist(&self.name, self.static_nodes + 1, self.max_nodes))
     }
 
     /// The GRES type of the set's GPUs, if it has GPUs and a model.
@@ -86,8 +83,7 @@ impl NodeSet {
 
     /// `Gres=` of the set's nodes: `gpu:<type>:<count>`.
     pub fn gres(&self) -> Option<String> {
-        self.gpu_type()
-            .map(|t| format!("gpu:{t}:{}", self.shape.gpus))
+        self.gpu_type().map(|t| format!("gpu:{t}:{}", self.shape.gpus))
     }
 
     /// `Features=` of the set's nodes: the instance type, `efa` when the type has EFA,
@@ -99,11 +95,7 @@ impl NodeSet {
             self.shape.efa.then(|| "efa".to_string()),
             self.gpu_type(),
         ];
-        for feature in derived
-            .into_iter()
-            .flatten()
-            .chain(self.features.iter().cloned())
-        {
+        for feature in derived.into_iter().flatten().chain(self.features.iter().cloned()) {
             if !feature.is_empty() && !features.contains(&feature) {
                 features.push(feature);
             }

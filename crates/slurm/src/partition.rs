@@ -30,14 +30,9 @@ pub(crate) fn partition_block(cluster: &Cluster, partition: &Partition) -> Strin
 }
 
 fn node_set_comment(ns: &NodeSet) -> String {
-    let mut c = format!(
-        "# {}: {} x {}",
-        ns.name, ns.max_nodes, ns.shape.instance_type
-    );
+    let mut c = format!("# {}: {} x {}", ns.name, ns.max_nodes, ns.shape.instance_type);
     match ns.static_hostlist() {
-        Some(list) if ns.static_nodes >= ns.max_nodes => {
-            c.push_str(&format!(", all always on ({list})"))
-        }
+        Some(list) if ns.static_nodes >= ns.max_nodes => c.push_str(&format!(", all always on ({list})")),
         Some(list) => c.push_str(&format!(", {} always on ({list})", ns.static_nodes)),
         None => c.push_str(", all powered up on demand"),
     }
@@ -52,16 +47,8 @@ pub(crate) fn node_line(ns: &NodeSet) -> String {
     push_kv(&mut line, "State", "CLOUD");
     push_kv(&mut line, "CPUs", &shape.vcpus.to_string());
     push_kv(&mut line, "Sockets", &shape.sockets.to_string());
-    push_kv(
-        &mut line,
-        "CoresPerSocket",
-        &shape.cores_per_socket.to_string(),
-    );
-    push_kv(
-        &mut line,
-        "ThreadsPerCore",
-        &shape.threads_per_core.to_string(),
-    );
+    push_kv(&mut line, "CoresPerSocket", &shape.cores_per_socket.to_string());
+    push_kv(&mut line, "ThreadsPerCore", &shape.threads_per_core.to_string());
     push_kv(&mut line, "RealMemory", &ns.real_memory_mib().to_string());
     if let Some(gres) = ns.gres() {
         push_kv(&mut line, "Gres", &gres);
@@ -149,9 +136,7 @@ fn partition_line(cluster: &Cluster, p: &Partition) -> String {
         let key = match classify_partition_key(cluster.version, key) {
             KeyClass::Allowed(k) | KeyClass::Merged(k) => k,
             // Only reachable without validation (render_unvalidated): written as given.
-            KeyClass::Controlled { .. } | KeyClass::OtherVersion { .. } | KeyClass::Unknown => {
-                key.trim()
-            }
+            KeyClass::Controlled { .. } | KeyClass::OtherVersion { .. } | KeyClass::Unknown => key.trim(),
         };
         push_kv(&mut line, key, value);
     }

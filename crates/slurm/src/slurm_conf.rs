@@ -62,10 +62,7 @@ fn any_gpus(c: &Cluster) -> bool {
 
 /// The always-on nodes of the cluster, as a comma-separated host list.
 fn static_nodes(c: &Cluster) -> Option<String> {
-    let lists: Vec<String> = c
-        .node_sets()
-        .filter_map(|(_, ns)| ns.static_hostlist())
-        .collect();
+    let lists: Vec<String> = c.node_sets().filter_map(|(_, ns)| ns.static_hostlist()).collect();
     (!lists.is_empty()).then(|| lists.join(","))
 }
 
@@ -90,9 +87,8 @@ fn control(c: &Cluster) -> Section {
 }
 
 fn paths(c: &Cluster) -> Section {
-    let mut s = Section::new(
-        "State, spool, pid and log files (%n is the node name, so several slurmd can share a host)",
-    );
+    let mut s =
+        Section::new("State, spool, pid and log files (%n is the node name, so several slurmd can share a host)");
     s.set("StateSaveLocation", c.state_dir.as_str());
     s.set("SlurmdSpoolDir", join(&c.spool_dir, "%n"));
     s.set("SlurmctldPidFile", join(&c.run_dir, "slurmctld.pid"));
@@ -142,10 +138,7 @@ fn health_check(c: &Cluster) -> Option<Section> {
     let program = c.health_check_program.as_ref()?;
     let mut s = Section::new("Node health check");
     s.set("HealthCheckProgram", program.as_str());
-    s.set(
-        "HealthCheckInterval",
-        DEFAULT_HEALTH_CHECK_INTERVAL_S.to_string(),
-    );
+    s.set("HealthCheckInterval", DEFAULT_HEALTH_CHECK_INTERVAL_S.to_string());
     Some(s)
 }
 
@@ -172,10 +165,7 @@ fn cloud(c: &Cluster) -> Section {
     }
     match c.version {
         SlurmVersion::V22_05 => {
-            s.set(
-                "SlurmctldParameters",
-                "cloud_reg_addrs,idle_on_node_suspend",
-            );
+            s.set("SlurmctldParameters", "cloud_reg_addrs,idle_on_node_suspend");
             s.set("PrivateData", "cloud");
             s.set("CommunicationParameters", "NoAddrCache");
             s.set("TreeWidth", TREE_WIDTH_22_05.to_string());
@@ -198,8 +188,7 @@ fn apply_extra(c: &Cluster, sections: &mut [Section], site: &mut Section) {
                     .find(|(k, _)| k.eq_ignore_ascii_case(key));
                 match existing {
                     Some((_, current)) => {
-                        let mut items: Vec<String> =
-                            current.split(',').map(str::to_string).collect();
+                        let mut items: Vec<String> = current.split(',').map(str::to_string).collect();
                         merge_list(&mut items, value);
                         *current = items.join(",");
                     }

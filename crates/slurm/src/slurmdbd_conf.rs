@@ -49,16 +49,8 @@ pub fn slurmdbd_conf(cluster: &Cluster, storage_pass: Option<&str>) -> Option<St
 }
 
 /// Like [`slurmdbd_conf`], but reports a password that cannot be written.
-pub fn try_slurmdbd_conf(
-    cluster: &Cluster,
-    storage_pass: Option<&str>,
-) -> Result<Option<String>, ModelError> {
-    let Accounting::Slurmdbd {
-        host,
-        port,
-        storage,
-    } = &cluster.accounting
-    else {
+pub fn try_slurmdbd_conf(cluster: &Cluster, storage_pass: Option<&str>) -> Result<Option<String>, ModelError> {
+    let Accounting::Slurmdbd { host, port, storage } = &cluster.accounting else {
         return Ok(None);
     };
     if let Some(pass) = storage_pass {

@@ -100,10 +100,7 @@ fn partition(name: &str, node_sets: Vec<NodeSet>) -> Partition {
 }
 
 fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 /// A cluster using every feature of the model: three partitions (several instance
@@ -133,10 +130,7 @@ pub(crate) fn example(version: SlurmVersion) -> Cluster {
     gpu.priority_tier = Some(10);
     gpu.max_time = Some("UNLIMITED".into());
 
-    let mut hpc = partition(
-        "hpc",
-        vec![node_set("hpc-p1-hpc7a96xl", hpc7a_96xlarge(), 128)],
-    );
+    let mut hpc = partition("hpc", vec![node_set("hpc-p1-hpc7a96xl", hpc7a_96xlarge(), 128)]);
     hpc.allow_groups = vec!["hpc".into()];
     hpc.allow_qos = vec!["normal".into(), "high".into()];
     hpc.oversubscribe = Some("no".into());
@@ -178,10 +172,7 @@ pub(crate) fn example(version: SlurmVersion) -> Cluster {
             ("SchedulerParameters", "bf_continue,bf_max_job_test=1000"),
             ("slurmctldparameters", "enable_configless"),
             ("MpiDefault", "pmix"),
-            (
-                "InteractiveStepOptions",
-                "--interactive --preserve-env --pty $SHELL",
-            ),
+            ("InteractiveStepOptions", "--interactive --preserve-env --pty $SHELL"),
         ]),
         partitions: vec![cpu, gpu, hpc],
         ports: Some((6817, 6818)),
@@ -189,18 +180,12 @@ pub(crate) fn example(version: SlurmVersion) -> Cluster {
 }
 
 fn golden(version: SlurmVersion, file: &str, actual: &str) {
-    let path: PathBuf = [
-        env!("CARGO_MANIFEST_DIR"),
-        "testdata",
-        version.as_str(),
-        file,
-    ]
-    .iter()
-    .collect();
+    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "testdata", version.as_str(), file]
+        .iter()
+        .collect();
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+            std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
         }
         std::fs::write(&path, actual).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
         return;
@@ -212,10 +197,7 @@ fn golden(version: SlurmVersion, file: &str, actual: &str) {
         )
     });
     if expected != actual {
-        let first = expected
-            .lines()
-            .zip(actual.lines())
-            .position(|(a, b)| a != b);
+        let first = expected.lines().zip(actual.lines()).position(|(a, b)| a != b);
         panic!(
             "{} differs from the golden file (first differing line: {:?}); rerun with UPDATE_GOLDEN=1 \
              if the change is intended.\n--- actual ---\n{actual}",
@@ -341,13 +323,7 @@ fn partition_lines_are_exactly_the_slurm_conf_lines() {
                 lines.lines().filter(|l| l.starts_with("NodeName=")).count(),
                 p.node_sets.len()
             );
-            assert_eq!(
-                lines
-                    .lines()
-                    .filter(|l| l.starts_with("PartitionName="))
-                    .count(),
-                1
-            );
+            assert_eq!(lines.lines().filter(|l| l.starts_with("PartitionName=")).count(), 1);
         }
         assert_eq!(partition_lines(&c, "nope"), None);
     }
@@ -357,31 +333,18 @@ fn partition_lines_are_exactly_the_slurm_conf_lines() {
 fn version_specific_cloud_settings() {
     let old = rendered(SlurmVersion::V22_05).slurm_conf;
     let new = rendered(SlurmVersion::V24_11).slurm_conf;
-    assert!(old.contains(
-        "\nSlurmctldParameters=cloud_reg_addrs,idle_on_node_suspend,enable_configless\n"
-    ));
+    assert!(old.contains("\nSlurmctldParameters=cloud_reg_addrs,idle_on_node_suspend,enable_configless\n"));
     assert!(old.contains("\nPrivateData=cloud\n"));
     assert!(old.contains("\nCommunicationParameters=NoAddrCache\n"));
     assert!(old.contains("\nTreeWidth=65533\n"));
     assert!(new.contains("\nSlurmctldParameters=idle_on_node_suspend,enable_configless\n"));
-    for gone in [
-        "cloud_reg_addrs",
-        "PrivateData",
-        "NoAddrCache",
-        "TreeWidth",
-        "cons_res",
-    ] {
-        assert!(
-            !new.contains(gone),
-            "24.11 slurm.conf must not contain {gone}"
-        );
+    for gone in ["cloud_reg_addrs", "PrivateData", "NoAddrCache", "TreeWidth", "cons_res"] {
+        assert!(!new.contains(gone), "24.11 slurm.conf must not contain {gone}");
     }
     let cgroup = rendered(SlurmVersion::V24_11).cgroup_conf;
     for gone in ["CgroupAutomount=", "Kmem"] {
         assert!(
-            !cgroup
-                .lines()
-                .any(|l| !l.starts_with('#') && l.contains(gone)),
+            !cgroup.lines().any(|l| !l.starts_with('#') && l.contains(gone)),
             "24.11 cgroup.conf must not set {gone}"
         );
     }
@@ -433,25 +396,12 @@ fn rendered_24_11_slurm_conf_uses_only_24_11_keys() {
         .chain(keys::controlled_partition_keys())
         .map(str::to_ascii_lowercase)
         .collect();
-    for line in r
-        .slurm_conf
-        .lines()
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-    {
+    for line in r.slurm_conf.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
         let tokens = tokens(line);
-        let first = tokens
-            .first()
-            .map(|(k, _)| k.to_ascii_lowercase())
-            .unwrap_or_default();
-        assert!(
-            top.contains(&first),
-            "unknown 24.11 key {first:?} in {line:?}"
-        );
+        let first = tokens.first().map(|(k, _)| k.to_ascii_lowercase()).unwrap_or_default();
+        assert!(top.contains(&first), "unknown 24.11 key {first:?} in {line:?}");
         let allowed: Vec<String> = match first.as_str() {
-            "nodename" => NODE_KEYS_24_11
-                .iter()
-                .map(|k| k.to_ascii_lowercase())
-                .collect(),
+            "nodename" => NODE_KEYS_24_11.iter().map(|k| k.to_ascii_lowercase()).collect(),
             "partitionname" => part.clone(),
             _ => {
                 assert_eq!(tokens.len(), 1, "one Key=Value per line: {line:?}");
@@ -483,10 +433,7 @@ fn tokens(line: &str) -> Vec<(String, String)> {
         } else {
             after.split_once(' ').unwrap_or((after, ""))
         };
-        assert!(
-            !key.contains(char::is_whitespace),
-            "bad key {key:?} in {line:?}"
-        );
+        assert!(!key.contains(char::is_whitespace), "bad key {key:?} in {line:?}");
         out.push((key.to_string(), value.to_string()));
         rest = next.trim_start();
     }
@@ -504,8 +451,7 @@ fn values_with_spaces_are_quoted() {
 #[test]
 fn extra_replaces_a_default_in_place() {
     let mut c = example(SlurmVersion::V22_05);
-    c.extra
-        .insert("ProctrackType".into(), "proctrack/linuxproc".into());
+    c.extra.insert("ProctrackType".into(), "proctrack/linuxproc".into());
     c.extra.insert("taskplugin".into(), "task/none".into());
     c.extra.insert("TreeWidth".into(), "128".into());
     let conf = render(&c).expect("valid").slurm_conf;
@@ -522,12 +468,10 @@ fn extra_replaces_a_default_in_place() {
 fn merged_keys_keep_the_model_entries() {
     let mut c = example(SlurmVersion::V22_05);
     c.extra.insert("PrivateData".into(), "jobs,cloud".into());
-    c.extra
-        .insert("SuspendExcNodes".into(), "cpu-p1-c632xl-[1-4]".into());
+    c.extra.insert("SuspendExcNodes".into(), "cpu-p1-c632xl-[1-4]".into());
     let conf = render(&c).expect("valid").slurm_conf;
     assert!(conf.contains("\nPrivateData=cloud,jobs\n"));
-    assert!(conf
-        .contains("\nSuspendExcNodes=cpu-p2-m5l-[1-2],gpu-p1-p548xl-[1-2],cpu-p1-c632xl-[1-4]\n"));
+    assert!(conf.contains("\nSuspendExcNodes=cpu-p2-m5l-[1-2],gpu-p1-p548xl-[1-2],cpu-p1-c632xl-[1-4]\n"));
 
     let mut c = example(SlurmVersion::V24_11);
     c.extra
@@ -542,9 +486,7 @@ fn merged_keys_keep_the_model_entries() {
 #[test]
 fn explicit_default_memory_replaces_the_derived_one() {
     let mut c = example(SlurmVersion::V22_05);
-    c.partitions[1]
-        .extra
-        .insert("DefMemPerGPU".into(), "65536".into());
+    c.partitions[1].extra.insert("DefMemPerGPU".into(), "65536".into());
     let lines = partition_lines(&render_ok(&c), "gpu").expect("gpu");
     assert!(lines.contains("DefMemPerGPU=65536") && !lines.contains("DefMemPerCPU"));
 }
@@ -559,11 +501,7 @@ fn render_ok(c: &Cluster) -> Cluster {
 #[test]
 fn gres_conf_has_explicit_device_lines() {
     let r = rendered(SlurmVersion::V22_05);
-    let lines: Vec<&str> = r
-        .gres_conf
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .collect();
+    let lines: Vec<&str> = r.gres_conf.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(
         lines,
         ["NodeName=gpu-p1-p548xl-[1-16] Name=gpu Type=h100 File=/dev/nvidia[0-7]"]
@@ -643,14 +581,7 @@ fn render_output_never_holds_the_password() {
 #[test]
 fn unwritable_passwords_are_refused() {
     let c = example(SlurmVersion::V22_05);
-    for bad in [
-        "",
-        "has#hash",
-        "two words",
-        "quote\"d",
-        "back\\slash",
-        "line\nbreak",
-    ] {
+    for bad in ["", "has#hash", "two words", "quote\"d", "back\\slash", "line\nbreak"] {
         let err = try_slurmdbd_conf(&c, Some(bad)).expect_err(bad);
         assert_eq!(err.path, ["accounting", "storage", "password"]);
         assert_eq!(slurmdbd_conf(&c, Some(bad)), None);
@@ -678,10 +609,7 @@ fn external_storage_lines() {
         "StorageLoc=acct",
         "DbdPort=6819",
     ] {
-        assert!(
-            dbd.contains(&format!("\n{line}\n")),
-            "missing {line} in\n{dbd}"
-        );
+        assert!(dbd.contains(&format!("\n{line}\n")), "missing {line} in\n{dbd}");
     }
 }
 
@@ -689,10 +617,7 @@ fn external_storage_lines() {
 fn version_parsing() {
     assert_eq!("22.05".parse::<SlurmVersion>(), Ok(SlurmVersion::V22_05));
     assert_eq!("22.05.8".parse::<SlurmVersion>(), Ok(SlurmVersion::V22_05));
-    assert_eq!(
-        " 24.11.5 ".parse::<SlurmVersion>(),
-        Ok(SlurmVersion::V24_11)
-    );
+    assert_eq!(" 24.11.5 ".parse::<SlurmVersion>(), Ok(SlurmVersion::V24_11));
     for bad in ["", "22", "23.02", "22.05.", "22.05.x", "24.11-1", "v24.11"] {
         let err = bad.parse::<SlurmVersion>().expect_err(bad);
         assert_eq!(err.path, ["cluster", "version"]);
@@ -764,12 +689,7 @@ fn rejected(path: &[&str], summary: &str, change: impl FnOnce(&mut Cluster)) {
 }
 
 #[track_caller]
-fn rejected_for(
-    version: SlurmVersion,
-    path: &[&str],
-    summary: &str,
-    change: impl FnOnce(&mut Cluster),
-) {
+fn rejected_for(version: SlurmVersion, path: &[&str], summary: &str, change: impl FnOnce(&mut Cluster)) {
     let errors = errors_after(version, change);
     assert!(
         errors
@@ -789,12 +709,8 @@ fn example_clusters_are_valid() {
 #[test]
 fn cluster_name_rules() {
     rejected(&["cluster", "name"], "empty", |c| c.name.clear());
-    rejected(&["cluster", "name"], "too long", |c| {
-        c.name = "a".repeat(41)
-    });
-    rejected(&["cluster", "name"], "invalid cluster name", |c| {
-        c.name = "Demo".into()
-    });
+    rejected(&["cluster", "name"], "too long", |c| c.name = "a".repeat(41));
+    rejected(&["cluster", "name"], "invalid cluster name", |c| c.name = "Demo".into());
     rejected(&["cluster", "name"], "invalid cluster name", |c| {
         c.name = "1demo".into()
     });
@@ -807,16 +723,12 @@ fn cluster_name_rules() {
 
 #[test]
 fn controller_and_user_rules() {
-    rejected(
-        &["cluster", "controller_host"],
-        "invalid controller host",
-        |c| c.controller_host = "head_node".into(),
-    );
-    rejected(
-        &["cluster", "controller_addr"],
-        "invalid controller address",
-        |c| c.controller_addr = Some("10.0.0.1 x".into()),
-    );
+    rejected(&["cluster", "controller_host"], "invalid controller host", |c| {
+        c.controller_host = "head_node".into()
+    });
+    rejected(&["cluster", "controller_addr"], "invalid controller address", |c| {
+        c.controller_addr = Some("10.0.0.1 x".into())
+    });
     accepted(|c| c.controller_addr = Some("fd00::10".into()));
     accepted(|c| c.controller_addr = None);
     rejected(&["cluster", "slurm_user"], "invalid Slurm user", |c| {
@@ -850,15 +762,9 @@ fn path_rules() {
 
 #[test]
 fn port_rules() {
-    rejected(&["cluster", "ports"], "port 0", |c| {
-        c.ports = Some((0, 6818))
-    });
-    rejected(&["cluster", "ports"], "the same", |c| {
-        c.ports = Some((7000, 7000))
-    });
-    rejected(&["accounting", "port"], "clashes", |c| {
-        c.ports = Some((6819, 6818))
-    });
+    rejected(&["cluster", "ports"], "port 0", |c| c.ports = Some((0, 6818)));
+    rejected(&["cluster", "ports"], "the same", |c| c.ports = Some((7000, 7000)));
+    rejected(&["accounting", "port"], "clashes", |c| c.ports = Some((6819, 6818)));
     rejected(&["accounting", "port"], "clashes", |c| {
         c.ports = None;
         c.accounting = Accounting::Slurmdbd {
@@ -896,26 +802,18 @@ fn accounting_rules() {
             storage: Storage::Local,
         }
     });
-    rejected(
-        &["accounting", "storage", "host"],
-        "invalid database host",
-        |c| c.accounting = external("db host", 3306, "u", "d"),
-    );
-    rejected(
-        &["accounting", "storage", "port"],
-        "invalid database port",
-        |c| c.accounting = external("db", 0, "u", "d"),
-    );
-    rejected(
-        &["accounting", "storage", "user"],
-        "invalid database user",
-        |c| c.accounting = external("db", 3306, "u#1", "d"),
-    );
-    rejected(
-        &["accounting", "storage", "database"],
-        "invalid database name",
-        |c| c.accounting = external("db", 3306, "u", "acct-db"),
-    );
+    rejected(&["accounting", "storage", "host"], "invalid database host", |c| {
+        c.accounting = external("db host", 3306, "u", "d")
+    });
+    rejected(&["accounting", "storage", "port"], "invalid database port", |c| {
+        c.accounting = external("db", 0, "u", "d")
+    });
+    rejected(&["accounting", "storage", "user"], "invalid database user", |c| {
+        c.accounting = external("db", 3306, "u#1", "d")
+    });
+    rejected(&["accounting", "storage", "database"], "invalid database name", |c| {
+        c.accounting = external("db", 3306, "u", "acct-db")
+    });
     accepted(|c| c.accounting = external("db.internal", 3306, "slurm", "slurm_acct_db"));
     accepted(|c| c.accounting = Accounting::None);
 }
@@ -928,11 +826,9 @@ fn power_save_rules() {
     rejected(&["power_save", "suspend_program"], "invalid path", |c| {
         c.power_save.suspend_program = "/bin/x y".into()
     });
-    rejected(
-        &["power_save", "resume_fail_program"],
-        "invalid path",
-        |c| c.power_save.resume_fail_program = String::new(),
-    );
+    rejected(&["power_save", "resume_fail_program"], "invalid path", |c| {
+        c.power_save.resume_fail_program = String::new()
+    });
     rejected(&["power_save", "resume_timeout_s"], "out of range", |c| {
         c.power_save.resume_timeout_s = 0
     });
@@ -1012,11 +908,7 @@ fn cluster_extra_rules() {
         "invalid value",
         set("MailProg", "/bin/mail # x"),
     );
-    rejected(
-        &["cluster", "extra", "MailProg"],
-        "invalid value",
-        set("MailProg", ""),
-    );
+    rejected(&["cluster", "extra", "MailProg"], "invalid value", set("MailProg", ""));
     rejected(
         &["cluster", "extra", "mpidefault"],
         "given twice",
@@ -1027,24 +919,16 @@ fn cluster_extra_rules() {
 
 #[test]
 fn partition_set_rules() {
-    rejected(&["cluster", "partitions"], "no partitions", |c| {
-        c.partitions.clear()
+    rejected(&["cluster", "partitions"], "no partitions", |c| c.partitions.clear());
+    rejected(&["partition", "CPU", "name"], "duplicate partition name", |c| {
+        let mut p = c.partitions[2].clone();
+        p.name = "CPU".into();
+        p.node_sets[0].name = "other".into();
+        c.partitions.push(p);
     });
-    rejected(
-        &["partition", "CPU", "name"],
-        "duplicate partition name",
-        |c| {
-            let mut p = c.partitions[2].clone();
-            p.name = "CPU".into();
-            p.node_sets[0].name = "other".into();
-            c.partitions.push(p);
-        },
-    );
-    rejected(
-        &["partition", "gpu", "default"],
-        "two default partitions",
-        |c| c.partitions[1].default = true,
-    );
+    rejected(&["partition", "gpu", "default"], "two default partitions", |c| {
+        c.partitions[1].default = true
+    });
     accepted(|c| c.partitions[0].default = false);
     rejected(
         &["partition", "gpu", "node_set", "cpu-p2-m5l", "name"],
@@ -1058,22 +942,16 @@ fn partition_set_rules() {
 
 #[test]
 fn partition_name_rules() {
-    rejected(&["partition", "#0", "name"], "empty", |c| {
-        c.partitions[0].name.clear()
-    });
+    rejected(&["partition", "#0", "name"], "empty", |c| c.partitions[0].name.clear());
     rejected(&["partition", "default", "name"], "reserved", |c| {
         c.partitions[0].name = "default".into()
     });
-    rejected(
-        &["partition", "a,b", "name"],
-        "invalid partition name",
-        |c| c.partitions[0].name = "a,b".into(),
-    );
-    rejected(
-        &["partition", "-x", "name"],
-        "invalid partition name",
-        |c| c.partitions[0].name = "-x".into(),
-    );
+    rejected(&["partition", "a,b", "name"], "invalid partition name", |c| {
+        c.partitions[0].name = "a,b".into()
+    });
+    rejected(&["partition", "-x", "name"], "invalid partition name", |c| {
+        c.partitions[0].name = "-x".into()
+    });
     accepted(|c| c.partitions[0].name = "Batch_2.long-x".into());
 }
 
@@ -1089,25 +967,17 @@ fn time_rules() {
     rejected(&["partition", "cpu", "max_time"], "invalid max_time", |c| {
         c.partitions[0].max_time = Some("1:2:3:4".into())
     });
-    rejected(
-        &["partition", "cpu", "default_time"],
-        "invalid default_time",
-        |c| c.partitions[0].default_time = Some("1h".into()),
-    );
-    rejected(
-        &["partition", "cpu", "default_time"],
-        "exceeds max_time",
-        |c| c.partitions[0].default_time = Some("1-00:01".into()),
-    );
+    rejected(&["partition", "cpu", "default_time"], "invalid default_time", |c| {
+        c.partitions[0].default_time = Some("1h".into())
+    });
+    rejected(&["partition", "cpu", "default_time"], "exceeds max_time", |c| {
+        c.partitions[0].default_time = Some("1-00:01".into())
+    });
     accepted(|c| c.partitions[0].default_time = Some("1-00:00:00".into()));
-    rejected(
-        &["partition", "gpu", "default_time"],
-        "exceeds max_time",
-        |c| {
-            c.partitions[1].max_time = Some("60".into());
-            c.partitions[1].default_time = Some("INFINITE".into());
-        },
-    );
+    rejected(&["partition", "gpu", "default_time"], "exceeds max_time", |c| {
+        c.partitions[1].max_time = Some("60".into());
+        c.partitions[1].default_time = Some("INFINITE".into());
+    });
     for ok in [
         "90",
         "90:30",
@@ -1130,11 +1000,9 @@ fn node_count_limit_rules() {
     rejected(&["partition", "cpu", "max_nodes"], "max_nodes is 0", |c| {
         c.partitions[0].max_nodes = Some(0)
     });
-    rejected(
-        &["partition", "cpu", "min_nodes"],
-        "exceeds max_nodes",
-        |c| c.partitions[0].min_nodes = Some(33),
-    );
+    rejected(&["partition", "cpu", "min_nodes"], "exceeds max_nodes", |c| {
+        c.partitions[0].min_nodes = Some(33)
+    });
     rejected(
         &["partition", "gpu", "min_nodes"],
         "exceeds the partition's size",
@@ -1146,16 +1014,12 @@ fn node_count_limit_rules() {
 
 #[test]
 fn oversubscribe_rules() {
-    rejected(
-        &["partition", "hpc", "oversubscribe"],
-        "invalid oversubscribe",
-        |c| c.partitions[2].oversubscribe = Some("MAYBE".into()),
-    );
-    rejected(
-        &["partition", "hpc", "oversubscribe"],
-        "invalid oversubscribe",
-        |c| c.partitions[2].oversubscribe = Some("YES:1".into()),
-    );
+    rejected(&["partition", "hpc", "oversubscribe"], "invalid oversubscribe", |c| {
+        c.partitions[2].oversubscribe = Some("MAYBE".into())
+    });
+    rejected(&["partition", "hpc", "oversubscribe"], "invalid oversubscribe", |c| {
+        c.partitions[2].oversubscribe = Some("YES:1".into())
+    });
     rejected(
         &["partition", "gpu", "oversubscribe"],
         "conflicts with exclusive",
@@ -1168,24 +1032,18 @@ fn oversubscribe_rules() {
 
 #[test]
 fn access_list_and_tier_rules() {
-    rejected(
-        &["partition", "gpu", "allow_accounts"],
-        "invalid entry",
-        |c| c.partitions[1].allow_accounts.push("a,b".into()),
-    );
-    rejected(
-        &["partition", "hpc", "allow_groups"],
-        "invalid entry",
-        |c| c.partitions[2].allow_groups.push("my group".into()),
-    );
+    rejected(&["partition", "gpu", "allow_accounts"], "invalid entry", |c| {
+        c.partitions[1].allow_accounts.push("a,b".into())
+    });
+    rejected(&["partition", "hpc", "allow_groups"], "invalid entry", |c| {
+        c.partitions[2].allow_groups.push("my group".into())
+    });
     rejected(&["partition", "hpc", "allow_qos"], "invalid entry", |c| {
         c.partitions[2].allow_qos.push(String::new())
     });
-    rejected(
-        &["partition", "gpu", "priority_tier"],
-        "out of range",
-        |c| c.partitions[1].priority_tier = Some(65_534),
-    );
+    rejected(&["partition", "gpu", "priority_tier"], "out of range", |c| {
+        c.partitions[1].priority_tier = Some(65_534)
+    });
     accepted(|c| c.partitions[1].priority_tier = Some(65_533));
 }
 
@@ -1232,18 +1090,10 @@ fn partition_extra_rules() {
         "conflicts with allow_qos",
         set(2, "DenyQos", "x"),
     );
-    rejected(
-        &["partition", "cpu", "extra"],
-        "conflicting default memory",
-        |c| {
-            c.partitions[0]
-                .extra
-                .insert("DefMemPerCPU".into(), "1000".into());
-            c.partitions[0]
-                .extra
-                .insert("DefMemPerNode".into(), "1000".into());
-        },
-    );
+    rejected(&["partition", "cpu", "extra"], "conflicting default memory", |c| {
+        c.partitions[0].extra.insert("DefMemPerCPU".into(), "1000".into());
+        c.partitions[0].extra.insert("DefMemPerNode".into(), "1000".into());
+    });
     rejected(
         &["partition", "cpu", "extra", "QOS"],
         "invalid value",
@@ -1296,9 +1146,7 @@ fn node_set_rules() {
         ns(c).max_nodes = 0;
         ns(c).static_nodes = 0;
     });
-    rejected(&at("static_nodes"), "exceeds max_nodes", |c| {
-        ns(c).static_nodes = 17
-    });
+    rejected(&at("static_nodes"), "exceeds max_nodes", |c| ns(c).static_nodes = 17);
     accepted(|c| ns(c).static_nodes = 16);
     rejected(&at("features"), "invalid node feature", |c| {
         ns(c).features.push("a|b".into())
@@ -1312,9 +1160,7 @@ fn node_set_rules() {
         |c| c.partitions[0].node_sets[1].features.push("efa".into()),
     );
     accepted(|c| ns(c).features.push("efa".into()));
-    rejected(&at("weight"), "out of range", |c| {
-        ns(c).weight = Some(u32::MAX)
-    });
+    rejected(&at("weight"), "out of range", |c| ns(c).weight = Some(u32::MAX));
     accepted(|c| {
         ns(c).max_nodes = 4096;
         ns(c).weight = Some(0);
@@ -1326,32 +1172,17 @@ fn instance_shape_rules() {
     fn shape(c: &mut Cluster) -> &mut InstanceShape {
         &mut c.partitions[1].node_sets[0].shape
     }
-    let at = |field: &'static str| {
-        [
-            "partition",
-            "gpu",
-            "node_set",
-            "gpu-p1-p548xl",
-            "shape",
-            field,
-        ]
-    };
+    let at = |field: &'static str| ["partition", "gpu", "node_set", "gpu-p1-p548xl", "shape", field];
     rejected(&at("instance_type"), "invalid instance type", |c| {
         shape(c).instance_type = "p5 48xlarge".into()
     });
     rejected(&at("sockets"), "sockets is 0", |c| shape(c).sockets = 0);
     rejected(&at("vcpus"), "vcpus is 0", |c| shape(c).vcpus = 0);
     rejected(&at("vcpus"), "does not add up", |c| shape(c).vcpus = 191);
-    rejected(&at("memory_mib"), "too small", |c| {
-        shape(c).memory_mib = 512
-    });
+    rejected(&at("memory_mib"), "too small", |c| shape(c).memory_mib = 512);
     accepted(|c| shape(c).memory_mib = 1024);
-    rejected(&at("gpu_model"), "GPUs without a model", |c| {
-        shape(c).gpu_model = None
-    });
-    rejected(&at("gpu_model"), "gpu_model without GPUs", |c| {
-        shape(c).gpus = 0
-    });
+    rejected(&at("gpu_model"), "GPUs without a model", |c| shape(c).gpu_model = None);
+    rejected(&at("gpu_model"), "gpu_model without GPUs", |c| shape(c).gpus = 0);
     rejected(&at("gpu_model"), "invalid GPU model", |c| {
         shape(c).gpu_model = Some("??".into())
     });

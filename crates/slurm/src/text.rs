@@ -75,17 +75,10 @@ mod tests {
     #[test]
     fn merged_lists_keep_order_and_drop_duplicates() {
         let mut l = vec!["idle_on_node_suspend".to_string()];
-        merge_list(
-            &mut l,
-            "enable_configless, IDLE_ON_NODE_SUSPEND,,power_save_interval=5",
-        );
+        merge_list(&mut l, "enable_configless, IDLE_ON_NODE_SUSPEND,,power_save_interval=5");
         assert_eq!(
             l,
-            [
-                "idle_on_node_suspend",
-                "enable_configless",
-                "power_save_interval=5"
-            ]
+            ["idle_on_node_suspend", "enable_configless", "power_save_interval=5"]
         );
     }
 }

@@ -38,14 +38,10 @@ impl TimeLimit {
             (None, [m]) => number(m, "minutes")? * 60,
             (None, [m, sec]) => number(m, "minutes")? * 60 + bounded(sec, "seconds", 60)?,
             (None, [h, m, sec]) => {
-                number(h, "hours")? * 3600
-                    + bounded(m, "minutes", 60)? * 60
-                    + bounded(sec, "seconds", 60)?
+                number(h, "hours")? * 3600 + bounded(m, "minutes", 60)? * 60 + bounded(sec, "seconds", 60)?
             }
             (Some(d), [h]) => d * 86_400 + bounded(h, "hours", 24)? * 3600,
-            (Some(d), [h, m]) => {
-                d * 86_400 + bounded(h, "hours", 24)? * 3600 + bounded(m, "minutes", 60)? * 60
-            }
+            (Some(d), [h, m]) => d * 86_400 + bounded(h, "hours", 24)? * 3600 + bounded(m, "minutes", 60)? * 60,
             (Some(d), [h, m, sec]) => {
                 d * 86_400
                     + bounded(h, "hours", 24)? * 3600
@@ -56,18 +52,12 @@ impl TimeLimit {
         };
         let minutes = seconds.div_ceil(60);
         if minutes == 0 {
-            return Err(
-                "a time limit of 0 stops every job; leave it unset or use UNLIMITED".into(),
-            );
+            return Err("a time limit of 0 stops every job; leave it unset or use UNLIMITED".into());
         }
         if minutes > MAX_MINUTES {
-            return Err(format!(
-                "{s:?} is longer than Slurm can store; use UNLIMITED"
-            ));
+            return Err(format!("{s:?} is longer than Slurm can store; use UNLIMITED"));
         }
-        Ok(TimeLimit::Minutes(
-            u32::try_from(minutes).unwrap_or(u32::MAX - 1),
-        ))
+        Ok(TimeLimit::Minutes(u32::try_from(minutes).unwrap_or(u32::MAX - 1)))
     }
 }
 
@@ -98,9 +88,7 @@ fn number(field: &str, what: &str) -> Result<u64, String> {
     if field.len() > 10 {
         return Err(format!("{what} value {field} is too large"));
     }
-    field
-        .parse::<u64>()
-        .map_err(|e| format!("{what} {field:?}: {e}"))
+    field.parse::<u64>().map_err(|e| format!("{what} {field:?}: {e}"))
 }
 
 fn bounded(field: &str, what: &str, below: u64) -> Result<u64, String> {

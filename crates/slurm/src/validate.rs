@@ -6,9 +6,7 @@ use std::net::IpAddr;
 
 use crate::error::ModelError;
 use crate::hostlist::digits;
-use crate::keys::{
-    classify_cluster_key, classify_partition_key, defunct_list_item, KeyClass, PARTITION_DEF_MEM,
-};
+use crate::keys::{classify_cluster_key, classify_partition_key, defunct_list_item, KeyClass, PARTITION_DEF_MEM};
 use crate::model::{Accounting, Cluster, InstanceShape, NodeSet, Partition, Storage};
 use crate::node::{gpu_type_name, os_memory_allowance_mib};
 use crate::text::unsafe_value;
@@ -36,10 +34,7 @@ struct Validator {
 }
 
 fn path<const N: usize>(base: &[String], tail: [&str; N]) -> Vec<String> {
-    base.iter()
-        .cloned()
-        .chain(tail.iter().map(|s| s.to_string()))
-        .collect()
+    base.iter().cloned().chain(tail.iter().map(|s| s.to_string())).collect()
 }
 
 /// A partition's path element: its name, or `#<index>` when the name is empty.
@@ -101,12 +96,7 @@ fn check_oversubscribe(value: &str) -> Result<(), String> {
     match count {
         None => Ok(()),
         Some(n) => match n.parse::<u32>() {
-            Ok(v)
-                if n.chars().all(|c| c.is_ascii_digit())
-                    && (min..=MAX_OVERSUBSCRIBE).contains(&v) =>
-            {
-                Ok(())
-            }
+            Ok(v) if n.chars().all(|c| c.is_ascii_digit()) && (min..=MAX_OVERSUBSCRIBE).contains(&v) => Ok(()),
             _ => Err(format!(
                 "the job count in {value:?} must be a number from {min} to {MAX_OVERSUBSCRIBE} \
                  (Slurm treats YES:1 as NO)"
@@ -219,10 +209,7 @@ impl Validator {
         } else if value.chars().any(char::is_whitespace) {
             Some("must not contain whitespace".to_string())
         } else if value.contains('%') {
-            Some(
-                "must not contain '%' (Slurm substitutes %n, %h and others in some paths)"
-                    .to_string(),
-            )
+            Some("must not contain '%' (Slurm substitutes %n, %h and others in some paths)".to_string())
         } else {
             unsafe_value(value).map(str::to_string)
         };
@@ -232,9 +219,7 @@ impl Validator {
     }
 
     fn ports(&mut self, c: &Cluster) {
-        let (ctld, slurmd) = c
-            .ports
-            .unwrap_or((DEFAULT_SLURMCTLD_PORT, DEFAULT_SLURMD_PORT));
+        let (ctld, slurmd) = c.ports.unwrap_or((DEFAULT_SLURMCTLD_PORT, DEFAULT_SLURMD_PORT));
         let p = vec!["cluster".to_string(), "ports".to_string()];
         if ctld == 0 || slurmd == 0 {
             self.err(
@@ -264,12 +249,7 @@ impl Validator {
     }
 
     fn accounting(&mut self, c: &Cluster) {
-        let Accounting::Slurmdbd {
-            host,
-            port,
-            storage,
-        } = &c.accounting
-        else {
+        let Accounting::Slurmdbd { host, port, storage } = &c.accounting else {
             return;
         };
         let base = vec!["accounting".to_string()];
@@ -323,9 +303,7 @@ impl Validator {
             }
             if database.is_empty()
                 || database.len() > 64
-                || !database
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                || !database.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             {
                 self.err(
                     path(&base, ["database"]),
@@ -374,9 +352,7 @@ impl Validator {
                 self.err(
                     path(&base, [field]),
                     format!("{key} out of range"),
-                    format!(
-                        "{key} is {value} nodes per minute; Slurm accepts 0 (unlimited) to 65535."
-                    ),
+                    format!("{key} is {value} nodes per minute; Slurm accepts 0 (unlimited) to 65535."),
                 );
             }
         }
@@ -511,9 +487,7 @@ impl Validator {
                 "reserved partition name",
                 "PartitionName=DEFAULT sets defaults for other partitions in Slurm; choose another name.",
             );
-        } else if name.len() > MAX_LABEL
-            || !name.starts_with(|ch: char| ch.is_ascii_alphanumeric())
-            || !is_token(name)
+        } else if name.len() > MAX_LABEL || !name.starts_with(|ch: char| ch.is_ascii_alphanumeric()) || !is_token(name)
         {
             self.err(
                 path(base, ["name"]),
@@ -536,12 +510,7 @@ impl Validator {
             self.node_set(ns, &ns_base);
         }
         let max_time = self.time_limit(base, "max_time", "MaxTime", p.max_time.as_deref());
-        let default_time = self.time_limit(
-            base,
-            "default_time",
-            "DefaultTime",
-            p.default_time.as_deref(),
-        );
+        let default_time = self.time_limit(base, "default_time", "DefaultTime", p.default_time.as_deref());
         if let (Some(max), Some(default)) = (max_time, default_time) {
             if default > max {
                 self.err(
@@ -573,7 +542,9 @@ impl Validator {
                 self.err(
                     path(base, ["min_nodes"]),
                     "min_nodes exceeds the partition's size",
-                    format!("MinNodes ({min}) is larger than the {total} nodes of partition {name:?}; no job could run."),
+                    format!(
+                        "MinNodes ({min}) is larger than the {total} nodes of partition {name:?}; no job could run."
+                    ),
                 );
             }
         }
@@ -619,13 +590,7 @@ impl Validator {
         self.partition_extra(c, p, base);
     }
 
-    fn time_limit(
-        &mut self,
-        base: &[String],
-        field: &str,
-        key: &str,
-        value: Option<&str>,
-    ) -> Option<TimeLimit> {
+    fn time_limit(&mut self, base: &[String], field: &str, key: &str, value: Option<&str>) -> Option<TimeLimit> {
         let value = value?;
         match TimeLimit::parse(value) {
             Ok(t) => Some(t),
@@ -663,9 +628,17 @@ impl Validator {
                         def_mem.push(canonical);
                     }
                     if canonical == "DenyAccounts" && !p.allow_accounts.is_empty() {
-                        self.err(pth, "DenyAccounts conflicts with allow_accounts", "Slurm ignores DenyAccounts when AllowAccounts is set; use one of them.");
+                        self.err(
+                            pth,
+                            "DenyAccounts conflicts with allow_accounts",
+                            "Slurm ignores DenyAccounts when AllowAccounts is set; use one of them.",
+                        );
                     } else if canonical == "DenyQos" && !p.allow_qos.is_empty() {
-                        self.err(pth, "DenyQos conflicts with allow_qos", "Slurm ignores DenyQos when AllowQos is set; use one of them.");
+                        self.err(
+                            pth,
+                            "DenyQos conflicts with allow_qos",
+                            "Slurm ignores DenyQos when AllowQos is set; use one of them.",
+                        );
                     }
                 }
                 KeyClass::Controlled { key, by } => self.err(
@@ -693,10 +666,7 @@ impl Validator {
             self.err(
                 path(base, ["extra"]),
                 "conflicting default memory settings",
-                format!(
-                    "{} are mutually exclusive in Slurm; keep one.",
-                    def_mem.join(", ")
-                ),
+                format!("{} are mutually exclusive in Slurm; keep one.", def_mem.join(", ")),
             );
         }
     }
@@ -772,10 +742,7 @@ impl Validator {
             self.err(
                 path(base, ["weight"]),
                 "weight out of range",
-                format!(
-                    "Weight must be below {}; Slurm reserves that value.",
-                    u32::MAX
-                ),
+                format!("Weight must be below {}; Slurm reserves that value.", u32::MAX),
             );
         }
         self.shape(&ns.shape, &path(base, ["shape"]));
@@ -804,17 +771,12 @@ impl Validator {
                 self.err(
                     path(base, [field]),
                     format!("{field} is 0"),
-                    format!(
-                        "{} reports no {field}; every node needs at least one.",
-                        s.instance_type
-                    ),
+                    format!("{} reports no {field}; every node needs at least one.", s.instance_type),
                 );
             }
         }
         if counts_ok {
-            let product = u64::from(s.sockets)
-                * u64::from(s.cores_per_socket)
-                * u64::from(s.threads_per_core);
+            let product = u64::from(s.sockets) * u64::from(s.cores_per_socket) * u64::from(s.threads_per_core);
             if product != u64::from(s.vcpus) {
                 self.err(
                     path(base, ["vcpus"]),
@@ -879,16 +841,7 @@ mod tests {
 
     #[test]
     fn oversubscribe_values() {
-        for ok in [
-            "NO",
-            "no",
-            "YES",
-            "YES:2",
-            "yes:32767",
-            "FORCE",
-            "FORCE:1",
-            "EXCLUSIVE",
-        ] {
+        for ok in ["NO", "no", "YES", "YES:2", "yes:32767", "FORCE", "FORCE:1", "EXCLUSIVE"] {
             assert!(check_oversubscribe(ok).is_ok(), "{ok}");
         }
         for bad in [

@@ -163,12 +163,7 @@ impl Diagnostics {
         self.0.push(Diagnostic::error(summary, detail));
     }
 
-    pub fn error_at(
-        &mut self,
-        path: AttributePath,
-        summary: impl Into<String>,
-        detail: impl Into<String>,
-    ) {
+    pub fn error_at(&mut self, path: AttributePath, summary: impl Into<String>, detail: impl Into<String>) {
         self.0.push(Diagnostic::error(summary, detail).at(path));
     }
 

@@ -11,24 +11,15 @@ use crate::value::{path_join, CodecError, Number, Type, Value};
 /// become null; attributes the type does not have are an error unless `drop_unknown_attrs`
 /// is set (stored state from an older schema may carry attributes since removed).
 pub fn decode(bytes: &[u8], ty: &Type, drop_unknown_attrs: bool) -> Result<Value, CodecError> {
-    let json: J =
-        serde_json::from_slice(bytes).map_err(|e| CodecError::new(format!("invalid JSON: {e}")))?;
+    let json: J = serde_json::from_slice(bytes).map_err(|e| CodecError::new(format!("invalid JSON: {e}")))?;
     from_json(&json, ty, "", drop_unknown_attrs)
 }
 
 fn err(path: &str, what: &str) -> CodecError {
-    CodecError::new(format!(
-        "{}: {what}",
-        if path.is_empty() { "value" } else { path }
-    ))
+    CodecError::new(format!("{}: {what}", if path.is_empty() { "value" } else { path }))
 }
 
-pub fn from_json(
-    json: &J,
-    ty: &Type,
-    path: &str,
-    drop_unknown_attrs: bool,
-) -> Result<Value, CodecError> {
+pub fn from_json(json: &J, ty: &Type, path: &str, drop_unknown_attrs: bool) -> Result<Value, CodecError> {
     if json.is_null() {
         return Ok(Value::Null);
     }
@@ -39,9 +30,7 @@ pub fn from_json(
             .ok_or_else(|| err(path, "expected a bool")),
         Type::Number => match json {
             J::Number(n) => Ok(Value::Number(Number::parse(&n.to_string())?)),
-            J::String(s) => Ok(Value::Number(
-                Number::parse(s).map_err(|e| err(path, &e.message))?,
-            )),
+            J::String(s) => Ok(Value::Number(Number::parse(s).map_err(|e| err(path, &e.message))?)),
             _ => Err(err(path, "expected a number")),
         },
         Type::String => match json {
@@ -51,20 +40,11 @@ pub fn from_json(
             _ => Err(err(path, "expected a string")),
         },
         Type::List(et) | Type::Set(et) => {
-            let arr = json
-                .as_array()
-                .ok_or_else(|| err(path, "expected an array"))?;
+            let arr = json.as_array().ok_or_else(|| err(path, "expected an array"))?;
             let elems = arr
                 .iter()
                 .enumerate()
-                .map(|(i, e)| {
-                    from_json(
-                        e,
-                        et,
-                        &path_join(path, &format!("[{i}]")),
-                        drop_unknown_attrs,
-                    )
-                })
+                .map(|(i, e)| from_json(e, et, &path_join(path, &format!("[{i}]")), drop_unknown_attrs))
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(if matches!(ty, Type::Set(_)) {
                 Value::set(elems)
@@ -73,9 +53,7 @@ pub fn from_json(
             })
         }
         Type::Tuple(types) => {
-            let arr = json
-                .as_array()
-                .ok_or_else(|| err(path, "expected an array"))?;
+            let arr = json.as_array().ok_or_else(|| err(path, "expected an array"))?;
             if arr.len() != types.len() {
                 return Err(err(
                     path,
@@ -86,47 +64,28 @@ pub fn from_json(
                 .iter()
                 .zip(types)
                 .enumerate()
-                .map(|(i, (e, t))| {
-                    from_json(
-                        e,
-                        t,
-                        &path_join(path, &format!("[{i}]")),
-                        drop_unknown_attrs,
-                    )
-                })
+                .map(|(i, (e, t))| from_json(e, t, &path_join(path, &format!("[{i}]")), drop_unknown_attrs))
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(Value::Tuple(elems))
         }
         Type::Map(et) => {
-            let obj = json
-                .as_object()
-                .ok_or_else(|| err(path, "expected an object"))?;
+            let obj = json.as_object().ok_or_else(|| err(path, "expected an object"))?;
             let mut m = BTreeMap::new();
             for (k, v) in obj {
                 m.insert(
                     k.clone(),
-                    from_json(
-                        v,
-                        et,
-                        &path_join(path, &format!("[{k:?}]")),
-                        drop_unknown_attrs,
-                    )?,
+                    from_json(v, et, &path_join(path, &format!("[{k:?}]")), drop_unknown_attrs)?,
                 );
             }
             Ok(Value::Map(m))
         }
         Type::Object(attrs) => {
-            let obj = json
-                .as_object()
-                .ok_or_else(|| err(path, "expected an object"))?;
+            let obj = json.as_object().ok_or_else(|| err(path, "expected an object"))?;
             let mut m = BTreeMap::new();
             for (k, v) in obj {
                 match attrs.get(k) {
                     Some(at) => {
-                        m.insert(
-                            k.clone(),
-                            from_json(v, at, &path_join(path, k), drop_unknown_attrs)?,
-                        );
+                        m.insert(k.clone(), from_json(v, at, &path_join(path, k), drop_unknown_attrs)?);
                     }
                     None if drop_unknown_attrs => {}
                     None => return Err(err(path, &format!("unsupported attribute {k:?}"))),
@@ -162,13 +121,9 @@ pub fn to_json(value: &Value) -> Result<J, CodecError> {
         Value::Unknown => return Err(CodecError::new("unknown values cannot be encoded as JSON")),
         Value::Null => J::Null,
         Value::Bool(b) => J::Bool(*b),
-        Value::Number(n) => {
-            serde_json::from_str(n.as_str()).map_err(|e| CodecError::new(e.to_string()))?
-        }
+        Value::Number(n) => serde_json::from_str(n.as_str()).map_err(|e| CodecError::new(e.to_string()))?,
         Value::String(s) => J::String(s.clone()),
-        Value::List(v) | Value::Set(v) | Value::Tuple(v) => {
-            J::Array(v.iter().map(to_json).collect::<Result<_, _>>()?)
-        }
+        Value::List(v) | Value::Set(v) | Value::Tuple(v) => J::Array(v.iter().map(to_json).collect::<Result<_, _>>()?),
         Value::Map(m) | Value::Object(m) => J::Object(
             m.iter()
                 .map(|(k, v)| Ok((k.clone(), to_json(v)?)))

@@ -37,9 +37,8 @@ pub mod proto {
 
 pub use diag::{AttributePath, Diagnostic, Diagnostics};
 pub use resource::{
-    ApplyOutcome, ConfigureRequest, CreateRequest, Ctx, DataSource, DeleteRequest, ImportRequest,
-    PlanRequest, Provider, ProviderData, ReadRequest, Resource, UpdateRequest, UpgradeRequest,
-    ValidateRequest,
+    ApplyOutcome, ConfigureRequest, CreateRequest, Ctx, DataSource, DeleteRequest, ImportRequest, PlanRequest,
+    Provider, ProviderData, ReadRequest, Resource, UpdateRequest, UpgradeRequest, ValidateRequest,
 };
 pub use schema::{Attribute, Block, BlockNesting, NestedBlock, Nesting, Schema};
 pub use value::{Number, Type, Value};

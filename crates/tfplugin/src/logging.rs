@@ -58,17 +58,12 @@ impl<S: Subscriber> Layer<S> for HclogLayer {
             Level::DEBUG => "debug",
             Level::TRACE => "trace",
         };
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         let mut line = fields.extra;
         line.insert("@level".into(), level.into());
         line.insert("@message".into(), fields.message.into());
         line.insert("@module".into(), event.metadata().target().into());
-        line.insert(
-            "@timestamp".into(),
-            rfc3339(now.as_secs(), now.subsec_micros()).into(),
-        );
+        line.insert("@timestamp".into(), rfc3339(now.as_secs(), now.subsec_micros()).into());
         let mut out = serde_json::Value::Object(line).to_string();
         out.push('\n');
         let _ = std::io::stderr().lock().write_all(out.as_bytes());
@@ -102,14 +97,8 @@ mod tests {
     #[test]
     fn timestamps_are_rfc3339() {
         assert_eq!(super::rfc3339(0, 0), "1970-01-01T00:00:00.000000Z");
-        assert_eq!(
-            super::rfc3339(1_796_224_930, 944_999),
-            "2026-12-02T15:22:10.944999Z"
-        );
-        assert_eq!(
-            super::rfc3339(951_782_400, 1),
-            "2000-02-29T00:00:00.000001Z"
-        );
+        assert_eq!(super::rfc3339(1_796_224_930, 944_999), "2026-12-02T15:22:10.944999Z");
+        assert_eq!(super::rfc3339(951_782_400, 1), "2000-02-29T00:00:00.000001Z");
     }
 }
 
@@ -129,9 +118,7 @@ pub fn init() {
         })
         .unwrap_or(Level::INFO);
     let filter = tracing_subscriber::filter::filter_fn(|m| {
-        !(m.target().starts_with("aws_")
-            || m.target().starts_with("hyper")
-            || m.target().starts_with("h2"))
+        !(m.target().starts_with("aws_") || m.target().starts_with("hyper") || m.target().starts_with("h2"))
             || m.level() <= &Level::INFO
     });
     let _ = tracing_subscriber::registry()

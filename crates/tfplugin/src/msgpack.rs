@@ -113,9 +113,7 @@ fn write_value(out: &mut Vec<u8>, value: &Value, ty: &Type, path: &str) -> Resul
             }
             Ok(())
         }
-        (Value::Tuple(elems) | Value::List(elems), Type::Tuple(types))
-            if elems.len() == types.len() =>
-        {
+        (Value::Tuple(elems) | Value::List(elems), Type::Tuple(types)) if elems.len() == types.len() => {
             rmp::encode::write_array_len(out, len32(elems.len())?).map_err(io)?;
             for (i, (e, et)) in elems.iter().zip(types).enumerate() {
                 write_value(out, e, et, &path_join(path, &format!("[{i}]")))?;
@@ -159,9 +157,7 @@ pub fn infer_type(value: &Value) -> Type {
         Value::List(v) => Type::list(v.first().map(infer_type).unwrap_or(Type::Dynamic)),
         Value::Set(v) => Type::set(v.first().map(infer_type).unwrap_or(Type::Dynamic)),
         Value::Map(m) => Type::map(m.values().next().map(infer_type).unwrap_or(Type::Dynamic)),
-        Value::Object(m) => {
-            Type::Object(m.iter().map(|(k, v)| (k.clone(), infer_type(v))).collect())
-        }
+        Value::Object(m) => Type::Object(m.iter().map(|(k, v)| (k.clone(), infer_type(v))).collect()),
         Value::Tuple(v) => Type::Tuple(v.iter().map(infer_type).collect()),
         Value::Dynamic(t, _) => t.clone(),
     }
@@ -234,16 +230,11 @@ impl<'a> Reader<'a> {
         }))
     }
 
-    fn read_string_with(
-        &mut self,
-        marker: Marker,
-        path: &str,
-    ) -> Result<Option<String>, CodecError> {
+    fn read_string_with(&mut self, marker: Marker, path: &str) -> Result<Option<String>, CodecError> {
         match self.str_len(marker, path)? {
             Some(n) => {
                 let bytes = self.take(n, path)?;
-                let s = std::str::from_utf8(bytes)
-                    .map_err(|_| self.err(path, "string is not UTF-8"))?;
+                let s = std::str::from_utf8(bytes).map_err(|_| self.err(path, "string is not UTF-8"))?;
                 Ok(Some(s.to_string()))
             }
             None => Ok(None),
@@ -282,8 +273,9 @@ impl<'a> Reader<'a> {
             Marker::I64 => Number::from_i64(self.be(8, path)? as i64),
             Marker::F32 => Number::from_f64(f64::from(f32::from_bits(self.be(4, path)? as u32)))
                 .map_err(|e| self.err(path, &e.message))?,
-            Marker::F64 => Number::from_f64(f64::from_bits(self.be(8, path)?))
-                .map_err(|e| self.err(path, &e.message))?,
+            Marker::F64 => {
+                Number::from_f64(f64::from_bits(self.be(8, path)?)).map_err(|e| self.err(path, &e.message))?
+            }
             m => match self.read_string_with(m, path)? {
                 Some(s) => Number::parse(&s).map_err(|e| self.err(path, &e.message))?,
                 None => return Ok(None),
@@ -312,8 +304,7 @@ impl<'a> Reader<'a> {
                     Some(n) => self.take(n, path)?,
                     None => return Err(self.err(path, "dynamic value type must be JSON bytes")),
                 };
-                let inner_ty =
-                    Type::from_json_bytes(type_json).map_err(|e| self.err(path, &e.message))?;
+                let inner_ty = Type::from_json_bytes(type_json).map_err(|e| self.err(path, &e.message))?;
                 let inner = self.read_value(&inner_ty, path)?;
                 Ok(Value::Dynamic(inner_ty, Box::new(inner)))
             }
@@ -349,10 +340,7 @@ impl<'a> Reader<'a> {
                     .array_len(marker, path)?
                     .ok_or_else(|| self.err(path, "expected an array"))?;
                 if n != types.len() {
-                    return Err(self.err(
-                        path,
-                        &format!("tuple has {n} elements, want {}", types.len()),
-                    ));
+                    return Err(self.err(path, &format!("tuple has {n} elements, want {}", types.len())));
                 }
                 let mut elems = Vec::with_capacity(n);
                 for (i, et) in types.iter().enumerate() {
@@ -411,12 +399,7 @@ mod tests {
     use super::*;
 
     fn obj(pairs: &[(&str, Value)]) -> Value {
-        Value::Object(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect(),
-        )
+        Value::Object(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
     }
 
     fn hex(bytes: &[u8]) -> String {
@@ -504,10 +487,7 @@ mod tests {
             Ok(Value::Dynamic(Type::Bool, Box::new(Value::Bool(true))))
         );
         assert_eq!(
-            decode(
-                &encode(&Value::Null, &Type::Dynamic).expect("e"),
-                &Type::Dynamic
-            ),
+            decode(&encode(&Value::Null, &Type::Dynamic).expect("e"), &Type::Dynamic),
             Ok(Value::Null)
         );
     }
@@ -540,8 +520,7 @@ mod tests {
         let ty = Type::Object(BTreeMap::from([("n".to_string(), Type::Number)]));
         let err = encode(&obj(&[("n", Value::string("x"))]), &ty).expect_err("mismatch");
         assert!(
-            err.message
-                .starts_with("n: a string cannot be encoded as \"number\""),
+            err.message.starts_with("n: a string cannot be encoded as \"number\""),
             "{err}"
         );
         let err = decode(&[0x81, 0xa1, b'n', 0xa1, b'x'], &ty).expect_err("bad number");

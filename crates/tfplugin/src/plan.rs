@@ -21,12 +21,7 @@ pub struct PlannedChange {
 }
 
 /// Plans from Terraform's proposed new state. `prior` is Null when creating.
-pub fn plan_resource(
-    schema: &Schema,
-    prior: &Value,
-    proposed: &Value,
-    config: &Value,
-) -> PlannedChange {
+pub fn plan_resource(schema: &Schema, prior: &Value, proposed: &Value, config: &Value) -> PlannedChange {
     if proposed.is_null() {
         return PlannedChange {
             planned: Value::Null,
@@ -129,15 +124,7 @@ fn plan_block(
     creating: bool,
     replace: &mut Vec<AttributePath>,
 ) {
-    plan_attrs(
-        &block.attributes,
-        prior,
-        config,
-        planned,
-        path,
-        creating,
-        replace,
-    );
+    plan_attrs(&block.attributes, prior, config, planned, path, creating, replace);
     for b in &block.blocks {
         let Some(pl) = planned.attr_mut(&b.name) else {
             continue;
@@ -210,14 +197,8 @@ fn plan_nested(
         }
         (Nesting::Map, Value::Map(m)) => {
             for (k, e) in m.iter_mut() {
-                let pri = prior
-                    .entries()
-                    .and_then(|p| p.get(k))
-                    .unwrap_or(&Value::Null);
-                let cfg = config
-                    .entries()
-                    .and_then(|c| c.get(k))
-                    .unwrap_or(&Value::Null);
+                let pri = prior.entries().and_then(|p| p.get(k)).unwrap_or(&Value::Null);
+                let cfg = config.entries().and_then(|c| c.get(k)).unwrap_or(&Value::Null);
                 plan_block(
                     &block,
                     pri,
@@ -240,12 +221,7 @@ mod tests {
     use crate::value::Type;
 
     fn obj(pairs: &[(&str, Value)]) -> Value {
-        Value::Object(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect(),
-        )
+        Value::Object(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
     }
 
     fn schema() -> Schema {
@@ -261,9 +237,7 @@ mod tests {
                     .requires_replace(),
                 Attribute::required("size", Type::Number)
                     .description("d")
-                    .requires_replace_if(
-                        |p, n| matches!((p.as_i64(), n.as_i64()), (Some(p), Some(n)) if n < p),
-                    ),
+                    .requires_replace_if(|p, n| matches!((p.as_i64(), n.as_i64()), (Some(p), Some(n)) if n < p)),
                 Attribute::optional("kind", Type::String)
                     .description("d")
                     .default(Value::string("SSD")),
@@ -296,10 +270,7 @@ mod tests {
             ("secret", Value::string("hunter2")),
             (
                 "repo",
-                Value::List(vec![obj(&[
-                    ("path", Value::string("/a")),
-                    ("chunk", Value::Null),
-                ])]),
+                Value::List(vec![obj(&[("path", Value::string("/a")), ("chunk", Value::Null)])]),
             ),
         ])
     }
@@ -315,10 +286,7 @@ mod tests {
             ("secret", Value::Null),
             (
                 "repo",
-                Value::List(vec![obj(&[
-                    ("path", Value::string("/a")),
-                    ("chunk", Value::int(1024)),
-                ])]),
+                Value::List(vec![obj(&[("path", Value::string("/a")), ("chunk", Value::int(1024))])]),
             ),
         ])
     }
@@ -329,10 +297,7 @@ mod tests {
         if let (Value::Object(pm), Value::Object(prior_m)) = (&mut p, prior) {
             for k in ["id", "dns", "zone", "kind"] {
                 if pm.get(k).is_none_or(Value::is_null) {
-                    pm.insert(
-                        k.to_string(),
-                        prior_m.get(k).cloned().unwrap_or(Value::Null),
-                    );
+                    pm.insert(k.to_string(), prior_m.get(k).cloned().unwrap_or(Value::Null));
                 }
             }
         }
@@ -348,10 +313,7 @@ mod tests {
         assert_eq!(pl.attr("zone"), &Value::Unknown);
         assert_eq!(pl.attr("kind"), &Value::string("SSD"));
         assert_eq!(pl.attr("secret"), &Value::Null);
-        assert_eq!(
-            pl.attr("repo").elements()[0].attr("chunk"),
-            &Value::int(1024)
-        );
+        assert_eq!(pl.attr("repo").elements()[0].attr("chunk"), &Value::int(1024));
         assert!(p.requires_replace.is_empty());
     }
 

@@ -125,10 +125,7 @@ impl Attribute {
         };
         Attribute {
             optional: true,
-            nested: Some(NestedAttributes {
-                nesting,
-                attributes,
-            }),
+            nested: Some(NestedAttributes { nesting, attributes }),
             ..Attribute::new(name, ty)
         }
     }
@@ -166,10 +163,7 @@ impl Attribute {
         self
     }
 
-    pub fn requires_replace_if(
-        mut self,
-        f: impl Fn(&Value, &Value) -> bool + Send + Sync + 'static,
-    ) -> Self {
+    pub fn requires_replace_if(mut self, f: impl Fn(&Value, &Value) -> bool + Send + Sync + 'static) -> Self {
         self.replace = Replace::If(Arc::new(f));
         self
     }
@@ -336,10 +330,7 @@ impl Block {
 }
 
 fn object_type(attributes: &[Attribute], blocks: &[NestedBlock]) -> Type {
-    let mut attrs: BTreeMap<String, Type> = attributes
-        .iter()
-        .map(|a| (a.name.clone(), a.ty.clone()))
-        .collect();
+    let mut attrs: BTreeMap<String, Type> = attributes.iter().map(|a| (a.name.clone(), a.ty.clone())).collect();
     for b in blocks {
         attrs.insert(b.name.clone(), b.ty());
     }
@@ -466,15 +457,8 @@ mod tests {
         let pb = sample().to_proto();
         let block = pb.block.expect("block");
         assert_eq!(block.version, 1);
-        let pool = block
-            .attributes
-            .iter()
-            .find(|a| a.name == "pool")
-            .expect("pool");
-        assert!(
-            pool.r#type.is_empty(),
-            "nested attributes must not also set a type"
-        );
+        let pool = block.attributes.iter().find(|a| a.name == "pool").expect("pool");
+        assert!(pool.r#type.is_empty(), "nested attributes must not also set a type");
         assert_eq!(
             pool.nested_type.as_ref().map(|n| n.nesting),
             Some(pb::schema::object::NestingMode::List as i32)
@@ -485,19 +469,9 @@ mod tests {
             .find(|a| a.name == "password")
             .expect("password");
         assert!(pw.write_only && pw.sensitive);
-        let name = block
-            .attributes
-            .iter()
-            .find(|a| a.name == "name")
-            .expect("name");
+        let name = block.attributes.iter().find(|a| a.name == "name").expect("name");
         assert_eq!(name.r#type, b"\"string\"".to_vec());
-        assert_eq!(
-            (
-                block.block_types[0].min_items,
-                block.block_types[0].max_items
-            ),
-            (0, 0)
-        );
+        assert_eq!((block.block_types[0].min_items, block.block_types[0].max_items), (0, 0));
     }
 
     #[test]
@@ -516,10 +490,7 @@ mod tests {
     fn malformed_schemas_are_caught() {
         assert!(sample().check().is_ok());
         let bad = Schema::new(0, Block::new(vec![Attribute::required("a", Type::String)]));
-        assert!(bad
-            .check()
-            .expect_err("no description")
-            .contains("missing description"));
+        assert!(bad.check().expect_err("no description").contains("missing description"));
         let mut dup = sample();
         dup.block
             .attributes

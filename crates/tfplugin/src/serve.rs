@@ -21,9 +21,7 @@ use tonic::transport::server::Connected;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::proto::health::health_server::{Health, HealthServer};
-use crate::proto::health::{
-    health_check_response::ServingStatus, HealthCheckRequest, HealthCheckResponse,
-};
+use crate::proto::health::{health_check_response::ServingStatus, HealthCheckRequest, HealthCheckResponse};
 use crate::proto::plugin::grpc_broker_server::{GrpcBroker, GrpcBrokerServer};
 use crate::proto::plugin::grpc_controller_server::{GrpcController, GrpcControllerServer};
 use crate::proto::plugin::grpc_stdio_server::{GrpcStdio, GrpcStdioServer};
@@ -35,8 +33,7 @@ use crate::tls;
 
 /// The cookie Terraform sets so a provider knows it was started by Terraform.
 pub const MAGIC_COOKIE_KEY: &str = "TF_PLUGIN_MAGIC_COOKIE";
-pub const MAGIC_COOKIE_VALUE: &str =
-    "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2";
+pub const MAGIC_COOKIE_VALUE: &str = "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2";
 const APP_PROTOCOL: u32 = 6;
 const CORE_PROTOCOL: u32 = 1;
 
@@ -69,20 +66,12 @@ pub fn handshake_line(addr: SocketAddr, server_cert_der: Option<&[u8]>) -> Strin
 }
 
 /// Checks the environment Terraform sets up. `name` is the provider's name for messages.
-pub fn check_environment(
-    name: &str,
-    env: impl Fn(&str) -> Option<String>,
-) -> Result<(), ServeError> {
+pub fn check_environment(name: &str, env: impl Fn(&str) -> Option<String>) -> Result<(), ServeError> {
     if env(MAGIC_COOKIE_KEY).as_deref() != Some(MAGIC_COOKIE_VALUE) {
-        return Err(ServeError::NotUnderTerraform {
-            name: name.to_string(),
-        });
+        return Err(ServeError::NotUnderTerraform { name: name.to_string() });
     }
     if let Some(offered) = env("PLUGIN_PROTOCOL_VERSIONS") {
-        if !offered
-            .split(',')
-            .any(|v| v.trim() == APP_PROTOCOL.to_string())
-        {
+        if !offered.split(',').any(|v| v.trim() == APP_PROTOCOL.to_string()) {
             return Err(ServeError::NoCommonProtocol { offered });
         }
     }
@@ -94,9 +83,7 @@ pub async fn serve(name: &str, provider: Arc<dyn Provider>) -> Result<(), ServeE
     check_environment(name, |k| std::env::var(k).ok())?;
 
     let tls = match std::env::var("PLUGIN_CLIENT_CERT") {
-        Ok(pem) if !pem.trim().is_empty() => {
-            Some(tls::server_config(&pem).map_err(ServeError::Tls)?)
-        }
+        Ok(pem) if !pem.trim().is_empty() => Some(tls::server_config(&pem).map_err(ServeError::Tls)?),
         _ => None,
     };
 
@@ -108,9 +95,7 @@ pub async fn serve(name: &str, provider: Arc<dyn Provider>) -> Result<(), ServeE
     let service = ProviderService::new(provider, stop_tx);
 
     let (conn_tx, conn_rx) = mpsc::channel::<Result<PluginConn, std::io::Error>>(16);
-    let acceptor = tls
-        .as_ref()
-        .map(|t| tokio_rustls::TlsAcceptor::from(t.config.clone()));
+    let acceptor = tls.as_ref().map(|t| tokio_rustls::TlsAcceptor::from(t.config.clone()));
     tokio::spawn(accept_loop(listener, acceptor, conn_tx));
 
     // Terraform sends SIGINT to the whole process group on Ctrl-C and then asks us to stop
@@ -132,9 +117,7 @@ pub async fn serve(name: &str, provider: Arc<dyn Provider>) -> Result<(), ServeE
     }
     tracing::debug!(%addr, mtls = tls.is_some(), "plugin serving");
 
-    let controller = Controller {
-        shutdown: shutdown_tx,
-    };
+    let controller = Controller { shutdown: shutdown_tx };
     let shutdown = async move {
         while !*shutdown_rx.borrow_and_update() {
             if shutdown_rx.changed().await.is_err() {
@@ -148,10 +131,7 @@ pub async fn serve(name: &str, provider: Arc<dyn Provider>) -> Result<(), ServeE
         .add_service(GrpcStdioServer::new(Stdio))
         .add_service(GrpcBrokerServer::new(Broker))
         .add_service(HealthServer::new(HealthCheck))
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::ReceiverStream::new(conn_rx),
-            shutdown,
-        )
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::ReceiverStream::new(conn_rx), shutdown)
         .await
         .map_err(|e| ServeError::Grpc(e.to_string()))
 }
@@ -177,9 +157,7 @@ async fn bind() -> Result<TcpListener, ServeError> {
             last.unwrap_or_else(|| std::io::Error::other("no port in range")),
         ));
     }
-    TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .map_err(ServeError::Listen)
+    TcpListener::bind(("127.0.0.1", 0)).await.map_err(ServeError::Listen)
 }
 
 async fn accept_loop(
@@ -230,21 +208,13 @@ impl Connected for PluginConn {
 }
 
 impl AsyncRead for PluginConn {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         self.0.as_mut().poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for PluginConn {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         self.0.as_mut().poll_write(cx, buf)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -276,10 +246,7 @@ struct Stdio;
 #[tonic::async_trait]
 impl GrpcStdio for Stdio {
     type StreamStdioStream = BoxStream<StdioData>;
-    async fn stream_stdio(
-        &self,
-        _: Request<Empty>,
-    ) -> Result<Response<Self::StreamStdioStream>, Status> {
+    async fn stream_stdio(&self, _: Request<Empty>) -> Result<Response<Self::StreamStdioStream>, Status> {
         Ok(Response::new(Box::pin(futures::stream::pending())))
     }
 }
@@ -290,10 +257,7 @@ struct Broker;
 #[tonic::async_trait]
 impl GrpcBroker for Broker {
     type StartStreamStream = BoxStream<ConnInfo>;
-    async fn start_stream(
-        &self,
-        _: Request<Streaming<ConnInfo>>,
-    ) -> Result<Response<Self::StartStreamStream>, Status> {
+    async fn start_stream(&self, _: Request<Streaming<ConnInfo>>) -> Result<Response<Self::StartStreamStream>, Status> {
         Ok(Response::new(Box::pin(futures::stream::pending())))
     }
 }
@@ -302,10 +266,7 @@ struct HealthCheck;
 
 #[tonic::async_trait]
 impl Health for HealthCheck {
-    async fn check(
-        &self,
-        _: Request<HealthCheckRequest>,
-    ) -> Result<Response<HealthCheckResponse>, Status> {
+    async fn check(&self, _: Request<HealthCheckRequest>) -> Result<Response<HealthCheckResponse>, Status> {
         Ok(Response::new(HealthCheckResponse {
             status: ServingStatus::Serving as i32,
         }))
@@ -317,12 +278,7 @@ mod tests {
     use super::*;
 
     fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| {
-            pairs
-                .iter()
-                .find(|(key, _)| *key == k)
-                .map(|(_, v)| v.to_string())
-        }
+        move |k| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| v.to_string())
     }
 
     #[test]

@@ -12,8 +12,8 @@ use crate::plan::plan_resource;
 use crate::proto::tfplugin6 as pb;
 use crate::proto::tfplugin6::provider_server::Provider as ProviderRpc;
 use crate::resource::{
-    ConfigureRequest, CreateRequest, Ctx, DataSource, DeleteRequest, ImportRequest, PlanRequest,
-    Provider, ProviderData, ReadRequest, Resource, UpdateRequest, UpgradeRequest, ValidateRequest,
+    ConfigureRequest, CreateRequest, Ctx, DataSource, DeleteRequest, ImportRequest, PlanRequest, Provider,
+    ProviderData, ReadRequest, Resource, UpdateRequest, UpgradeRequest, ValidateRequest,
 };
 use crate::schema::Schema;
 use crate::value::{Type, Value};
@@ -51,13 +51,7 @@ fn encode_dv(v: &Value, ty: &Type) -> Result<pb::DynamicValue, Diagnostics> {
             msgpack,
             json: Vec::new(),
         })
-        .map_err(|e| {
-            Diagnostic::error(
-                "Provider produced a value that does not match its schema",
-                e.message,
-            )
-            .into()
-        })
+        .map_err(|e| Diagnostic::error("Provider produced a value that does not match its schema", e.message).into())
 }
 
 /// Replaces unknowns left in a value after apply with null (Terraform forbids unknowns there).
@@ -193,23 +187,9 @@ impl ProviderService {
                 })
                 .await;
             // A failed delete leaves the object in state.
-            (
-                if diags.has_errors() {
-                    prior
-                } else {
-                    Value::Null
-                },
-                diags,
-            )
+            (if diags.has_errors() { prior } else { Value::Null }, diags)
         } else if prior.is_null() {
-            let out = r
-                .imp
-                .create(CreateRequest {
-                    ctx,
-                    planned,
-                    config,
-                })
-                .await;
+            let out = r.imp.create(CreateRequest { ctx, planned, config }).await;
             (out.state, out.diagnostics)
         } else {
             let out = r
@@ -272,26 +252,19 @@ from_diags!(
 
 #[tonic::async_trait]
 impl ProviderRpc for ProviderService {
-    async fn get_metadata(
-        &self,
-        _: Request<pb::get_metadata::Request>,
-    ) -> RpcResult<pb::get_metadata::Response> {
+    async fn get_metadata(&self, _: Request<pb::get_metadata::Request>) -> RpcResult<pb::get_metadata::Response> {
         Ok(Response::new(pb::get_metadata::Response {
             server_capabilities: Some(pb::ServerCapabilities::default()),
             diagnostics: Vec::new(),
             data_sources: self
                 .data_sources
                 .keys()
-                .map(|k| pb::get_metadata::DataSourceMetadata {
-                    type_name: k.clone(),
-                })
+                .map(|k| pb::get_metadata::DataSourceMetadata { type_name: k.clone() })
                 .collect(),
             resources: self
                 .resources
                 .keys()
-                .map(|k| pb::get_metadata::ResourceMetadata {
-                    type_name: k.clone(),
-                })
+                .map(|k| pb::get_metadata::ResourceMetadata { type_name: k.clone() })
                 .collect(),
         }))
     }
@@ -383,8 +356,17 @@ impl ProviderRpc for ProviderService {
                 )
                 .into());
             }
-            let state = r.imp.upgrade_state(UpgradeRequest { version: req.version, json }).await?;
-            Ok(pb::upgrade_resource_state::Response { upgraded_state: Some(encode_dv(&state, &r.ty)?), diagnostics: Vec::new() })
+            let state = r
+                .imp
+                .upgrade_state(UpgradeRequest {
+                    version: req.version,
+                    json,
+                })
+                .await?;
+            Ok(pb::upgrade_resource_state::Response {
+                upgraded_state: Some(encode_dv(&state, &r.ty)?),
+                diagnostics: Vec::new(),
+            })
         }
         .await;
         respond!(result, pb::upgrade_resource_state::Response)
@@ -415,10 +397,7 @@ impl ProviderRpc for ProviderService {
         respond!(result, pb::configure_provider::Response)
     }
 
-    async fn read_resource(
-        &self,
-        req: Request<pb::read_resource::Request>,
-    ) -> RpcResult<pb::read_resource::Response> {
+    async fn read_resource(&self, req: Request<pb::read_resource::Request>) -> RpcResult<pb::read_resource::Response> {
         let req = req.into_inner();
         let result = async {
             let r = self.resource(&req.type_name)?;
@@ -428,10 +407,7 @@ impl ProviderRpc for ProviderService {
             } else {
                 let mut v = r
                     .imp
-                    .read(ReadRequest {
-                        ctx: self.ctx(),
-                        state,
-                    })
+                    .read(ReadRequest { ctx: self.ctx(), state })
                     .await?
                     .unwrap_or(Value::Null);
                 scrub_unknowns(&mut v);
@@ -451,20 +427,14 @@ impl ProviderRpc for ProviderService {
         &self,
         req: Request<pb::plan_resource_change::Request>,
     ) -> RpcResult<pb::plan_resource_change::Response> {
-        respond!(
-            self.plan(req.into_inner()).await,
-            pb::plan_resource_change::Response
-        )
+        respond!(self.plan(req.into_inner()).await, pb::plan_resource_change::Response)
     }
 
     async fn apply_resource_change(
         &self,
         req: Request<pb::apply_resource_change::Request>,
     ) -> RpcResult<pb::apply_resource_change::Response> {
-        respond!(
-            self.apply(req.into_inner()).await,
-            pb::apply_resource_change::Response
-        )
+        respond!(self.apply(req.into_inner()).await, pb::apply_resource_change::Response)
     }
 
     async fn import_resource_state(
@@ -512,21 +482,13 @@ impl ProviderRpc for ProviderService {
         respond!(result, pb::read_data_source::Response)
     }
 
-    async fn get_functions(
-        &self,
-        _: Request<pb::get_functions::Request>,
-    ) -> RpcResult<pb::get_functions::Response> {
+    async fn get_functions(&self, _: Request<pb::get_functions::Request>) -> RpcResult<pb::get_functions::Response> {
         Ok(Response::new(pb::get_functions::Response::default()))
     }
 
-    async fn stop_provider(
-        &self,
-        _: Request<pb::stop_provider::Request>,
-    ) -> RpcResult<pb::stop_provider::Response> {
+    async fn stop_provider(&self, _: Request<pb::stop_provider::Request>) -> RpcResult<pb::stop_provider::Response> {
         tracing::info!("Terraform asked the provider to stop: cancelling waits in progress");
         let _ = self.stop_tx.send(true);
-        Ok(Response::new(pb::stop_provider::Response {
-            error: String::new(),
-        }))
+        Ok(Response::new(pb::stop_provider::Response { error: String::new() }))
     }
 }

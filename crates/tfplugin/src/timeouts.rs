@@ -26,9 +26,7 @@ pub fn block(operations: &[&str]) -> NestedBlock {
 
 /// Parses `1h30m`, `45s`, `90m`, `2h`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || {
-        format!("{text:?} is not a duration: use a number with a unit, like \"30m\", \"1h30m\" or \"45s\"")
-    };
+    let bad = || format!("{text:?} is not a duration: use a number with a unit, like \"30m\", \"1h30m\" or \"45s\"");
     if text.is_empty() {
         return Err(bad());
     }
@@ -74,11 +72,7 @@ pub fn validate(config: &Value) -> Diagnostics {
         for (op, v) in entries {
             if let Some(s) = v.as_str() {
                 if let Err(e) = parse_duration(s) {
-                    diags.error_at(
-                        AttributePath::root("timeouts").attr(op),
-                        "Invalid timeout",
-                        e,
-                    );
+                    diags.error_at(AttributePath::root("timeouts").attr(op), "Invalid timeout", e);
                 }
             }
         }

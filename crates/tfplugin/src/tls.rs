@@ -8,9 +8,7 @@
 use std::sync::Arc;
 
 use rustls::client::danger::HandshakeSignatureValid;
-use rustls::crypto::{
-    verify_tls12_signature, verify_tls13_signature, CryptoProvider, WebPkiSupportedAlgorithms,
-};
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
@@ -47,11 +45,7 @@ impl ClientCertVerifier for ExactClientCert {
         _intermediates: &[CertificateDer<'_>],
         _now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        if self
-            .expected
-            .iter()
-            .any(|c| c.as_slice() == end_entity.as_ref())
-        {
+        if self.expected.iter().any(|c| c.as_slice() == end_entity.as_ref()) {
             Ok(ClientCertVerified::assertion())
         } else {
             Err(rustls::Error::General(
@@ -102,12 +96,9 @@ fn verify_p521(
     signature: &[u8],
 ) -> Result<HandshakeSignatureValid, rustls::Error> {
     use p521::ecdsa::signature::Verifier as _;
-    let point =
-        subject_public_key(cert.as_ref()).ok_or_else(|| bad_cert("cannot find its public key"))?;
-    let key = p521::ecdsa::VerifyingKey::from_sec1_bytes(point)
-        .map_err(|_| bad_cert("not a P-521 key"))?;
-    let sig = p521::ecdsa::Signature::from_der(signature)
-        .map_err(|_| bad_cert("malformed P-521 signature"))?;
+    let point = subject_public_key(cert.as_ref()).ok_or_else(|| bad_cert("cannot find its public key"))?;
+    let key = p521::ecdsa::VerifyingKey::from_sec1_bytes(point).map_err(|_| bad_cert("not a P-521 key"))?;
+    let sig = p521::ecdsa::Signature::from_der(signature).map_err(|_| bad_cert("malformed P-521 signature"))?;
     key.verify(message, &sig)
         .map_err(|_| bad_cert("P-521 signature does not verify"))?;
     Ok(HandshakeSignatureValid::assertion())
@@ -124,9 +115,7 @@ fn der_next(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
         if n == 0 || n > 4 || rest.len() < n {
             return None;
         }
-        let len = rest[..n]
-            .iter()
-            .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
+        let len = rest[..n].iter().fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
         (len, &rest[n..])
     };
     (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
@@ -177,16 +166,12 @@ pub fn parse_client_certs(pem: &str) -> Result<Vec<Vec<u8>>, String> {
 /// A self-signed certificate for `localhost`, shaped like go-plugin's own (CA bit set, so
 /// the client can trust it as its own root), and its PKCS#8 key.
 pub fn self_signed() -> Result<(Vec<u8>, Vec<u8>), String> {
-    let key =
-        rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(|e| e.to_string())?;
-    let mut params =
-        rcgen::CertificateParams::new(vec!["localhost".to_string()]).map_err(|e| e.to_string())?;
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(|e| e.to_string())?;
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).map_err(|e| e.to_string())?;
     params
         .distinguished_name
         .push(rcgen::DnType::OrganizationName, "HashiCorp");
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "localhost");
+    params.distinguished_name.push(rcgen::DnType::CommonName, "localhost");
     params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     params.key_usages = vec![
         rcgen::KeyUsagePurpose::DigitalSignature,
@@ -286,10 +271,7 @@ mod tests {
     }
 
     /// A TLS client like Terraform's: trusts the server's own cert, presents its client cert.
-    async fn connect(
-        server: &ServerTls,
-        client: Option<(Vec<u8>, Vec<u8>)>,
-    ) -> Result<Vec<u8>, String> {
+    async fn connect(server: &ServerTls, client: Option<(Vec<u8>, Vec<u8>)>) -> Result<Vec<u8>, String> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(|e| e.to_string())?;
@@ -322,14 +304,9 @@ mod tests {
         };
         cfg.alpn_protocols = vec![b"h2".to_vec()];
         let connector = tokio_rustls::TlsConnector::from(Arc::new(cfg));
-        let tcp = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| e.to_string())?;
+        let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
         let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
-        let mut tls = connector
-            .connect(name, tcp)
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut tls = connector.connect(name, tcp).await.map_err(|e| e.to_string())?;
         let mut buf = Vec::new();
         let read = tls.read_to_end(&mut buf).await.map_err(|e| e.to_string());
         let served = srv.await.map_err(|e| e.to_string())?;
@@ -355,10 +332,7 @@ mod tests {
             connect(&server, Some(other)).await.is_err(),
             "a different client cert must be refused"
         );
-        assert!(
-            connect(&server, None).await.is_err(),
-            "no client cert must be refused"
-        );
+        assert!(connect(&server, None).await.is_err(), "no client cert must be refused");
     }
 
     #[test]

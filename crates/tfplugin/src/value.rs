@@ -46,12 +46,7 @@ impl Type {
             Type::Map(t) => J::Array(vec![J::from("map"), t.to_json()]),
             Type::Object(attrs) => J::Array(vec![
                 J::from("object"),
-                J::Object(
-                    attrs
-                        .iter()
-                        .map(|(k, t)| (k.clone(), t.to_json()))
-                        .collect(),
-                ),
+                J::Object(attrs.iter().map(|(k, t)| (k.clone(), t.to_json())).collect()),
             ]),
             Type::Tuple(elems) => J::Array(vec![
                 J::from("tuple"),
@@ -95,10 +90,7 @@ impl Type {
                     "tuple" => {
                         let elems = arg.as_array().ok_or_else(bad)?;
                         Ok(Type::Tuple(
-                            elems
-                                .iter()
-                                .map(Type::from_json)
-                                .collect::<Result<_, _>>()?,
+                            elems.iter().map(Type::from_json).collect::<Result<_, _>>()?,
                         ))
                     }
                     _ => Err(bad()),
@@ -109,8 +101,8 @@ impl Type {
     }
 
     pub fn from_json_bytes(bytes: &[u8]) -> Result<Type, CodecError> {
-        let json: serde_json::Value = serde_json::from_slice(bytes)
-            .map_err(|e| CodecError::new(format!("type is not JSON: {e}")))?;
+        let json: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| CodecError::new(format!("type is not JSON: {e}")))?;
         Type::from_json(&json)
     }
 }
@@ -150,11 +142,7 @@ impl Number {
         if int_part.is_empty() && frac_part.is_empty() {
             return Err(bad());
         }
-        if !int_part
-            .bytes()
-            .chain(frac_part.bytes())
-            .all(|b| b.is_ascii_digit())
-        {
+        if !int_part.bytes().chain(frac_part.bytes()).all(|b| b.is_ascii_digit()) {
             return Err(bad());
         }
         if exponent.unsigned_abs() > 10_000 {
@@ -185,11 +173,7 @@ impl Number {
         if negative && !(int_digits.is_empty() && frac_digits.is_empty()) {
             out.push('-');
         }
-        out.push_str(if int_digits.is_empty() {
-            "0"
-        } else {
-            int_digits
-        });
+        out.push_str(if int_digits.is_empty() { "0" } else { int_digits });
         if !frac_digits.is_empty() {
             out.push('.');
             out.push_str(frac_digits);
@@ -295,9 +279,7 @@ impl Value {
     pub fn is_wholly_known(&self) -> bool {
         match self {
             Value::Unknown => false,
-            Value::List(v) | Value::Set(v) | Value::Tuple(v) => {
-                v.iter().all(Value::is_wholly_known)
-            }
+            Value::List(v) | Value::Set(v) | Value::Tuple(v) => v.iter().all(Value::is_wholly_known),
             Value::Map(m) | Value::Object(m) => m.values().all(Value::is_wholly_known),
             Value::Dynamic(_, v) => v.is_wholly_known(),
             _ => true,
@@ -367,9 +349,7 @@ impl Value {
     /// A null value shaped like `ty`: objects get every attribute set to null.
     pub fn null_object(ty: &Type) -> Value {
         match ty {
-            Type::Object(attrs) => {
-                Value::Object(attrs.keys().map(|k| (k.clone(), Value::Null)).collect())
-            }
+            Type::Object(attrs) => Value::Object(attrs.keys().map(|k| (k.clone(), Value::Null)).collect()),
             _ => Value::Null,
         }
     }
@@ -425,18 +405,13 @@ mod tests {
 
     #[test]
     fn floats_convert_exactly() {
-        assert_eq!(
-            Number::from_f64(0.5).map(|n| n.to_string()),
-            Ok("0.5".into())
-        );
+        assert_eq!(Number::from_f64(0.5).map(|n| n.to_string()), Ok("0.5".into()));
         assert_eq!(
             Number::from_f64(1e20).map(|n| n.to_string()),
             Ok("100000000000000000000".into())
         );
         let tenth = Number::from_f64(0.1).expect("finite");
-        assert!(tenth
-            .as_str()
-            .starts_with("0.1000000000000000055511151231257827"));
+        assert!(tenth.as_str().starts_with("0.1000000000000000055511151231257827"));
         assert_eq!(Number::parse("0.5").expect("num").as_exact_f64(), Some(0.5));
         assert_eq!(Number::parse("0.1").expect("num").as_exact_f64(), None);
         assert!(Number::from_f64(f64::NAN).is_err());
@@ -446,29 +421,19 @@ mod tests {
     fn types_round_trip_through_json() {
         let ty = Type::Object(BTreeMap::from([
             ("a".to_string(), Type::list(Type::String)),
-            (
-                "b".to_string(),
-                Type::Tuple(vec![Type::Bool, Type::Dynamic]),
-            ),
+            ("b".to_string(), Type::Tuple(vec![Type::Bool, Type::Dynamic])),
             ("c".to_string(), Type::map(Type::set(Type::Number))),
         ]));
         let json = ty.to_json_bytes();
         assert_eq!(Type::from_json_bytes(&json), Ok(ty));
         let with_optional = br#"["object",{"x":"string"},["x"]]"#;
-        assert!(matches!(
-            Type::from_json_bytes(with_optional),
-            Ok(Type::Object(_))
-        ));
+        assert!(matches!(Type::from_json_bytes(with_optional), Ok(Type::Object(_))));
         assert!(Type::from_json_bytes(br#"["bogus","string"]"#).is_err());
     }
 
     #[test]
     fn sets_are_order_insensitive() {
-        let a = Value::set(vec![
-            Value::string("b"),
-            Value::string("a"),
-            Value::string("a"),
-        ]);
+        let a = Value::set(vec![Value::string("b"), Value::string("a"), Value::string("a")]);
         let b = Value::set(vec![Value::string("a"), Value::string("b")]);
         assert_eq!(a, b);
         assert_eq!(a.elements().len(), 2);

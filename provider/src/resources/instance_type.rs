@@ -2,9 +2,7 @@
 //! EFA, network cards), plus the on-demand price this provider uses for cost guardrails.
 
 use async_trait::async_trait;
-use tfplugin::{
-    Attribute, AttributePath, Block, Ctx, DataSource, Diagnostic, Diagnostics, Schema, Type, Value,
-};
+use tfplugin::{Attribute, AttributePath, Block, Ctx, DataSource, Diagnostic, Diagnostics, Schema, Type, Value};
 
 use crate::convert::{object, of_int, of_string};
 use crate::pricing;
@@ -18,28 +16,15 @@ fn schema() -> Schema {
     Schema::new(
         0,
         Block::new(vec![
-            Attribute::required("instance_type", Type::String)
-                .description("EC2 instance type, e.g. `p5.48xlarge`."),
+            Attribute::required("instance_type", Type::String).description("EC2 instance type, e.g. `p5.48xlarge`."),
             c("id", Type::String, "The instance type."),
             c("vcpus", Type::Number, "Default vCPUs."),
             c("cores", Type::Number, "Physical cores."),
-            c(
-                "threads_per_core",
-                Type::Number,
-                "Hardware threads per core.",
-            ),
+            c("threads_per_core", Type::Number, "Hardware threads per core."),
             c("memory_mib", Type::Number, "Memory in MiB."),
             c("gpus", Type::Number, "GPU count (0 without GPUs)."),
-            c(
-                "gpu_model",
-                Type::String,
-                "GPU model as EC2 names it, e.g. `H100`.",
-            ),
-            c(
-                "gpu_manufacturer",
-                Type::String,
-                "GPU manufacturer, e.g. `NVIDIA`.",
-            ),
+            c("gpu_model", Type::String, "GPU model as EC2 names it, e.g. `H100`."),
+            c("gpu_manufacturer", Type::String, "GPU manufacturer, e.g. `NVIDIA`."),
             c("gpu_memory_mib", Type::Number, "Memory per GPU in MiB."),
             c(
                 "efa_supported",
@@ -83,11 +68,7 @@ impl DataSource for InstanceTypeData {
 
     async fn read(&self, ctx: Ctx, config: Value) -> Result<Value, Diagnostics> {
         let clients = ctx.provider::<Clients>().map_err(Diagnostics::from)?;
-        let name = config
-            .attr("instance_type")
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let name = config.attr("instance_type").as_str().unwrap_or_default().to_string();
         let infos = clients
             .ec2
             .instance_types(std::slice::from_ref(&name))
@@ -107,10 +88,7 @@ impl DataSource for InstanceTypeData {
             ("id", Value::string(&t.instance_type)),
             ("vcpus", Value::int(i64::from(t.vcpus))),
             ("cores", Value::int(i64::from(t.cores))),
-            (
-                "threads_per_core",
-                Value::int(i64::from(t.threads_per_core)),
-            ),
+            ("threads_per_core", Value::int(i64::from(t.threads_per_core))),
             ("memory_mib", of_int(i64::try_from(t.memory_mib).ok())),
             ("gpus", Value::int(i64::from(t.gpus))),
             ("gpu_model", of_string(t.gpu_model.clone())),
@@ -120,18 +98,9 @@ impl DataSource for InstanceTypeData {
                 of_int(t.gpu_memory_mib.and_then(|m| i64::try_from(m).ok())),
             ),
             ("efa_supported", Value::Bool(t.efa_supported)),
-            (
-                "max_efa_interfaces",
-                Value::int(i64::from(t.max_efa_interfaces)),
-            ),
-            (
-                "network_cards",
-                Value::int(t.network_cards.len().max(1) as i64),
-            ),
-            (
-                "architectures",
-                crate::convert::of_list(Some(&t.architectures)),
-            ),
+            ("max_efa_interfaces", Value::int(i64::from(t.max_efa_interfaces))),
+            ("network_cards", Value::int(t.network_cards.len().max(1) as i64)),
+            ("architectures", crate::convert::of_list(Some(&t.architectures))),
             (
                 "on_demand_hourly_price",
                 price

@@ -7,18 +7,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hpc_aws::fsx::{
-    rules, DataRepositoryAssociation, DataRepositorySpec, LogSpec, LustreFileSystem, LustreSpec,
-    MetadataSpec, RootSquashSpec,
+    rules, DataRepositoryAssociation, DataRepositorySpec, LogSpec, LustreFileSystem, LustreSpec, MetadataSpec,
+    RootSquashSpec,
 };
 use tfplugin::{
-    timeouts, ApplyOutcome, Attribute, Block, BlockNesting, CreateRequest, Ctx, DeleteRequest,
-    Diagnostic, Diagnostics, ImportRequest, NestedBlock, Nesting, PlanRequest, ReadRequest,
-    Resource, Schema, Type, UpdateRequest, ValidateRequest, Value,
+    timeouts, ApplyOutcome, Attribute, Block, BlockNesting, CreateRequest, Ctx, DeleteRequest, Diagnostic, Diagnostics,
+    ImportRequest, NestedBlock, Nesting, PlanRequest, ReadRequest, Resource, Schema, Type, UpdateRequest,
+    ValidateRequest, Value,
 };
 
-use crate::convert::{
-    self, boolean, int, object, of_int, of_list, of_map, of_set, of_string, pairs, string, strings,
-};
+use crate::convert::{self, boolean, int, object, of_int, of_list, of_map, of_set, of_string, pairs, string, strings};
 use crate::provider::Clients;
 use crate::resources::{aws_diag, or_stop};
 
@@ -39,11 +37,8 @@ fn n(name: &str) -> Attribute {
 }
 
 fn schema() -> Schema {
-    let computed = |name: &str, ty: Type, doc: &str| {
-        Attribute::computed(name, ty)
-            .description(doc)
-            .use_state_for_unknown()
-    };
+    let computed =
+        |name: &str, ty: Type, doc: &str| Attribute::computed(name, ty).description(doc).use_state_for_unknown();
     let data_repository = Block::new(vec![
         Attribute::required("file_system_path", Type::String)
             .description("Path in the file system the S3 prefix appears at, e.g. `/ns1`. Unique per file system."),
@@ -61,7 +56,8 @@ fn schema() -> Schema {
         Attribute::optional("delete_data_in_file_system", Type::Bool)
             .description("When the association is removed, also delete its files from the file system.")
             .default(Value::Bool(false)),
-        Attribute::computed("association_id", Type::String).description("The data repository association id (`dra-...`)."),
+        Attribute::computed("association_id", Type::String)
+            .description("The data repository association id (`dra-...`)."),
     ]);
     Schema::new(
         0,
@@ -250,39 +246,20 @@ fn spec_of(v: &Value) -> LustreSpec {
 
 fn data_repository_value(d: &DataRepositoryAssociation, prior: &Value) -> Value {
     object(vec![
-        (
-            "file_system_path",
-            of_string(d.spec.file_system_path.clone()),
-        ),
-        (
-            "data_repository_path",
-            of_string(d.spec.data_repository_path.clone()),
-        ),
+        ("file_system_path", of_string(d.spec.file_system_path.clone())),
+        ("data_repository_path", of_string(d.spec.data_repository_path.clone())),
         (
             "batch_import_meta_data_on_create",
             Value::Bool(d.spec.batch_import_meta_data_on_create.unwrap_or(false)),
         ),
-        (
-            "imported_file_chunk_size",
-            of_int(d.spec.imported_file_chunk_size),
-        ),
+        ("imported_file_chunk_size", of_int(d.spec.imported_file_chunk_size)),
         (
             "auto_import_events",
-            of_set(
-                d.spec
-                    .auto_import_events
-                    .as_deref()
-                    .filter(|e| !e.is_empty()),
-            ),
+            of_set(d.spec.auto_import_events.as_deref().filter(|e| !e.is_empty())),
         ),
         (
             "auto_export_events",
-            of_set(
-                d.spec
-                    .auto_export_events
-                    .as_deref()
-                    .filter(|e| !e.is_empty()),
-            ),
+            of_set(d.spec.auto_export_events.as_deref().filter(|e| !e.is_empty())),
         ),
         (
             "delete_data_in_file_system",
@@ -294,22 +271,14 @@ fn data_repository_value(d: &DataRepositoryAssociation, prior: &Value) -> Value 
 
 /// State from what FSx reports. Settings FSx does not report (security groups, final backup
 /// settings, timeouts, user tags vs default tags) come from `prior`.
-fn state_of(
-    fs: &LustreFileSystem,
-    dras: &[DataRepositoryAssociation],
-    prior: &Value,
-    clients: &Clients,
-) -> Value {
+fn state_of(fs: &LustreFileSystem, dras: &[DataRepositoryAssociation], prior: &Value, clients: &Clients) -> Value {
     let sp = &fs.spec;
     let tags_all = sp.tags.clone().unwrap_or_default();
     // User tags are the reported tags minus default tags that nobody overrode.
     let tags: Vec<(String, String)> = tags_all
         .iter()
         .filter(|(k, v)| {
-            let prior_has = prior
-                .attr("tags")
-                .entries()
-                .is_some_and(|m| m.contains_key(k));
+            let prior_has = prior.attr("tags").entries().is_some_and(|m| m.contains_key(k));
             prior_has || clients.default_tags.get(k) != Some(v)
         })
         .cloned()
@@ -325,10 +294,8 @@ fn state_of(
             ordered.push(d);
         }
     }
-    let mut rest: Vec<&DataRepositoryAssociation> = dras
-        .iter()
-        .filter(|d| !ordered.iter().any(|o| o.id == d.id))
-        .collect();
+    let mut rest: Vec<&DataRepositoryAssociation> =
+        dras.iter().filter(|d| !ordered.iter().any(|o| o.id == d.id)).collect();
     rest.sort_by(|a, b| a.spec.file_system_path.cmp(&b.spec.file_system_path));
     ordered.extend(rest);
     let repos = ordered
@@ -342,17 +309,14 @@ fn state_of(
         })
         .collect();
     // FSx reports associations separately from the file system's settings.
-    let skip_final_backup = boolean(prior.attr("skip_final_backup"))
-        .unwrap_or_else(|| default_skip_final_backup(sp) || !dras.is_empty());
+    let skip_final_backup =
+        boolean(prior.attr("skip_final_backup")).unwrap_or_else(|| default_skip_final_backup(sp) || !dras.is_empty());
     object(vec![
         ("id", Value::string(&fs.id)),
         ("arn", Value::string(&fs.arn)),
         ("dns_name", Value::string(&fs.dns_name)),
         ("mount_name", Value::string(&fs.mount_name)),
-        (
-            "network_interface_ids",
-            of_list(Some(&fs.network_interface_ids)),
-        ),
+        ("network_interface_ids", of_list(Some(&fs.network_interface_ids))),
         ("vpc_id", Value::string(&fs.vpc_id)),
         ("owner_id", Value::string(&fs.owner_id)),
         (
@@ -366,29 +330,17 @@ fn state_of(
             "storage_type",
             of_string(sp.storage_type.clone().or_else(|| Some("SSD".into()))),
         ),
-        (
-            "per_unit_storage_throughput",
-            of_int(sp.per_unit_storage_throughput),
-        ),
+        ("per_unit_storage_throughput", of_int(sp.per_unit_storage_throughput)),
         ("drive_cache_type", of_string(sp.drive_cache_type.clone())),
         (
             "data_compression_type",
-            of_string(
-                sp.data_compression_type
-                    .clone()
-                    .or_else(|| Some("NONE".into())),
-            ),
+            of_string(sp.data_compression_type.clone().or_else(|| Some("NONE".into()))),
         ),
         (
             "metadata_configuration",
             sp.metadata_configuration
                 .as_ref()
-                .map(|m| {
-                    object(vec![
-                        ("mode", of_string(m.mode.clone())),
-                        ("iops", of_int(m.iops)),
-                    ])
-                })
+                .map(|m| object(vec![("mode", of_string(m.mode.clone())), ("iops", of_int(m.iops))]))
                 .unwrap_or(Value::Null),
         ),
         ("efa_enabled", Value::Bool(sp.efa_enabled.unwrap_or(false))),
@@ -396,10 +348,7 @@ fn state_of(
             "root_squash_configuration",
             sp.root_squash_configuration
                 .as_ref()
-                .filter(|r| {
-                    r.root_squash.is_some()
-                        || r.no_squash_nids.as_ref().is_some_and(|n| !n.is_empty())
-                })
+                .filter(|r| r.root_squash.is_some() || r.no_squash_nids.as_ref().is_some_and(|n| !n.is_empty()))
                 .map(|r| {
                     object(vec![
                         ("root_squash", of_string(r.root_squash.clone())),
@@ -425,10 +374,7 @@ fn state_of(
         ),
         ("kms_key_id", of_string(sp.kms_key_id.clone())),
         ("subnet_ids", of_list(sp.subnet_ids.as_deref())),
-        (
-            "security_group_ids",
-            prior.attr("security_group_ids").clone(),
-        ),
+        ("security_group_ids", prior.attr("security_group_ids").clone()),
         (
             "weekly_maintenance_start_time",
             of_string(sp.weekly_maintenance_start_time.clone()),
@@ -449,14 +395,8 @@ fn state_of(
         ("final_backup_tags", prior.attr("final_backup_tags").clone()),
         ("import_path", of_string(sp.import_path.clone())),
         ("export_path", of_string(sp.export_path.clone())),
-        (
-            "auto_import_policy",
-            of_string(sp.auto_import_policy.clone()),
-        ),
-        (
-            "imported_file_chunk_size",
-            of_int(sp.imported_file_chunk_size),
-        ),
+        ("auto_import_policy", of_string(sp.auto_import_policy.clone())),
+        ("imported_file_chunk_size", of_int(sp.imported_file_chunk_size)),
         (
             "file_system_type_version",
             of_string(sp.file_system_type_version.clone()),
@@ -485,10 +425,7 @@ fn config_spec(config: &Value) -> LustreSpec {
 
 /// FSx backs up only persistent file systems not linked to S3 (CreateBackup).
 fn default_skip_final_backup(spec: &LustreSpec) -> bool {
-    let scratch = spec
-        .deployment_type
-        .as_deref()
-        .is_none_or(|d| d.starts_with("SCRATCH"));
+    let scratch = spec.deployment_type.as_deref().is_none_or(|d| d.starts_with("SCRATCH"));
     scratch || spec.import_path.is_some() || !spec.data_repositories.is_empty()
 }
 
@@ -527,8 +464,7 @@ impl Resource for LustreFs {
         let planned = &mut req.planned;
         let spec = spec_of(planned);
         if req.config.attr("skip_final_backup").is_null() {
-            let default = if spec.import_path.is_none() && planned.attr("import_path").is_unknown()
-            {
+            let default = if spec.import_path.is_none() && planned.attr("import_path").is_unknown() {
                 Value::Unknown
             } else {
                 Value::Bool(default_skip_final_backup(&spec))
@@ -555,13 +491,9 @@ impl Resource for LustreFs {
                         p.attr("file_system_path") == r.attr("file_system_path")
                             && p.attr("data_repository_path") == r.attr("data_repository_path")
                     });
-                    let id = same
-                        .map(|p| p.attr("association_id").clone())
-                        .unwrap_or(Value::Unknown);
+                    let id = same.map(|p| p.attr("association_id").clone()).unwrap_or(Value::Unknown);
                     r.set_attr("association_id", id);
-                    if r.attr("imported_file_chunk_size").is_null()
-                        || r.attr("imported_file_chunk_size").is_unknown()
-                    {
+                    if r.attr("imported_file_chunk_size").is_null() || r.attr("imported_file_chunk_size").is_unknown() {
                         let prior_chunk = same
                             .map(|p| p.attr("imported_file_chunk_size").clone())
                             .unwrap_or(Value::Unknown);
@@ -576,9 +508,7 @@ impl Resource for LustreFs {
             // A plan made with values known only now is checked here (validate skipped it).
             if planned_is_checkable(&req.config) {
                 req.diagnostics
-                    .extend(violations_to_diags(rules::validate(&config_spec(
-                        &req.config,
-                    ))));
+                    .extend(violations_to_diags(rules::validate(&config_spec(&req.config))));
             }
             return;
         }
@@ -594,9 +524,7 @@ impl Resource for LustreFs {
         }
         if planned_is_checkable(&req.config) {
             req.diagnostics
-                .extend(violations_to_diags(rules::validate(&config_spec(
-                    &req.config,
-                ))));
+                .extend(violations_to_diags(rules::validate(&config_spec(&req.config))));
         }
     }
 
@@ -611,12 +539,7 @@ impl Resource for LustreFs {
         let token = uuid_token();
         let created = match clients.fsx.create_lustre(&spec, &token).await {
             Ok(fs) => fs,
-            Err(e) => {
-                return ApplyOutcome::failed(
-                    Value::Null,
-                    aws_diag("Cannot create Lustre file system", &e),
-                )
-            }
+            Err(e) => return ApplyOutcome::failed(Value::Null, aws_diag("Cannot create Lustre file system", &e)),
         };
         tracing::info!(file_system = %created.id, "created Lustre file system, waiting for AVAILABLE");
         // From here on, a failure still records the file system (tainted) so it is not leaked.
@@ -630,17 +553,13 @@ impl Resource for LustreFs {
         {
             Ok(fs) => fs,
             Err(e) => {
-                return ApplyOutcome::failed(
-                    partial,
-                    aws_diag("Lustre file system did not become available", &e),
-                )
+                return ApplyOutcome::failed(partial, aws_diag("Lustre file system did not become available", &e))
             }
         };
         let tags = spec.tags.clone().unwrap_or_default();
         let mut diags = Diagnostics::new();
         for repo in &spec.data_repositories {
-            if let Err(e) = create_repository(&req.ctx, clients, &fs.id, repo, &tags, timeout).await
-            {
+            if let Err(e) = create_repository(&req.ctx, clients, &fs.id, repo, &tags, timeout).await {
                 diags.extend(aws_diag("Cannot create data repository association", &e));
                 break;
             }
@@ -693,27 +612,13 @@ impl Resource for LustreFs {
                 clients.fsx.update_lustre(&id, &old, &new, timeout),
             )
             .await?;
-            let arn = req
-                .prior
-                .attr("arn")
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
+            let arn = req.prior.attr("arn").as_str().unwrap_or_default().to_string();
             let old_tags = pairs(req.prior.attr("tags_all")).unwrap_or_default();
             let new_tags = pairs(req.planned.attr("tags_all")).unwrap_or_default();
             if old_tags != new_tags {
                 clients.fsx.update_tags(&arn, &old_tags, &new_tags).await?;
             }
-            sync_repositories(
-                &req.ctx,
-                clients,
-                &id,
-                &req.prior,
-                &req.planned,
-                &new_tags,
-                timeout,
-            )
-            .await
+            sync_repositories(&req.ctx, clients, &id, &req.prior, &req.planned, &new_tags, timeout).await
         };
         if let Err(e) = steps.await {
             diags.extend(aws_diag("Cannot update Lustre file system", &e));
@@ -765,9 +670,7 @@ impl Resource for LustreFs {
         if !id.starts_with("fs-") {
             return Err(Diagnostic::error(
                 "Invalid import id",
-                format!(
-                    "{id:?} is not an FSx file system id; use the id, e.g. fs-0123456789abcdef0."
-                ),
+                format!("{id:?} is not an FSx file system id; use the id, e.g. fs-0123456789abcdef0."),
             )
             .into());
         }
@@ -899,9 +802,7 @@ mod tests {
 
     #[tokio::test]
     async fn bad_capacity_is_rejected_with_its_path() {
-        let diags = LustreFs
-            .validate(ValidateRequest { config: config() })
-            .await;
+        let diags = LustreFs.validate(ValidateRequest { config: config() }).await;
         assert!(diags.has_errors());
         let d = &diags.0[0];
         assert_eq!(
@@ -915,10 +816,7 @@ mod tests {
     async fn unknown_values_defer_validation() {
         let mut c = config();
         c.set_attr("subnet_ids", Value::Unknown);
-        assert!(LustreFs
-            .validate(ValidateRequest { config: c })
-            .await
-            .is_empty());
+        assert!(LustreFs.validate(ValidateRequest { config: c }).await.is_empty());
     }
 
     #[test]
@@ -943,10 +841,7 @@ mod tests {
             "data_repository",
             Value::List(vec![object(vec![
                 ("file_system_path", Value::string("/datasets")),
-                (
-                    "data_repository_path",
-                    Value::string("s3://bucket/datasets"),
-                ),
+                ("data_repository_path", Value::string("s3://bucket/datasets")),
                 ("batch_import_meta_data_on_create", Value::Null),
                 ("imported_file_chunk_size", Value::Null),
                 ("auto_import_events", Value::Null),
@@ -979,9 +874,6 @@ mod tests {
                 iops: Some(3000)
             })
         );
-        assert_eq!(
-            spec.subnet_ids,
-            Some(vec!["subnet-0123456789abcdef0".to_string()])
-        );
+        assert_eq!(spec.subnet_ids, Some(vec!["subnet-0123456789abcdef0".to_string()]));
     }
 }

@@ -1,8 +1,10 @@
 //! One module per resource type, plus what they share.
 
+pub mod cluster;
 pub mod instance_type;
 pub mod lustre_fs;
 pub mod network;
+pub mod partition;
 
 use hpc_aws::AwsError;
 use tfplugin::{Ctx, Diagnostic, Diagnostics};

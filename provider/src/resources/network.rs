@@ -7,9 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use hpc_aws::ec2::{network_cidrs, Network, NetworkSpec};
 use tfplugin::{
-    timeouts, ApplyOutcome, Attribute, AttributePath, Block, CreateRequest, DeleteRequest,
-    Diagnostic, Diagnostics, PlanRequest, ReadRequest, Resource, Schema, Type, UpdateRequest,
-    ValidateRequest, Value,
+    timeouts, ApplyOutcome, Attribute, AttributePath, Block, CreateRequest, DeleteRequest, Diagnostic, Diagnostics,
+    PlanRequest, ReadRequest, Resource, Schema, Type, UpdateRequest, ValidateRequest, Value,
 };
 
 use crate::convert::{self, boolean, of_map, pairs, string, strings};
@@ -23,11 +22,8 @@ const DELETE_TIMEOUT: Duration = Duration::from_secs(20 * 60);
 const MAX_ZONES: usize = 6;
 
 fn schema() -> Schema {
-    let computed = |name: &str, ty: Type, doc: &str| {
-        Attribute::computed(name, ty)
-            .description(doc)
-            .use_state_for_unknown()
-    };
+    let computed =
+        |name: &str, ty: Type, doc: &str| Attribute::computed(name, ty).description(doc).use_state_for_unknown();
     Schema::new(
         0,
         Block::new(vec![
@@ -90,18 +86,12 @@ fn state_of(net: &Network, planned: &Value) -> Value {
     v.set_attr("internet_gateway_id", s(&net.internet_gateway_id));
     v.set_attr("public_route_table_id", s(&net.public_route_table_id));
     v.set_attr("private_route_table_id", s(&net.private_route_table_id));
-    v.set_attr(
-        "nat_gateway_id",
-        convert::of_string(net.nat_gateway_id.clone()),
-    );
+    v.set_attr("nat_gateway_id", convert::of_string(net.nat_gateway_id.clone()));
     v.set_attr(
         "nat_eip_allocation_id",
         convert::of_string(net.eip_allocation_id.clone()),
     );
-    v.set_attr(
-        "s3_endpoint_id",
-        convert::of_string(net.s3_endpoint_id.clone()),
-    );
+    v.set_attr("s3_endpoint_id", convert::of_string(net.s3_endpoint_id.clone()));
     v
 }
 
@@ -166,11 +156,7 @@ impl Resource for HpcNetwork {
         let mut diags = Diagnostics::new();
         if let Some(name) = c.attr("name").as_str() {
             if let Err(why) = valid_name(name, 32) {
-                diags.error_at(
-                    AttributePath::root("name"),
-                    format!("name {name:?} is not valid"),
-                    why,
-                );
+                diags.error_at(AttributePath::root("name"), format!("name {name:?} is not valid"), why);
             }
         }
         if let Some(cidr) = c.attr("cidr_block").as_str() {
@@ -203,27 +189,21 @@ impl Resource for HpcNetwork {
         let Ok(clients) = req.ctx.provider::<Clients>() else {
             return;
         };
-        if let Some(t) = convert::pairs(req.planned.attr("tags"))
-            .or_else(|| req.planned.attr("tags").is_null().then(Vec::new))
+        if let Some(t) =
+            convert::pairs(req.planned.attr("tags")).or_else(|| req.planned.attr("tags").is_null().then(Vec::new))
         {
-            req.planned
-                .set_attr("tags_all", of_map(&clients.tags_all(&t)));
+            req.planned.set_attr("tags_all", of_map(&clients.tags_all(&t)));
         } else {
             req.planned.set_attr("tags_all", Value::Unknown);
         }
         // Default zones come from the region (a read, no change) so the plan shows them.
-        if req.planned.attr("availability_zones").is_unknown()
-            && req.config.attr("availability_zones").is_null()
-        {
+        if req.planned.attr("availability_zones").is_unknown() && req.config.attr("availability_zones").is_null() {
             match clients.ec2.availability_zones().await {
                 Ok(z) => {
                     let two: Vec<String> = z.into_iter().take(2).collect();
-                    req.planned
-                        .set_attr("availability_zones", convert::of_list(Some(&two)));
+                    req.planned.set_attr("availability_zones", convert::of_list(Some(&two)));
                 }
-                Err(e) => req
-                    .diagnostics
-                    .extend(aws_diag("Cannot list availability zones", &e)),
+                Err(e) => req.diagnostics.extend(aws_diag("Cannot list availability zones", &e)),
             }
         }
         if let (Some(zones), false) = (
@@ -234,10 +214,7 @@ impl Resource for HpcNetwork {
                 for z in zones.iter().filter(|z| !known.contains(z)) {
                     req.diagnostics.push(
                         Diagnostic::error(
-                            format!(
-                                "availability zone {z} is not in region {}",
-                                clients.aws.region
-                            ),
+                            format!("availability zone {z} is not in region {}", clients.aws.region),
                             format!("Zones of {}: {}.", clients.aws.region, known.join(", ")),
                         )
                         .at(AttributePath::root("availability_zones")),
@@ -273,9 +250,7 @@ impl Resource for HpcNetwork {
         match result {
             Ok(()) => ApplyOutcome::ok(state),
             // Whatever was made is recorded (tainted) so destroy or the next apply removes it.
-            Err(e) if net.vpc_id.is_empty() => {
-                ApplyOutcome::failed(Value::Null, aws_diag("Cannot create network", &e))
-            }
+            Err(e) if net.vpc_id.is_empty() => ApplyOutcome::failed(Value::Null, aws_diag("Cannot create network", &e)),
             Err(e) => ApplyOutcome::failed(state, aws_diag("Cannot create network", &e)),
         }
     }
@@ -339,13 +314,7 @@ impl Resource for HpcNetwork {
         };
         let net = network_of(&req.prior);
         let timeout = timeouts::get(&req.prior, "delete", DELETE_TIMEOUT);
-        match or_stop(
-            &req.ctx,
-            "deleting network",
-            clients.ec2.delete_network(&net, timeout),
-        )
-        .await
-        {
+        match or_stop(&req.ctx, "deleting network", clients.ec2.delete_network(&net, timeout)).await {
             Ok(()) => Diagnostics::new(),
             Err(e) => aws_diag("Cannot delete network", &e),
         }

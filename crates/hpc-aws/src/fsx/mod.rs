@@ -9,13 +9,12 @@ use std::time::Duration;
 
 use aws_sdk_fsx::types::{
     AutoExportPolicy, AutoImportPolicy, AutoImportPolicyType, CreateFileSystemLustreConfiguration,
-    CreateFileSystemLustreMetadataConfiguration, DataCompressionType,
-    DataRepositoryAssociation as SdkDra, DataRepositoryLifecycle,
-    DeleteFileSystemLustreConfiguration, DriveCacheType, EventType, FileSystem,
-    FileSystemLifecycle, FileSystemType, Filter, FilterName, LustreAccessAuditLogLevel,
-    LustreDeploymentType, LustreLogCreateConfiguration, LustreRootSquashConfiguration,
-    MetadataConfigurationMode, S3DataRepositoryConfiguration, StorageType, Tag,
-    UpdateFileSystemLustreConfiguration, UpdateFileSystemLustreMetadataConfiguration,
+    CreateFileSystemLustreMetadataConfiguration, DataCompressionType, DataRepositoryAssociation as SdkDra,
+    DataRepositoryLifecycle, DeleteFileSystemLustreConfiguration, DriveCacheType, EventType, FileSystem,
+    FileSystemLifecycle, FileSystemType, Filter, FilterName, LustreAccessAuditLogLevel, LustreDeploymentType,
+    LustreLogCreateConfiguration, LustreRootSquashConfiguration, MetadataConfigurationMode,
+    S3DataRepositoryConfiguration, StorageType, Tag, UpdateFileSystemLustreConfiguration,
+    UpdateFileSystemLustreMetadataConfiguration,
 };
 use aws_sdk_fsx::Client;
 
@@ -94,12 +93,10 @@ fn s3_config(spec: &DataRepositorySpec) -> Option<S3DataRepositoryConfiguration>
     Some(
         S3DataRepositoryConfiguration::builder()
             .set_auto_import_policy(
-                events(&spec.auto_import_events)
-                    .map(|e| AutoImportPolicy::builder().set_events(Some(e)).build()),
+                events(&spec.auto_import_events).map(|e| AutoImportPolicy::builder().set_events(Some(e)).build()),
             )
             .set_auto_export_policy(
-                events(&spec.auto_export_events)
-                    .map(|e| AutoExportPolicy::builder().set_events(Some(e)).build()),
+                events(&spec.auto_export_events).map(|e| AutoExportPolicy::builder().set_events(Some(e)).build()),
             )
             .build(),
     )
@@ -133,31 +130,21 @@ impl LustreFileSystem {
         let drc = lc.and_then(|l| l.data_repository_configuration());
         let spec = LustreSpec {
             storage_capacity: fs.storage_capacity().map(i64::from),
-            deployment_type: lc
-                .and_then(|l| l.deployment_type())
-                .map(|d| d.as_str().to_string()),
+            deployment_type: lc.and_then(|l| l.deployment_type()).map(|d| d.as_str().to_string()),
             storage_type: fs.storage_type().map(|s| s.as_str().to_string()),
-            per_unit_storage_throughput: lc
-                .and_then(|l| l.per_unit_storage_throughput())
-                .map(i64::from),
-            drive_cache_type: lc
-                .and_then(|l| l.drive_cache_type())
-                .map(|d| d.as_str().to_string()),
+            per_unit_storage_throughput: lc.and_then(|l| l.per_unit_storage_throughput()).map(i64::from),
+            drive_cache_type: lc.and_then(|l| l.drive_cache_type()).map(|d| d.as_str().to_string()),
             data_compression_type: lc
                 .and_then(|l| l.data_compression_type())
                 .map(|d| d.as_str().to_string()),
-            metadata_configuration: lc.and_then(|l| l.metadata_configuration()).map(|m| {
-                MetadataSpec {
-                    mode: m.mode().map(|x| x.as_str().to_string()),
-                    iops: m.iops().map(i64::from),
-                }
+            metadata_configuration: lc.and_then(|l| l.metadata_configuration()).map(|m| MetadataSpec {
+                mode: m.mode().map(|x| x.as_str().to_string()),
+                iops: m.iops().map(i64::from),
             }),
             efa_enabled: lc.and_then(|l| l.efa_enabled()),
-            root_squash_configuration: lc.and_then(|l| l.root_squash_configuration()).map(|r| {
-                RootSquashSpec {
-                    root_squash: r.root_squash().map(str::to_string),
-                    no_squash_nids: Some(r.no_squash_nids().to_vec()),
-                }
+            root_squash_configuration: lc.and_then(|l| l.root_squash_configuration()).map(|r| RootSquashSpec {
+                root_squash: r.root_squash().map(str::to_string),
+                no_squash_nids: Some(r.no_squash_nids().to_vec()),
             }),
             log_configuration: lc.and_then(|l| l.log_configuration()).map(|l| LogSpec {
                 level: l.level().map(|x| x.as_str().to_string()),
@@ -166,12 +153,8 @@ impl LustreFileSystem {
             kms_key_id: fs.kms_key_id().map(str::to_string),
             subnet_ids: Some(fs.subnet_ids().to_vec()),
             security_group_ids: None,
-            weekly_maintenance_start_time: lc
-                .and_then(|l| l.weekly_maintenance_start_time())
-                .map(str::to_string),
-            automatic_backup_retention_days: lc
-                .and_then(|l| l.automatic_backup_retention_days())
-                .map(i64::from),
+            weekly_maintenance_start_time: lc.and_then(|l| l.weekly_maintenance_start_time()).map(str::to_string),
+            automatic_backup_retention_days: lc.and_then(|l| l.automatic_backup_retention_days()).map(i64::from),
             daily_automatic_backup_start_time: lc
                 .and_then(|l| l.daily_automatic_backup_start_time())
                 .map(str::to_string),
@@ -180,12 +163,8 @@ impl LustreFileSystem {
             final_backup_tags: None,
             import_path: drc.and_then(|d| d.import_path()).map(str::to_string),
             export_path: drc.and_then(|d| d.export_path()).map(str::to_string),
-            auto_import_policy: drc
-                .and_then(|d| d.auto_import_policy())
-                .map(|p| p.as_str().to_string()),
-            imported_file_chunk_size: drc
-                .and_then(|d| d.imported_file_chunk_size())
-                .map(i64::from),
+            auto_import_policy: drc.and_then(|d| d.auto_import_policy()).map(|p| p.as_str().to_string()),
+            imported_file_chunk_size: drc.and_then(|d| d.imported_file_chunk_size()).map(i64::from),
             file_system_type_version: fs.file_system_type_version().map(str::to_string),
             data_repositories: Vec::new(),
             tags: Some(tags_from_sdk(fs.tags())),
@@ -202,9 +181,7 @@ impl LustreFileSystem {
             .map(|a| {
                 format!(
                     "{} {}",
-                    a.administrative_action_type()
-                        .map(|t| t.as_str())
-                        .unwrap_or("ACTION"),
+                    a.administrative_action_type().map(|t| t.as_str()).unwrap_or("ACTION"),
                     a.status().map(|s| s.as_str()).unwrap_or("")
                 )
             })
@@ -225,17 +202,11 @@ impl LustreFileSystem {
             id: fs.file_system_id().unwrap_or_default().to_string(),
             arn: fs.resource_arn().unwrap_or_default().to_string(),
             dns_name: fs.dns_name().unwrap_or_default().to_string(),
-            mount_name: lc
-                .and_then(|l| l.mount_name())
-                .unwrap_or_default()
-                .to_string(),
+            mount_name: lc.and_then(|l| l.mount_name()).unwrap_or_default().to_string(),
             owner_id: fs.owner_id().unwrap_or_default().to_string(),
             vpc_id: fs.vpc_id().unwrap_or_default().to_string(),
             network_interface_ids: fs.network_interface_ids().to_vec(),
-            lifecycle: fs
-                .lifecycle()
-                .map(|l| l.as_str().to_string())
-                .unwrap_or_default(),
+            lifecycle: fs.lifecycle().map(|l| l.as_str().to_string()).unwrap_or_default(),
             failure,
             pending_actions,
             spec,
@@ -249,28 +220,23 @@ impl LustreFileSystem {
         } else {
             self.dns_name.clone()
         };
-        format!("sudo mkdir -p {mount_point} && sudo mount -t lustre -o relatime,flock {dns}@tcp:/{} {mount_point}", self.mount_name)
+        format!(
+            "sudo mkdir -p {mount_point} && sudo mount -t lustre -o relatime,flock {dns}@tcp:/{} {mount_point}",
+            self.mount_name
+        )
     }
 }
 
 impl DataRepositoryAssociation {
     fn from_sdk(d: &SdkDra) -> Self {
         let s3 = d.s3();
-        let ev = |l: Option<&[EventType]>| {
-            l.map(|e| e.iter().map(|x| x.as_str().to_string()).collect::<Vec<_>>())
-        };
+        let ev = |l: Option<&[EventType]>| l.map(|e| e.iter().map(|x| x.as_str().to_string()).collect::<Vec<_>>());
         DataRepositoryAssociation {
             id: d.association_id().unwrap_or_default().to_string(),
             arn: d.resource_arn().unwrap_or_default().to_string(),
             file_system_id: d.file_system_id().unwrap_or_default().to_string(),
-            lifecycle: d
-                .lifecycle()
-                .map(|l| l.as_str().to_string())
-                .unwrap_or_default(),
-            failure: d
-                .failure_details()
-                .and_then(|f| f.message())
-                .map(str::to_string),
+            lifecycle: d.lifecycle().map(|l| l.as_str().to_string()).unwrap_or_default(),
+            failure: d.failure_details().and_then(|f| f.message()).map(str::to_string),
             spec: DataRepositorySpec {
                 file_system_path: d.file_system_path().map(str::to_string),
                 data_repository_path: d.data_repository_path().map(str::to_string),
@@ -307,26 +273,14 @@ impl Fsx {
             .set_import_path(spec.import_path.clone())
             .set_export_path(spec.export_path.clone())
             .set_imported_file_chunk_size(i32_of(spec.imported_file_chunk_size))
-            .set_deployment_type(
-                spec.deployment_type
-                    .as_deref()
-                    .map(LustreDeploymentType::from),
-            )
-            .set_auto_import_policy(
-                spec.auto_import_policy
-                    .as_deref()
-                    .map(AutoImportPolicyType::from),
-            )
+            .set_deployment_type(spec.deployment_type.as_deref().map(LustreDeploymentType::from))
+            .set_auto_import_policy(spec.auto_import_policy.as_deref().map(AutoImportPolicyType::from))
             .set_per_unit_storage_throughput(i32_of(spec.per_unit_storage_throughput))
             .set_daily_automatic_backup_start_time(spec.daily_automatic_backup_start_time.clone())
             .set_automatic_backup_retention_days(i32_of(spec.automatic_backup_retention_days))
             .set_copy_tags_to_backups(spec.copy_tags_to_backups)
             .set_drive_cache_type(spec.drive_cache_type.as_deref().map(DriveCacheType::from))
-            .set_data_compression_type(
-                spec.data_compression_type
-                    .as_deref()
-                    .map(DataCompressionType::from),
-            )
+            .set_data_compression_type(spec.data_compression_type.as_deref().map(DataCompressionType::from))
             .set_efa_enabled(spec.efa_enabled)
             .set_log_configuration(log_config(&spec.log_configuration))
             .set_root_squash_configuration(root_squash(&spec.root_squash_configuration))
@@ -365,12 +319,7 @@ impl Fsx {
 
     /// The file system, or None when it does not exist (or is already deleted).
     pub async fn find_lustre(&self, id: &str) -> Result<Option<LustreFileSystem>> {
-        let res = self
-            .client
-            .describe_file_systems()
-            .file_system_ids(id)
-            .send()
-            .await;
+        let res = self.client.describe_file_systems().file_system_ids(id).send().await;
         match res {
             Ok(out) => Ok(out
                 .file_systems()
@@ -390,58 +339,47 @@ impl Fsx {
 
     /// Waits until AVAILABLE with no administrative action running. Fails fast on FAILED
     /// or MISCONFIGURED with FSx's failure details.
-    pub async fn wait_lustre_available(
-        &self,
-        id: &str,
-        timeout: Duration,
-    ) -> Result<LustreFileSystem> {
+    pub async fn wait_lustre_available(&self, id: &str, timeout: Duration) -> Result<LustreFileSystem> {
         // Right after create, describe may not see the file system yet: allow a short window.
         let mut not_found = 0;
-        wait::until(
-            &format!("Lustre file system {id}"),
-            timeout,
-            Backoff::default(),
-            || {
-                let this = self.clone();
-                let id = id.to_string();
-                not_found += 1;
-                let tries = not_found;
-                async move {
-                    let Some(fs) = this.find_lustre(&id).await? else {
-                        if tries <= 5 {
-                            return Ok(Poll::Pending("not yet visible".into()));
+        wait::until(&format!("Lustre file system {id}"), timeout, Backoff::default(), || {
+            let this = self.clone();
+            let id = id.to_string();
+            not_found += 1;
+            let tries = not_found;
+            async move {
+                let Some(fs) = this.find_lustre(&id).await? else {
+                    if tries <= 5 {
+                        return Ok(Poll::Pending("not yet visible".into()));
+                    }
+                    return Err(AwsError::new(
+                        this.ctx("waiting for Lustre file system", &id),
+                        Some("FileSystemNotFound"),
+                        "it no longer exists",
+                    ));
+                };
+                match fs.lifecycle.as_str() {
+                    "AVAILABLE" if fs.pending_actions.is_empty() => Ok(Poll::Done(fs)),
+                    "AVAILABLE" => Ok(Poll::Pending(format!(
+                        "AVAILABLE with {}",
+                        fs.pending_actions.join(", ")
+                    ))),
+                    "FAILED" | "MISCONFIGURED" | "MISCONFIGURED_UNAVAILABLE" => Err(AwsError::new(
+                        this.ctx("waiting for Lustre file system", &id),
+                        Some(&fs.lifecycle),
+                        fs.failure
+                            .clone()
+                            .unwrap_or_else(|| "FSx gave no failure details".into()),
+                    )),
+                    other => {
+                        if let Some(f) = fs.failure.as_ref().filter(|_| other == "UPDATING") {
+                            tracing::warn!(file_system = %id, "update reported a failure: {f}");
                         }
-                        return Err(AwsError::new(
-                            this.ctx("waiting for Lustre file system", &id),
-                            Some("FileSystemNotFound"),
-                            "it no longer exists",
-                        ));
-                    };
-                    match fs.lifecycle.as_str() {
-                        "AVAILABLE" if fs.pending_actions.is_empty() => Ok(Poll::Done(fs)),
-                        "AVAILABLE" => Ok(Poll::Pending(format!(
-                            "AVAILABLE with {}",
-                            fs.pending_actions.join(", ")
-                        ))),
-                        "FAILED" | "MISCONFIGURED" | "MISCONFIGURED_UNAVAILABLE" => {
-                            Err(AwsError::new(
-                                this.ctx("waiting for Lustre file system", &id),
-                                Some(&fs.lifecycle),
-                                fs.failure
-                                    .clone()
-                                    .unwrap_or_else(|| "FSx gave no failure details".into()),
-                            ))
-                        }
-                        other => {
-                            if let Some(f) = fs.failure.as_ref().filter(|_| other == "UPDATING") {
-                                tracing::warn!(file_system = %id, "update reported a failure: {f}");
-                            }
-                            Ok(Poll::Pending(other.to_string()))
-                        }
+                        Ok(Poll::Pending(other.to_string()))
                     }
                 }
-            },
-        )
+            }
+        })
         .await
     }
 
@@ -453,14 +391,11 @@ impl Fsx {
             || async {
                 match self.find_lustre(id).await? {
                     None => Ok(Poll::Done(())),
-                    Some(fs) if fs.lifecycle == FileSystemLifecycle::Failed.as_str() => {
-                        Err(AwsError::new(
-                            self.ctx("deleting Lustre file system", id),
-                            Some("FAILED"),
-                            fs.failure
-                                .unwrap_or_else(|| "FSx gave no failure details".into()),
-                        ))
-                    }
+                    Some(fs) if fs.lifecycle == FileSystemLifecycle::Failed.as_str() => Err(AwsError::new(
+                        self.ctx("deleting Lustre file system", id),
+                        Some("FAILED"),
+                        fs.failure.unwrap_or_else(|| "FSx gave no failure details".into()),
+                    )),
                     Some(fs) => Ok(Poll::Pending(fs.lifecycle)),
                 }
             },
@@ -500,8 +435,7 @@ impl Fsx {
         skip_final_backup: bool,
         final_backup_tags: &[(String, String)],
     ) -> Result<()> {
-        let mut conf =
-            DeleteFileSystemLustreConfiguration::builder().skip_final_backup(skip_final_backup);
+        let mut conf = DeleteFileSystemLustreConfiguration::builder().skip_final_backup(skip_final_backup);
         if !skip_final_backup && !final_backup_tags.is_empty() {
             conf = conf.set_final_backup_tags(Some(tags_to_sdk(final_backup_tags)));
         }
@@ -526,19 +460,13 @@ impl Fsx {
     }
 
     /// Makes the resource's tags equal to `new` (from `old`).
-    pub async fn update_tags(
-        &self,
-        arn: &str,
-        old: &[(String, String)],
-        new: &[(String, String)],
-    ) -> Result<()> {
+    pub async fn update_tags(&self, arn: &str, old: &[(String, String)], new: &[(String, String)]) -> Result<()> {
         let removed: Vec<String> = old
             .iter()
             .filter(|(k, _)| !new.iter().any(|(nk, _)| nk == k))
             .map(|(k, _)| k.clone())
             .collect();
-        let changed: Vec<(String, String)> =
-            new.iter().filter(|kv| !old.contains(kv)).cloned().collect();
+        let changed: Vec<(String, String)> = new.iter().filter(|kv| !old.contains(kv)).cloned().collect();
         if !removed.is_empty() {
             self.client
                 .untag_resource()
@@ -561,33 +489,19 @@ impl Fsx {
     }
 
     /// Every data repository association of a file system.
-    pub async fn list_data_repositories(
-        &self,
-        fs_id: &str,
-    ) -> Result<Vec<DataRepositoryAssociation>> {
+    pub async fn list_data_repositories(&self, fs_id: &str) -> Result<Vec<DataRepositoryAssociation>> {
         let mut out = Vec::new();
         let mut token = None;
         loop {
             let page = self
                 .client
                 .describe_data_repository_associations()
-                .filters(
-                    Filter::builder()
-                        .name(FilterName::FileSystemId)
-                        .values(fs_id)
-                        .build(),
-                )
+                .filters(Filter::builder().name(FilterName::FileSystemId).values(fs_id).build())
                 .set_next_token(token)
                 .send()
                 .await
-                .map_err(|e| {
-                    AwsError::from_sdk(self.ctx("listing data repository associations", fs_id), &e)
-                })?;
-            out.extend(
-                page.associations()
-                    .iter()
-                    .map(DataRepositoryAssociation::from_sdk),
-            );
+                .map_err(|e| AwsError::from_sdk(self.ctx("listing data repository associations", fs_id), &e))?;
+            out.extend(page.associations().iter().map(DataRepositoryAssociation::from_sdk));
             token = page.next_token().map(str::to_string);
             if token.is_none() {
                 break;
@@ -616,9 +530,7 @@ impl Fsx {
             .set_tags((!tags.is_empty()).then(|| tags_to_sdk(tags)))
             .send()
             .await
-            .map_err(|e| {
-                AwsError::from_sdk(self.ctx("creating data repository association", fs_id), &e)
-            })?;
+            .map_err(|e| AwsError::from_sdk(self.ctx("creating data repository association", fs_id), &e))?;
         out.association()
             .map(DataRepositoryAssociation::from_sdk)
             .ok_or_else(|| {
@@ -638,9 +550,7 @@ impl Fsx {
             .set_s3(s3_config(spec))
             .send()
             .await
-            .map_err(|e| {
-                AwsError::from_sdk(self.ctx("updating data repository association", id), &e)
-            })?;
+            .map_err(|e| AwsError::from_sdk(self.ctx("updating data repository association", id), &e))?;
         Ok(())
     }
 
@@ -655,8 +565,7 @@ impl Fsx {
         match res {
             Ok(_) => Ok(()),
             Err(e) => {
-                let err =
-                    AwsError::from_sdk(self.ctx("deleting data repository association", id), &e);
+                let err = AwsError::from_sdk(self.ctx("deleting data repository association", id), &e);
                 if err.code_is(DRA_NOT_FOUND) {
                     Ok(())
                 } else {
@@ -680,8 +589,7 @@ impl Fsx {
                 .find(|a| a.association_id() == Some(id))
                 .map(DataRepositoryAssociation::from_sdk)),
             Err(e) => {
-                let err =
-                    AwsError::from_sdk(self.ctx("reading data repository association", id), &e);
+                let err = AwsError::from_sdk(self.ctx("reading data repository association", id), &e);
                 if err.code_is(DRA_NOT_FOUND) {
                     Ok(None)
                 } else {
@@ -692,12 +600,7 @@ impl Fsx {
     }
 
     /// Waits for an association to be AVAILABLE (`gone = false`) or deleted (`gone = true`).
-    pub async fn wait_data_repository(
-        &self,
-        id: &str,
-        gone: bool,
-        timeout: Duration,
-    ) -> Result<()> {
+    pub async fn wait_data_repository(&self, id: &str, gone: bool, timeout: Duration) -> Result<()> {
         wait::until(
             &format!("data repository association {id}"),
             timeout,
@@ -718,13 +621,10 @@ impl Fsx {
                         Err(AwsError::new(
                             self.ctx("waiting for data repository association", id),
                             Some(&a.lifecycle),
-                            a.failure
-                                .unwrap_or_else(|| "FSx gave no failure details".into()),
+                            a.failure.unwrap_or_else(|| "FSx gave no failure details".into()),
                         ))
                     }
-                    (Some(a), false)
-                        if a.lifecycle == DataRepositoryLifecycle::Available.as_str() =>
-                    {
+                    (Some(a), false) if a.lifecycle == DataRepositoryLifecycle::Available.as_str() => {
                         Ok(Poll::Done(()))
                     }
                     (Some(a), _) => Ok(Poll::Pending(a.lifecycle)),
@@ -777,14 +677,12 @@ fn update_steps(old: &LustreSpec, new: &LustreSpec) -> Vec<UpdateStep> {
                 .as_deref()
                 .map(DataCompressionType::from),
         )
-        .set_log_configuration(
-            changed(&old.log_configuration, &new.log_configuration).map(|l| {
-                LustreLogCreateConfiguration::builder()
-                    .set_level(l.level.as_deref().map(LustreAccessAuditLogLevel::from))
-                    .set_destination(l.destination)
-                    .build()
-            }),
-        )
+        .set_log_configuration(changed(&old.log_configuration, &new.log_configuration).map(|l| {
+            LustreLogCreateConfiguration::builder()
+                .set_level(l.level.as_deref().map(LustreAccessAuditLogLevel::from))
+                .set_destination(l.destination)
+                .build()
+        }))
         .set_root_squash_configuration(root_squash(&changed(
             &old.root_squash_configuration,
             &new.root_squash_configuration,
@@ -854,9 +752,7 @@ mod tests {
         assert!(
             matches!(&steps[0], UpdateStep::Lustre(c) if c.weekly_maintenance_start_time() == Some("2:05:00") && c.per_unit_storage_throughput().is_none())
         );
-        assert!(
-            matches!(&steps[1], UpdateStep::Lustre(c) if c.per_unit_storage_throughput() == Some(250))
-        );
+        assert!(matches!(&steps[1], UpdateStep::Lustre(c) if c.per_unit_storage_throughput() == Some(250)));
         assert_eq!(steps[2], UpdateStep::Capacity(2400));
     }
 

@@ -85,8 +85,7 @@ const ARCHIVE_PATH_MAX: usize = 4357;
 /// Namespace (FileSystemPath): 1..=4096 characters.
 const NAMESPACE_MAX: usize = 4096;
 /// Characters the ArchivePath and Namespace patterns exclude.
-const FORBIDDEN_PATH_CHARS: [char; 6] =
-    ['\u{0000}', '\u{0085}', '\u{2028}', '\u{2029}', '\r', '\n'];
+const FORBIDDEN_PATH_CHARS: [char; 6] = ['\u{0000}', '\u{0085}', '\u{2028}', '\u{2029}', '\r', '\n'];
 /// CreateDataRepositoryAssociation: at most 8 associations per file system.
 const MAX_DATA_REPOSITORY_ASSOCIATIONS: usize = 8;
 /// EventTypes: at most 3 items.
@@ -225,18 +224,9 @@ struct LustreVersion {
 }
 
 impl LustreVersion {
-    const V2_10: LustreVersion = LustreVersion {
-        major: 2,
-        minor: 10,
-    };
-    const V2_12: LustreVersion = LustreVersion {
-        major: 2,
-        minor: 12,
-    };
-    const V2_15: LustreVersion = LustreVersion {
-        major: 2,
-        minor: 15,
-    };
+    const V2_10: LustreVersion = LustreVersion { major: 2, minor: 10 };
+    const V2_12: LustreVersion = LustreVersion { major: 2, minor: 12 };
+    const V2_15: LustreVersion = LustreVersion { major: 2, minor: 15 };
 
     /// Parses "major.minor" made of ASCII digits.
     fn parse(s: &str) -> Option<Self> {
@@ -274,8 +264,7 @@ impl Ctx {
         let deployment = Deployment::effective(&spec.deployment_type);
         let version = match &spec.file_system_type_version {
             Some(v) => LustreVersion::parse(v),
-            None => deployment
-                .map(|d| LustreVersion::default_for(d, spec.metadata_configuration.is_some())),
+            None => deployment.map(|d| LustreVersion::default_for(d, spec.metadata_configuration.is_some())),
         };
         Ctx {
             deployment,
@@ -290,8 +279,7 @@ impl Ctx {
     }
 
     fn deployment_name(&self) -> &'static str {
-        self.deployment
-            .map_or("this deployment type", Deployment::name)
+        self.deployment.map_or("this deployment type", Deployment::name)
     }
 }
 
@@ -329,11 +317,7 @@ pub fn validate(spec: &LustreSpec) -> Vec<Violation> {
 }
 
 /// Capacity rule for a deployment/storage/throughput combination, e.g. "1200, 2400, or a multiple of 2400 GiB"; used in messages.
-pub fn capacity_rule(
-    deployment_type: &str,
-    storage_type: &str,
-    per_unit_storage_throughput: Option<i64>,
-) -> String {
+pub fn capacity_rule(deployment_type: &str, storage_type: &str, per_unit_storage_throughput: Option<i64>) -> String {
     let Some(deployment) = Deployment::parse(deployment_type) else {
         return format!("no capacity rule: \"{deployment_type}\" is not a Lustre deployment type");
     };
@@ -346,13 +330,10 @@ pub fn capacity_rule(
     ) {
         (_, Some(steps)) => steps.describe(),
         (Storage::Hdd, None) if deployment == Deployment::Persistent1 => {
-            "a multiple of 6000 GiB (12 MB/s/TiB) or a multiple of 1800 GiB (40 MB/s/TiB)"
-                .to_string()
+            "a multiple of 6000 GiB (12 MB/s/TiB) or a multiple of 1800 GiB (40 MB/s/TiB)".to_string()
         }
         (Storage::Hdd, None) => "no capacity rule: HDD storage requires PERSISTENT_1".to_string(),
-        (Storage::IntelligentTiering, None) => {
-            "no capacity rule: Intelligent-Tiering storage is elastic".to_string()
-        }
+        (Storage::IntelligentTiering, None) => "no capacity rule: Intelligent-Tiering storage is elastic".to_string(),
         (Storage::Ssd, None) => "no capacity rule for this combination".to_string(),
     }
 }
@@ -388,21 +369,15 @@ pub fn replacement_paths(old: &LustreSpec, new: &LustreSpec) -> Vec<Vec<String>>
             out.push(path(&["storage_capacity"]));
         }
     }
-    if old.deployment_type.as_deref().unwrap_or("SCRATCH_1")
-        != new.deployment_type.as_deref().unwrap_or("SCRATCH_1")
-    {
+    if old.deployment_type.as_deref().unwrap_or("SCRATCH_1") != new.deployment_type.as_deref().unwrap_or("SCRATCH_1") {
         out.push(path(&["deployment_type"]));
     }
-    if old.storage_type.as_deref().unwrap_or("SSD") != new.storage_type.as_deref().unwrap_or("SSD")
-    {
+    if old.storage_type.as_deref().unwrap_or("SSD") != new.storage_type.as_deref().unwrap_or("SSD") {
         out.push(path(&["storage_type"]));
     }
     // UpdateFileSystemLustreConfiguration PerUnitStorageThroughput: persistent SSD file systems only;
     // EFA-enabled file systems cannot change it.
-    if changed(
-        &old.per_unit_storage_throughput,
-        &new.per_unit_storage_throughput,
-    ) {
+    if changed(&old.per_unit_storage_throughput, &new.per_unit_storage_throughput) {
         let persistent = old_deployment.is_some_and(|d| !d.is_scratch());
         if !(persistent && old_storage == Some(Storage::Ssd) && !old_efa) {
             out.push(path(&["per_unit_storage_throughput"]));
@@ -434,12 +409,7 @@ pub fn replacement_paths(old: &LustreSpec, new: &LustreSpec) -> Vec<Vec<String>>
         out.push(path(&["subnet_ids"]));
     }
     if let Some(after) = &new.security_group_ids {
-        let before: HashSet<&str> = old
-            .security_group_ids
-            .iter()
-            .flatten()
-            .map(String::as_str)
-            .collect();
+        let before: HashSet<&str> = old.security_group_ids.iter().flatten().map(String::as_str).collect();
         let after: HashSet<&str> = after.iter().map(String::as_str).collect();
         if before != after {
             out.push(path(&["security_group_ids"]));
@@ -458,9 +428,7 @@ pub fn replacement_paths(old: &LustreSpec, new: &LustreSpec) -> Vec<Vec<String>>
         out.push(path(&["imported_file_chunk_size"]));
     }
     // UpdateFileSystem FileSystemTypeVersion: the new version must be newer than the current one.
-    if let (Some(before), Some(after)) =
-        (&old.file_system_type_version, &new.file_system_type_version)
-    {
+    if let (Some(before), Some(after)) = (&old.file_system_type_version, &new.file_system_type_version) {
         if let (Some(b), Some(a)) = (LustreVersion::parse(before), LustreVersion::parse(after)) {
             if a < b {
                 out.push(path(&["file_system_type_version"]));
@@ -482,11 +450,7 @@ fn check_storage_capacity(spec: &LustreSpec, ctx: &Ctx, out: &mut Vec<Violation>
             Some(steps) => format!("Set storage_capacity in GiB: {}.", steps.describe()),
             None => "Set storage_capacity in GiB.".to_string(),
         };
-        out.push(violation(
-            &["storage_capacity"],
-            "storage_capacity is required",
-            detail,
-        ));
+        out.push(violation(&["storage_capacity"], "storage_capacity is required", detail));
         return;
     };
     if !(1..=STORAGE_CAPACITY_MAX).contains(&capacity) {
@@ -563,7 +527,10 @@ fn check_throughput(spec: &LustreSpec, ctx: &Ctx, out: &mut Vec<Violation>) {
         if let Some(t) = spec.per_unit_storage_throughput {
             out.push(violation(
                 &["per_unit_storage_throughput"],
-                format!("per_unit_storage_throughput {t} is not supported on {}", deployment.name()),
+                format!(
+                    "per_unit_storage_throughput {t} is not supported on {}",
+                    deployment.name()
+                ),
                 "Remove per_unit_storage_throughput; scratch file systems have a fixed baseline of \
                  200 MB/s/TiB. Use a PERSISTENT deployment type to choose a throughput tier.",
             ));
@@ -992,12 +959,7 @@ fn check_legacy_data_repository(spec: &LustreSpec, ctx: &Ctx, out: &mut Vec<Viol
     if let Some(import_path) = import {
         if !rejected("import_path", out) {
             if let Err(problem) = parse_s3_url(import_path) {
-                out.push(s3_url_violation(
-                    &["import_path"],
-                    "import_path",
-                    import_path,
-                    &problem,
-                ));
+                out.push(s3_url_violation(&["import_path"], "import_path", import_path, &problem));
             }
         }
     }
@@ -1014,7 +976,10 @@ fn check_legacy_data_repository(spec: &LustreSpec, ctx: &Ctx, out: &mut Vec<Viol
                     if let Some(bucket) = import_bucket.filter(|b| *b != url.bucket) {
                         out.push(violation(
                             &["export_path"],
-                            format!("export_path bucket {} differs from import_path bucket {bucket}", url.bucket),
+                            format!(
+                                "export_path bucket {} differs from import_path bucket {bucket}",
+                                url.bucket
+                            ),
                             format!("Use s3://{bucket}[/prefix] for export_path."),
                         ));
                     }
@@ -1098,7 +1063,10 @@ fn check_data_repositories(spec: &LustreSpec, ctx: &Ctx, out: &mut Vec<Violation
     if repos.len() > MAX_DATA_REPOSITORY_ASSOCIATIONS {
         out.push(violation(
             &["data_repository"],
-            format!("{} data_repository blocks exceed the limit of {MAX_DATA_REPOSITORY_ASSOCIATIONS}", repos.len()),
+            format!(
+                "{} data_repository blocks exceed the limit of {MAX_DATA_REPOSITORY_ASSOCIATIONS}",
+                repos.len()
+            ),
             format!("Use at most {MAX_DATA_REPOSITORY_ASSOCIATIONS} data repository associations per file system."),
         ));
     }
@@ -1122,13 +1090,7 @@ fn check_data_repositories(spec: &LustreSpec, ctx: &Ctx, out: &mut Vec<Violation
 }
 
 fn check_one_data_repository(i: usize, repo: &DataRepositorySpec, out: &mut Vec<Violation>) {
-    let at = |leaf: &str| {
-        vec![
-            "data_repository".to_string(),
-            i.to_string(),
-            leaf.to_string(),
-        ]
-    };
+    let at = |leaf: &str| vec!["data_repository".to_string(), i.to_string(), leaf.to_string()];
     if let Some(fs_path) = &repo.file_system_path {
         if let Some(problem) = namespace_problem(fs_path) {
             out.push(Violation {
@@ -1167,10 +1129,7 @@ fn check_data_repository_overlaps(repos: &[DataRepositorySpec], out: &mut Vec<Vi
     for (j, later) in repos.iter().enumerate() {
         for (i, earlier) in repos.iter().enumerate().take(j) {
             if let (Some(a), Some(b)) = (&earlier.file_system_path, &later.file_system_path) {
-                if namespace_problem(a).is_none()
-                    && namespace_problem(b).is_none()
-                    && namespaces_overlap(a, b)
-                {
+                if namespace_problem(a).is_none() && namespace_problem(b).is_none() && namespaces_overlap(a, b) {
                     out.push(Violation {
                         path: vec!["data_repository".into(), j.to_string(), "file_system_path".into()],
                         summary: format!("file_system_path {b} overlaps data_repository {i} ({a})"),
@@ -1180,18 +1139,11 @@ fn check_data_repository_overlaps(repos: &[DataRepositorySpec], out: &mut Vec<Vi
                     });
                 }
             }
-            if let (Some(a), Some(b)) = (&earlier.data_repository_path, &later.data_repository_path)
-            {
+            if let (Some(a), Some(b)) = (&earlier.data_repository_path, &later.data_repository_path) {
                 if a.trim_end_matches('/') == b.trim_end_matches('/') {
                     out.push(Violation {
-                        path: vec![
-                            "data_repository".into(),
-                            j.to_string(),
-                            "data_repository_path".into(),
-                        ],
-                        summary: format!(
-                            "data_repository_path {b} is already used by data_repository {i}"
-                        ),
+                        path: vec!["data_repository".into(), j.to_string(), "data_repository_path".into()],
+                        summary: format!("data_repository_path {b} is already used by data_repository {i}"),
                         detail: "Link each association to its own S3 bucket or prefix.".to_string(),
                     });
                 }
@@ -1244,15 +1196,11 @@ fn check_tag_list(root: &str, tags: &[(String, String)], out: &mut Vec<Violation
         let at = vec![root.to_string(), key.clone()];
         let key_len = key.chars().count();
         let problem = if !(1..=TAG_KEY_MAX).contains(&key_len) {
-            Some(format!(
-                "tag key \"{key}\" must be 1 to {TAG_KEY_MAX} characters"
-            ))
+            Some(format!("tag key \"{key}\" must be 1 to {TAG_KEY_MAX} characters"))
         } else if key.to_ascii_lowercase().starts_with("aws:") {
             Some(format!("tag key \"{key}\" uses the reserved aws: prefix"))
         } else if !key.chars().all(is_tag_char) {
-            Some(format!(
-                "tag key \"{key}\" contains a character tags do not allow"
-            ))
+            Some(format!("tag key \"{key}\" contains a character tags do not allow"))
         } else if value.chars().count() > TAG_VALUE_MAX {
             Some(format!(
                 "tag value for \"{key}\" is longer than {TAG_VALUE_MAX} characters"
@@ -1307,33 +1255,22 @@ impl CapacitySteps {
 
 /// CreateFileSystem StorageCapacity for Lustre. `None` when the combination is itself invalid or
 /// the HDD throughput tier is not known.
-fn capacity_steps(
-    deployment: Deployment,
-    storage: Storage,
-    throughput: Option<i64>,
-) -> Option<CapacitySteps> {
+fn capacity_steps(deployment: Deployment, storage: Storage, throughput: Option<i64>) -> Option<CapacitySteps> {
     const SMALL: &[i64] = &[1200, 2400];
     match (deployment, storage) {
         (Deployment::Scratch1, Storage::Ssd) => Some(CapacitySteps {
             fixed: SMALL,
             step: 3600,
         }),
-        (
-            Deployment::Scratch2 | Deployment::Persistent1 | Deployment::Persistent2,
-            Storage::Ssd,
-        ) => Some(CapacitySteps {
-            fixed: SMALL,
-            step: 2400,
-        }),
+        (Deployment::Scratch2 | Deployment::Persistent1 | Deployment::Persistent2, Storage::Ssd) => {
+            Some(CapacitySteps {
+                fixed: SMALL,
+                step: 2400,
+            })
+        }
         (Deployment::Persistent1, Storage::Hdd) => match throughput {
-            Some(12) => Some(CapacitySteps {
-                fixed: &[],
-                step: 6000,
-            }),
-            Some(40) => Some(CapacitySteps {
-                fixed: &[],
-                step: 1800,
-            }),
+            Some(12) => Some(CapacitySteps { fixed: &[], step: 6000 }),
+            Some(40) => Some(CapacitySteps { fixed: &[], step: 1800 }),
             _ => None,
         },
         _ => None,
@@ -1341,20 +1278,12 @@ fn capacity_steps(
 }
 
 fn capacity_rule_for(spec: &LustreSpec, ctx: &Ctx) -> Option<CapacitySteps> {
-    capacity_steps(
-        ctx.deployment?,
-        ctx.storage?,
-        spec.per_unit_storage_throughput,
-    )
+    capacity_steps(ctx.deployment?, ctx.storage?, spec.per_unit_storage_throughput)
 }
 
 /// "PERSISTENT_1 HDD at 12 MB/s/TiB", "PERSISTENT_2", …
 fn combination_label(spec: &LustreSpec, ctx: &Ctx) -> String {
-    match (
-        ctx.deployment,
-        ctx.storage,
-        spec.per_unit_storage_throughput,
-    ) {
+    match (ctx.deployment, ctx.storage, spec.per_unit_storage_throughput) {
         (Some(d), Some(Storage::Hdd), Some(t)) => format!("{} HDD at {t} MB/s/TiB", d.name()),
         (Some(d), storage, _) => combination_name(d, storage),
         (None, _, _) => "this deployment type".to_string(),
@@ -1380,8 +1309,7 @@ fn throughput_tiers(deployment: Deployment, storage: Storage) -> Option<&'static
 }
 
 fn is_valid_metadata_iops(iops: i64) -> bool {
-    METADATA_IOPS_SMALL.contains(&iops)
-        || (iops > 0 && iops <= METADATA_IOPS_MAX && iops % METADATA_IOPS_STEP == 0)
+    METADATA_IOPS_SMALL.contains(&iops) || (iops > 0 && iops <= METADATA_IOPS_MAX && iops % METADATA_IOPS_STEP == 0)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1445,10 +1373,7 @@ fn bucket_name_problem(bucket: &str) -> Option<&'static str> {
 
 fn looks_like_ipv4(s: &str) -> bool {
     let parts: Vec<&str> = s.split('.').collect();
-    parts.len() == 4
-        && parts
-            .iter()
-            .all(|p| (1..=3).contains(&p.len()) && is_ascii_digits(p))
+    parts.len() == 4 && parts.iter().all(|p| (1..=3).contains(&p.len()) && is_ascii_digits(p))
 }
 
 fn s3_url_violation(at: &[&str], name: &str, value: &str, problem: &str) -> Violation {
@@ -1488,10 +1413,7 @@ fn namespaces_overlap(a: &str, b: &str) -> bool {
 
 /// Whether directory `child` lies inside directory `parent` (both without trailing '/').
 fn is_within(child: &str, parent: &str) -> bool {
-    parent.is_empty()
-        || child
-            .strip_prefix(parent)
-            .is_some_and(|rest| rest.starts_with('/'))
+    parent.is_empty() || child.strip_prefix(parent).is_some_and(|rest| rest.starts_with('/'))
 }
 
 fn is_ascii_digits(s: &str) -> bool {
@@ -1499,9 +1421,7 @@ fn is_ascii_digits(s: &str) -> bool {
 }
 
 fn is_lower_hex(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// SubnetId / SecurityGroupId: `<prefix>` followed by at least 8 lowercase hex digits.
@@ -1528,9 +1448,7 @@ fn is_daily_time(s: &str) -> bool {
 /// WeeklyTime: d:HH:MM.
 fn is_weekly_time(s: &str) -> bool {
     match s.split_once(':') {
-        Some((day, time)) => {
-            matches!(day, "1" | "2" | "3" | "4" | "5" | "6" | "7") && is_daily_time(time)
-        }
+        Some((day, time)) => matches!(day, "1" | "2" | "3" | "4" | "5" | "6" | "7") && is_daily_time(time),
         None => false,
     }
 }
@@ -1538,9 +1456,7 @@ fn is_weekly_time(s: &str) -> bool {
 /// LustreRootSquash: "UID:GID", 1-10 digits each, at most 4294967294; both zero (disabled) or
 /// both non-zero (enabled).
 fn parse_root_squash(value: &str) -> Result<(u64, u64), String> {
-    let (uid, gid) = value
-        .split_once(':')
-        .ok_or_else(|| "is not UID:GID".to_string())?;
+    let (uid, gid) = value.split_once(':').ok_or_else(|| "is not UID:GID".to_string())?;
     let id = |s: &str| -> Result<u64, String> {
         if s.len() > 10 || !is_ascii_digits(s) {
             return Err("is not UID:GID".to_string());
@@ -1606,14 +1522,10 @@ fn kms_key_problem(key: &str) -> Option<&'static str> {
         let [_, partition, service, region, account, resource] = parts.as_slice() else {
             return Some("is not a valid KMS ARN");
         };
-        if partition.is_empty() || *service != "kms" || region.is_empty() || !is_account_id(account)
-        {
+        if partition.is_empty() || *service != "kms" || region.is_empty() || !is_account_id(account) {
             return Some("is not a KMS key or alias ARN");
         }
-        return match (
-            resource.strip_prefix("key/"),
-            resource.strip_prefix("alias/"),
-        ) {
+        return match (resource.strip_prefix("key/"), resource.strip_prefix("alias/")) {
             (Some(id), _) if is_kms_key_id(id) => None,
             (_, Some(alias)) if is_alias_name(alias) => None,
             _ => Some("is not a KMS key or alias ARN"),
@@ -1723,11 +1635,7 @@ fn order_key(v: &Violation) -> (usize, usize) {
         .position(|a| *a == root)
         .unwrap_or(ATTRIBUTE_ORDER.len());
     let index = match root {
-        "data_repository" => v
-            .path
-            .get(1)
-            .and_then(|s| s.parse::<usize>().ok())
-            .map_or(0, |i| i + 1),
+        "data_repository" => v.path.get(1).and_then(|s| s.parse::<usize>().ok()).map_or(0, |i| i + 1),
         _ => 0,
     };
     (attribute, index)
@@ -1750,11 +1658,7 @@ mod tests {
     }
 
     fn pairs(v: &[(&str, &str)]) -> Option<Vec<(String, String)>> {
-        Some(
-            v.iter()
-                .map(|(k, val)| (k.to_string(), val.to_string()))
-                .collect(),
-        )
+        Some(v.iter().map(|(k, val)| (k.to_string(), val.to_string())).collect())
     }
 
     /// A valid PERSISTENT_2 file system with most optional settings filled in.
@@ -1776,13 +1680,9 @@ mod tests {
             }),
             log_configuration: Some(LogSpec {
                 level: s("WARN_ERROR"),
-                destination: s(
-                    "arn:aws:logs:us-east-1:111122223333:log-group:/aws/fsx/lustre-logs",
-                ),
+                destination: s("arn:aws:logs:us-east-1:111122223333:log-group:/aws/fsx/lustre-logs"),
             }),
-            kms_key_id: s(
-                "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
-            ),
+            kms_key_id: s("arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"),
             subnet_ids: list(&["subnet-0123456789abcdef0"]),
             security_group_ids: list(&["sg-0123456789abcdef0", "sg-0fedcba987654321f"]),
             weekly_maintenance_start_time: s("7:03:30"),
@@ -1856,10 +1756,7 @@ mod tests {
 
     fn assert_valid(spec: &LustreSpec) {
         let violations = validate(spec);
-        assert!(
-            violations.is_empty(),
-            "expected no violations, got {violations:#?}"
-        );
+        assert!(violations.is_empty(), "expected no violations, got {violations:#?}");
     }
 
     fn assert_flags(spec: &LustreSpec, at: &[&str]) -> Violation {
@@ -1905,10 +1802,7 @@ mod tests {
             ..Default::default()
         };
         let v = assert_flags(&spec, &["storage_capacity"]);
-        assert_eq!(
-            v.summary,
-            "storage_capacity 4800 is not valid for SCRATCH_1"
-        );
+        assert_eq!(v.summary, "storage_capacity 4800 is not valid for SCRATCH_1");
         assert_eq!(v.detail, "Use 1200, 2400, or a multiple of 3600 GiB.");
     }
 
@@ -1921,10 +1815,7 @@ mod tests {
             ..p2()
         };
         let v = assert_flags(&spec, &["storage_capacity"]);
-        assert_eq!(
-            v.summary,
-            "storage_capacity 1000 is not valid for PERSISTENT_2"
-        );
+        assert_eq!(v.summary, "storage_capacity 1000 is not valid for PERSISTENT_2");
         assert_eq!(v.detail, "Use 1200, 2400, or a multiple of 2400 GiB.");
     }
 
@@ -2075,14 +1966,8 @@ mod tests {
             capacity_rule("SCRATCH_1", "SSD", None),
             "1200, 2400, or a multiple of 3600 GiB"
         );
-        assert_eq!(
-            capacity_rule("PERSISTENT_1", "HDD", Some(12)),
-            "a multiple of 6000 GiB"
-        );
-        assert_eq!(
-            capacity_rule("PERSISTENT_1", "HDD", Some(40)),
-            "a multiple of 1800 GiB"
-        );
+        assert_eq!(capacity_rule("PERSISTENT_1", "HDD", Some(12)), "a multiple of 6000 GiB");
+        assert_eq!(capacity_rule("PERSISTENT_1", "HDD", Some(40)), "a multiple of 1800 GiB");
         assert!(capacity_rule("PERSISTENT_1", "HDD", None).contains("6000"));
         assert!(capacity_rule("SCRATCH_2", "HDD", None).contains("PERSISTENT_1"));
         assert!(capacity_rule("BOGUS", "SSD", None).contains("BOGUS"));
@@ -2128,10 +2013,7 @@ mod tests {
             },
             &["storage_type"],
         );
-        assert_eq!(
-            v.summary,
-            "storage_type HDD is not available for PERSISTENT_2"
-        );
+        assert_eq!(v.summary, "storage_type HDD is not available for PERSISTENT_2");
         assert_flags(
             &LustreSpec {
                 storage_type: s("HDD"),
@@ -2196,10 +2078,7 @@ mod tests {
             },
             &["per_unit_storage_throughput"],
         );
-        assert_eq!(
-            v.summary,
-            "per_unit_storage_throughput is required for PERSISTENT_2"
-        );
+        assert_eq!(v.summary, "per_unit_storage_throughput is required for PERSISTENT_2");
         assert_flags(
             &LustreSpec {
                 per_unit_storage_throughput: None,
@@ -2277,10 +2156,7 @@ mod tests {
             ..scratch2()
         };
         let v = assert_flags(&spec, &["metadata_configuration"]);
-        assert_eq!(
-            v.summary,
-            "metadata_configuration is not supported on SCRATCH_2"
-        );
+        assert_eq!(v.summary, "metadata_configuration is not supported on SCRATCH_2");
     }
 
     #[test]
@@ -2302,10 +2178,7 @@ mod tests {
         };
         assert_flags(&bad, &["metadata_configuration", "mode"]);
         let missing = LustreSpec {
-            metadata_configuration: Some(MetadataSpec {
-                mode: None,
-                iops: None,
-            }),
+            metadata_configuration: Some(MetadataSpec { mode: None, iops: None }),
             ..p2()
         };
         assert_flags(&missing, &["metadata_configuration", "mode"]);
@@ -2388,10 +2261,7 @@ mod tests {
             },
             &["efa_enabled"],
         );
-        assert_eq!(
-            v.summary,
-            "efa_enabled needs a metadata_configuration block"
-        );
+        assert_eq!(v.summary, "efa_enabled needs a metadata_configuration block");
         assert_valid(&LustreSpec {
             efa_enabled: Some(false),
             metadata_configuration: None,
@@ -2449,10 +2319,7 @@ mod tests {
             "10.0.1.6@o2ib",
             "a.b.c.d@tcp",
         ] {
-            assert_flags(
-                &with(&[bad]),
-                &["root_squash_configuration", "no_squash_nids", "0"],
-            );
+            assert_flags(&with(&[bad]), &["root_squash_configuration", "no_squash_nids", "0"]);
         }
         let many: Vec<String> = (0..65).map(|i| format!("10.0.0.{i}@tcp")).collect();
         let too_many = LustreSpec {
@@ -2545,10 +2412,7 @@ mod tests {
             "/aws/fsx/lustre",
             "arn:aws:logs:us-east-1:111122223333:destination:/aws/fsx/x",
         ] {
-            assert_flags(
-                &with("WARN_ERROR", bad),
-                &["log_configuration", "destination"],
-            );
+            assert_flags(&with("WARN_ERROR", bad), &["log_configuration", "destination"]);
         }
     }
 
@@ -2563,7 +2427,10 @@ mod tests {
             "arn:aws:kms:us-east-1:111122223333:alias/hpc-fsx",
             "arn:aws-us-gov:kms:us-gov-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
         ] {
-            assert_valid(&LustreSpec { kms_key_id: s(ok), ..p2() });
+            assert_valid(&LustreSpec {
+                kms_key_id: s(ok),
+                ..p2()
+            });
         }
         for bad in [
             "my-key",
@@ -2847,11 +2714,7 @@ mod tests {
 
     #[test]
     fn s3_url_syntax_and_bucket_names() {
-        for ok in [
-            "s3://abc",
-            "s3://my.bucket-1/prefix/",
-            "s3://a1b/deep/ly/nested",
-        ] {
+        for ok in ["s3://abc", "s3://my.bucket-1/prefix/", "s3://a1b/deep/ly/nested"] {
             assert_valid(&LustreSpec {
                 import_path: s(ok),
                 export_path: None,
@@ -3158,8 +3021,7 @@ mod tests {
         assert!(found.contains(&path(&["data_repository", "0", "auto_import_events", "1"])));
         assert!(found.contains(&path(&["data_repository", "1", "auto_export_events", "0"])));
         let mut too_many = p2_dra();
-        too_many.data_repositories[0].auto_import_events =
-            list(&["NEW", "CHANGED", "DELETED", "NEW"]);
+        too_many.data_repositories[0].auto_import_events = list(&["NEW", "CHANGED", "DELETED", "NEW"]);
         assert_flags(&too_many, &["data_repository", "0", "auto_import_events"]);
         let mut empty = p2_dra();
         empty.data_repositories[0].auto_export_events = list(&[]);
@@ -3225,8 +3087,7 @@ mod tests {
             },
             &["tags", "k"],
         );
-        let many: Vec<(String, String)> =
-            (0..51).map(|i| (format!("k{i}"), String::new())).collect();
+        let many: Vec<(String, String)> = (0..51).map(|i| (format!("k{i}"), String::new())).collect();
         assert_flags(
             &LustreSpec {
                 tags: Some(many),
@@ -3248,10 +3109,7 @@ mod tests {
             per_unit_storage_throughput: Some(7),
             ..p2()
         };
-        let roots: Vec<String> = validate(&spec)
-            .into_iter()
-            .map(|v| v.path[0].clone())
-            .collect();
+        let roots: Vec<String> = validate(&spec).into_iter().map(|v| v.path[0].clone()).collect();
         assert_eq!(
             roots,
             vec![
@@ -3282,10 +3140,7 @@ mod tests {
             storage_capacity: Some(1200),
             ..p2()
         };
-        assert_eq!(
-            replacement_paths(&p2(), &shrunk),
-            vec![path(&["storage_capacity"])]
-        );
+        assert_eq!(replacement_paths(&p2(), &shrunk), vec![path(&["storage_capacity"])]);
     }
 
     #[test]
@@ -3298,10 +3153,7 @@ mod tests {
             storage_capacity: Some(3600),
             ..old.clone()
         };
-        assert_eq!(
-            replacement_paths(&old, &new),
-            vec![path(&["storage_capacity"])]
-        );
+        assert_eq!(replacement_paths(&old, &new), vec![path(&["storage_capacity"])]);
         let unset = LustreSpec {
             deployment_type: None,
             ..old.clone()
@@ -3310,10 +3162,7 @@ mod tests {
             storage_capacity: Some(3600),
             ..unset.clone()
         };
-        assert_eq!(
-            replacement_paths(&unset, &grown),
-            vec![path(&["storage_capacity"])]
-        );
+        assert_eq!(replacement_paths(&unset, &grown), vec![path(&["storage_capacity"])]);
     }
 
     #[test]
@@ -3395,11 +3244,7 @@ mod tests {
             ),
         ];
         for (new, want) in cases {
-            assert_eq!(
-                replacement_paths(&old, &new),
-                vec![path(want)],
-                "for {want:?}"
-            );
+            assert_eq!(replacement_paths(&old, &new), vec![path(want)], "for {want:?}");
         }
     }
 
@@ -3562,10 +3407,7 @@ mod tests {
             }),
             ..old.clone()
         };
-        assert_eq!(
-            replacement_paths(&old, &new),
-            vec![path(&["metadata_configuration"])]
-        );
+        assert_eq!(replacement_paths(&old, &new), vec![path(&["metadata_configuration"])]);
     }
 
     #[test]

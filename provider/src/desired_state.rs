@@ -1,0 +1,294 @@
+//! The desired state the provider publishes for the node agent: one SSM parameter for the
+//! cluster and one per partition, under `/hpcforge/clusters/<cluster>/`. SSM versions every
+//! write, so each document has a version without any bookkeeping of ours.
+//!
+//! Partitions are separate documents so that adding, changing or removing one never
+//! rewrites the cluster's document or another partition's.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use slurm_model::{Accounting, Cluster, InstanceShape, NodeSet, Partition, PowerSave, SlurmVersion, Storage};
+
+pub const SCHEMA: u32 = 1;
+
+pub fn cluster_prefix(cluster: &str) -> String {
+    format!("/hpcforge/clusters/{cluster}")
+}
+
+pub fn cluster_param(cluster: &str) -> String {
+    format!("{}/cluster", cluster_prefix(cluster))
+}
+
+pub fn partitions_path(cluster: &str) -> String {
+    format!("{}/partitions", cluster_prefix(cluster))
+}
+
+pub fn partition_param(cluster: &str, partition: &str) -> String {
+    format!("{}/{partition}", partitions_path(cluster))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountingDoc {
+    /// `none`, `local` or `external`.
+    pub mode: String,
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub user: Option<String>,
+    pub database: Option<String>,
+    /// Where the head node reads the database password; never the password itself.
+    pub password_secret_arn: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserDoc {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub ssh_public_keys: Vec<String>,
+    pub sudo: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountDoc {
+    pub lustre_id: Option<String>,
+    pub dns_name: Option<String>,
+    pub mount_name: Option<String>,
+    pub mount_point: String,
+}
+
+/// The cluster-wide document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterDoc {
+    pub schema: u32,
+    pub name: String,
+    pub region: String,
+    pub slurm_version: String,
+    pub scaledown_idletime_s: u32,
+    pub resume_timeout_s: u32,
+    pub accounting: AccountingDoc,
+    pub munge_key_secret_arn: String,
+    /// Security groups every node of the cluster gets (members talk freely).
+    pub security_group_ids: Vec<String>,
+    pub vpc_id: String,
+    pub extra: BTreeMap<String, String>,
+    pub users: Vec<UserDoc>,
+    pub mfa_pam_module: Option<String>,
+    pub mounts: Vec<MountDoc>,
+    pub max_hourly_cost: Option<String>,
+    pub max_gpus: Option<u64>,
+}
+
+/// One capacity pool of a partition: where to launch, tried in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolDoc {
+    pub region: String,
+    pub subnet_ids: Vec<String>,
+    pub capacity_type: String,
+    pub capacity_reservation_id: Option<String>,
+    /// instance type → launch template id in the pool's region.
+    pub launch_templates: BTreeMap<String, String>,
+    pub placement_group: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShapeDoc {
+    pub instance_type: String,
+    pub vcpus: u32,
+    pub cores: u32,
+    pub threads_per_core: u32,
+    pub memory_mib: u64,
+    pub gpus: u32,
+    pub gpu_model: Option<String>,
+    pub gpu_memory_mib: Option<u64>,
+    pub efa: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionDoc {
+    pub schema: u32,
+    pub cluster: String,
+    pub name: String,
+    pub shapes: Vec<ShapeDoc>,
+    pub min_nodes: u32,
+    pub max_nodes: u32,
+    pub pools: Vec<PoolDoc>,
+    pub allocation_strategy: String,
+    pub provision_timeout_s: u32,
+    pub ice_cooldown_s: u32,
+    pub max_time: Option<String>,
+    pub default_time: Option<String>,
+    pub max_nodes_per_job: Option<u32>,
+    pub min_nodes_per_job: Option<u32>,
+    pub allow_accounts: Vec<String>,
+    pub allow_groups: Vec<String>,
+    pub allow_qos: Vec<String>,
+    pub priority_tier: Option<u32>,
+    pub oversubscribe: Option<String>,
+    pub exclusive: bool,
+    pub default: bool,
+    pub extra: BTreeMap<String, String>,
+}
+
+/// Short, hostname-safe form of an instance type for node names: `p5.48xlarge` → `p5-48xl`.
+pub fn type_tag(instance_type: &str) -> String {
+    instance_type.replace("xlarge", "xl").replace(['.', '_'], "-")
+}
+
+impl ShapeDoc {
+    fn to_model(&self) -> InstanceShape {
+        InstanceShape {
+            instance_type: self.instance_type.clone(),
+            vcpus: self.vcpus,
+            sockets: 1,
+            cores_per_socket: self.cores.max(1),
+            threads_per_core: self.threads_per_core.max(1),
+            memory_mib: self.memory_mib,
+            gpus: self.gpus,
+            gpu_model: self.gpu_model.clone(),
+            gpu_memory_mib: self.gpu_memory_mib,
+            efa: self.efa,
+        }
+    }
+}
+
+impl PartitionDoc {
+    /// The partition as Slurm sees it: one node set per instance type, named
+    /// `<partition>-<type>-<n>`. Pools are not in node names: a node can be launched in any
+    /// pool, which is what lets the agent fail over without renaming nodes.
+    pub fn to_model(&self) -> Partition {
+        let node_sets = self
+            .shapes
+            .iter()
+            .enumerate()
+            .map(|(i, shape)| {
+                let mut features = vec![format!("partition-{}", self.name)];
+                if self.pools.iter().any(|p| p.capacity_type == "spot") {
+                    features.push("spot".to_string());
+                }
+                NodeSet {
+                    name: format!("{}-{}", self.name, type_tag(&shape.instance_type)),
+                    shape: shape.to_model(),
+                    max_nodes: self.max_nodes,
+                    static_nodes: if i == 0 { self.min_nodes } else { 0 },
+                    features,
+                    weight: Some(u32::try_from(i + 1).unwrap_or(u32::MAX)),
+                }
+            })
+            .collect();
+        Partition {
+            name: self.name.clone(),
+            node_sets,
+            max_time: self.max_time.clone(),
+            default_time: self.default_time.clone(),
+            max_nodes: self.max_nodes_per_job,
+            min_nodes: self.min_nodes_per_job,
+            allow_accounts: self.allow_accounts.clone(),
+            allow_groups: self.allow_groups.clone(),
+            allow_qos: self.allow_qos.clone(),
+            priority_tier: self.priority_tier,
+            oversubscribe: self.oversubscribe.clone(),
+            exclusive: self.exclusive,
+            default: self.default,
+            extra: self.extra.clone(),
+        }
+    }
+}
+
+impl ClusterDoc {
+    /// The cluster as the head node runs it, with the given partitions.
+    pub fn to_model(&self, partitions: &[PartitionDoc]) -> Result<Cluster, slurm_model::ModelError> {
+        let version: SlurmVersion = self.slurm_version.parse()?;
+        let accounting = match self.accounting.mode.as_str() {
+            "none" => Accounting::None,
+            "external" => Accounting::Slurmdbd {
+                host: "localhost".into(),
+                port: 6819,
+                storage: Storage::External {
+                    host: self.accounting.host.clone().unwrap_or_default(),
+                    port: self.accounting.port.unwrap_or(3306),
+                    user: self.accounting.user.clone().unwrap_or_else(|| "slurm".into()),
+                    database: self
+                        .accounting
+                        .database
+                        .clone()
+                        .unwrap_or_else(|| "slurm_acct_db".into()),
+                },
+            },
+            _ => Accounting::Slurmdbd {
+                host: "localhost".into(),
+                port: 6819,
+                storage: Storage::Local,
+            },
+        };
+        Ok(Cluster {
+            name: self.name.clone(),
+            version,
+            controller_host: "head".into(),
+            controller_addr: None,
+            slurm_user: "slurm".into(),
+            state_dir: "/var/spool/slurmctld".into(),
+            spool_dir: "/var/spool/slurmd".into(),
+            log_dir: "/var/log/slurm".into(),
+            run_dir: "/run/slurm".into(),
+            munge_socket: None,
+            accounting,
+            power_save: PowerSave {
+                resume_program: "/usr/local/sbin/hpc-node-resume".into(),
+                suspend_program: "/usr/local/sbin/hpc-node-suspend".into(),
+                resume_fail_program: "/usr/local/sbin/hpc-node-resume-fail".into(),
+                resume_timeout_s: self.resume_timeout_s,
+                suspend_time_s: self.scaledown_idletime_s,
+                suspend_timeout_s: 120,
+                resume_rate: 0,
+                suspend_rate: 0,
+            },
+            health_check_program: Some("/usr/local/sbin/hpc-node-health".into()),
+            extra: self.extra.clone(),
+            partitions: partitions.iter().map(PartitionDoc::to_model).collect(),
+            ports: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_tags_are_hostname_safe() {
+        assert_eq!(type_tag("p5.48xlarge"), "p5-48xl");
+        assert_eq!(type_tag("c7i.large"), "c7i-large");
+        assert_eq!(type_tag("p6-b200.48xlarge"), "p6-b200-48xl");
+    }
+
+    #[test]
+    fn documents_round_trip_as_json() {
+        let doc = PartitionDoc {
+            schema: SCHEMA,
+            cluster: "c".into(),
+            name: "gpu".into(),
+            shapes: vec![],
+            min_nodes: 0,
+            max_nodes: 4,
+            pools: vec![],
+            allocation_strategy: "prioritized".into(),
+            provision_timeout_s: 600,
+            ice_cooldown_s: 600,
+            max_time: None,
+            default_time: None,
+            max_nodes_per_job: None,
+            min_nodes_per_job: None,
+            allow_accounts: vec![],
+            allow_groups: vec![],
+            allow_qos: vec![],
+            priority_tier: None,
+            oversubscribe: None,
+            exclusive: false,
+            default: false,
+            extra: BTreeMap::new(),
+        };
+        let json = serde_json::to_string(&doc).expect("json");
+        assert_eq!(serde_json::from_str::<PartitionDoc>(&json).expect("parse"), doc);
+    }
+}

@@ -1,0 +1,1038 @@
+//! `hpc_cluster`: the head node (Slurm controller, accounting), login nodes, Unix users,
+//! shared storage mounts, the munge key, and the cluster's desired-state document.
+//!
+//! Secrets (the munge key, a database password) are generated or taken write-only and go
+//! straight to Secrets Manager; state and plan only ever hold their ARNs.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hpc_aws::ec2::{LaunchTemplateSpec, RootVolume};
+use tfplugin::{
+    timeouts, ApplyOutcome, Attribute, AttributePath, Block, BlockNesting, CreateRequest, DeleteRequest, Diagnostic,
+    Diagnostics, ImportRequest, NestedBlock, PlanRequest, ReadRequest, Resource, Schema, Type, UpdateRequest,
+    ValidateRequest, Value,
+};
+
+use crate::convert::{self, boolean, int, of_list, of_map, pairs, string, strings};
+use crate::desired_state::{self, AccountingDoc, ClusterDoc, MountDoc, UserDoc, SCHEMA};
+use crate::pricing;
+use crate::provider::Clients;
+use crate::resources::{aws_diag, or_stop, valid_name};
+
+pub struct HpcCluster;
+
+const CREATE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+const DELETE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+const MUNGE_KEY_BYTES: usize = 1024;
+const ACCOUNTING_MODES: &[&str] = &["none", "local", "external"];
+
+fn schema() -> Schema {
+    let computed =
+        |name: &str, ty: Type, doc: &str| Attribute::computed(name, ty).description(doc).use_state_for_unknown();
+    let head = Block::new(vec![
+        Attribute::required("ami_id", Type::String)
+            .description("AMI of the head node (an hpc-image build).")
+            .requires_replace(),
+        Attribute::optional("instance_type", Type::String)
+            .description("Head node instance type. Default `c7i.2xlarge`.")
+            .default(Value::string("c7i.2xlarge"))
+            .requires_replace(),
+        Attribute::optional("root_volume_size", Type::Number)
+            .description("Root volume GiB. Default 100.")
+            .default(Value::int(100))
+            .requires_replace(),
+        Attribute::optional("root_volume_type", Type::String)
+            .description("`gp3` (default), `gp2`, `io1`, `io2`.")
+            .default(Value::string("gp3"))
+            .requires_replace(),
+        Attribute::optional("root_volume_encrypted", Type::Bool)
+            .description("Encrypt the root volume. Default true.")
+            .default(Value::Bool(true))
+            .requires_replace(),
+        Attribute::optional("key_name", Type::String)
+            .description("EC2 key pair for SSH as the AMI's default user.")
+            .requires_replace(),
+        Attribute::optional("allowed_ssh_cidrs", Type::list(Type::String))
+            .description("Networks allowed to SSH to head and login nodes. Default: none (use SSM Session Manager)."),
+        Attribute::optional("instance_profile_arn", Type::String)
+            .description("Instance profile of the cluster's nodes; see `instance_profile_policy` for what it needs.")
+            .requires_replace(),
+    ]);
+    let slurm = Block::new(vec![
+        Attribute::optional("version", Type::String)
+            .description("Slurm release series on the images: `22.05` or `24.11` (default).")
+            .default(Value::string("24.11")),
+        Attribute::optional("scaledown_idletime", Type::String)
+            .description("Idle time before a cloud node is powered down (SuspendTime). Default `10m`.")
+            .default(Value::string("10m")),
+        Attribute::optional("resume_timeout", Type::String)
+            .description("How long a node may take to boot and register (ResumeTimeout). Default `10m`.")
+            .default(Value::string("10m")),
+        Attribute::optional("extra", Type::map(Type::String))
+            .description("More slurm.conf settings; unknown keys and keys hpcforge manages are rejected."),
+    ]);
+    let accounting = Block::new(vec![
+        Attribute::optional("mode", Type::String)
+            .description("`local` (MariaDB on the head node, default), `external` (your database) or `none`.")
+            .default(Value::string("local")),
+        Attribute::optional("host", Type::String).description("External database host."),
+        Attribute::optional("port", Type::Number).description("External database port. Default 3306."),
+        Attribute::optional("user", Type::String).description("External database user."),
+        Attribute::optional("database", Type::String).description("External database name. Default `slurm_acct_db`."),
+        Attribute::optional("password_secret_arn", Type::String)
+            .description("Secrets Manager secret holding the external database password."),
+        Attribute::optional("password", Type::String)
+            .description("External database password, stored in Secrets Manager by the provider; never kept in state.")
+            .sensitive()
+            .write_only(),
+    ]);
+    let login = Block::new(vec![
+        Attribute::optional("count", Type::Number)
+            .description("Number of login nodes. Default 0.")
+            .default(Value::int(0)),
+        Attribute::optional("instance_type", Type::String)
+            .description("Login node instance type. Default `c7i.xlarge`.")
+            .default(Value::string("c7i.xlarge")),
+    ]);
+    let user = Block::new(vec![
+        Attribute::required("name", Type::String).description("Login name."),
+        Attribute::required("uid", Type::Number).description("Numeric user id (1000 or more)."),
+        Attribute::optional("gid", Type::Number).description("Primary group id. Default: the uid."),
+        Attribute::optional("ssh_public_keys", Type::list(Type::String)).description("Authorized SSH public keys."),
+        Attribute::optional("sudo", Type::Bool)
+            .description("Passwordless sudo. Default false.")
+            .default(Value::Bool(false)),
+    ]);
+    let mfa = Block::new(vec![
+        Attribute::required("pam_module", Type::String)
+            .description("PAM module for the second factor, e.g. `pam_google_authenticator.so`."),
+        Attribute::optional("config", Type::String).description("PAM line arguments."),
+    ]);
+    let storage = Block::new(vec![
+        Attribute::optional("lustre_id", Type::String).description("An hpc_lustre_fs id."),
+        Attribute::optional("dns_name", Type::String)
+            .description("The file system's DNS name (hpc_lustre_fs.dns_name)."),
+        Attribute::optional("mount_name", Type::String)
+            .description("The file system's mount name (hpc_lustre_fs.mount_name)."),
+        Attribute::required("mount_point", Type::String).description("Where nodes mount it, e.g. `/fsx`."),
+    ]);
+    Schema::new(
+        0,
+        Block::new(vec![
+            computed("id", Type::String, "The cluster name."),
+            Attribute::required("name", Type::String)
+                .description("Cluster name (Slurm ClusterName): lowercase letters, digits, `-`.")
+                .requires_replace(),
+            Attribute::required("subnet_id", Type::String)
+                .description("Subnet of the head and login nodes.")
+                .requires_replace(),
+            Attribute::optional("tags", Type::map(Type::String)).description("Tags of everything the cluster creates."),
+            Attribute::computed("tags_all", Type::map(Type::String))
+                .description("`tags` merged over the provider's `default_tags`."),
+            computed("vpc_id", Type::String, "VPC of the subnet."),
+            computed("head_node_instance_id", Type::String, "Head node instance."),
+            computed(
+                "head_node_private_ip",
+                Type::String,
+                "Head node address (SlurmctldHost).",
+            ),
+            Attribute::computed("login_node_ids", Type::list(Type::String)).description("Login node instances."),
+            Attribute::computed("login_node_private_ips", Type::list(Type::String))
+                .description("Login node addresses."),
+            computed(
+                "security_group_ids",
+                Type::list(Type::String),
+                "Cluster security group and SSH security group.",
+            ),
+            computed(
+                "munge_key_secret_arn",
+                Type::String,
+                "Secrets Manager secret with the munge key (generated; never in state).",
+            ),
+            computed(
+                "desired_state_parameter",
+                Type::String,
+                "SSM parameter of the cluster's desired state.",
+            ),
+            Attribute::computed("desired_state_version", Type::Number)
+                .description("Version of the published cluster document."),
+            Attribute::computed("slurm_conf", Type::String)
+                .description("The cluster-wide part of slurm.conf (each hpc_partition shows its own lines)."),
+            computed(
+                "instance_profile_policy",
+                Type::String,
+                "IAM policy JSON the instance profile needs.",
+            ),
+            Attribute::computed("estimated_hourly_cost", Type::Number)
+                .description("On-demand USD/hour of the head and login nodes (partitions report their own)."),
+        ])
+        .with_blocks(vec![
+            NestedBlock::new("head_node", BlockNesting::Single, head)
+                .min_items(1)
+                .max_items(1),
+            NestedBlock::new("slurm", BlockNesting::Single, slurm),
+            NestedBlock::new("accounting", BlockNesting::Single, accounting),
+            NestedBlock::new("login_nodes", BlockNesting::Single, login),
+            NestedBlock::new("user", BlockNesting::List, user),
+            NestedBlock::new("mfa", BlockNesting::Single, mfa),
+            NestedBlock::new("storage", BlockNesting::List, storage),
+            timeouts::block(&["create", "update", "delete"]),
+        ])
+        .description(
+            "A Slurm cluster: head node with slurmctld and accounting, login nodes, users and shared storage.",
+        ),
+    )
+}
+
+fn secs(v: &Value, default: u32) -> u32 {
+    v.as_str()
+        .and_then(|s| timeouts::parse_duration(s).ok())
+        .and_then(|d| u32::try_from(d.as_secs()).ok())
+        .unwrap_or(default)
+}
+
+fn doc_of(v: &Value, clients_region: &str, munge_arn: &str, password_arn: Option<String>) -> ClusterDoc {
+    let s = v.attr("slurm");
+    let a = v.attr("accounting");
+    ClusterDoc {
+        schema: SCHEMA,
+        name: string(v.attr("name")).unwrap_or_default(),
+        region: clients_region.to_string(),
+        slurm_version: string(s.attr("version")).unwrap_or_else(|| "24.11".into()),
+        scaledown_idletime_s: secs(s.attr("scaledown_idletime"), 600),
+        resume_timeout_s: secs(s.attr("resume_timeout"), 600),
+        accounting: AccountingDoc {
+            mode: string(a.attr("mode")).unwrap_or_else(|| "local".into()),
+            host: string(a.attr("host")),
+            port: int(a.attr("port")).and_then(|p| u16::try_from(p).ok()),
+            user: string(a.attr("user")),
+            database: string(a.attr("database")),
+            password_secret_arn: password_arn.or_else(|| string(a.attr("password_secret_arn"))),
+        },
+        munge_key_secret_arn: munge_arn.to_string(),
+        security_group_ids: strings(v.attr("security_group_ids")).unwrap_or_default(),
+        vpc_id: string(v.attr("vpc_id")).unwrap_or_default(),
+        extra: pairs(s.attr("extra")).unwrap_or_default().into_iter().collect(),
+        users: v
+            .attr("user")
+            .elements()
+            .iter()
+            .map(|u| {
+                let uid = int(u.attr("uid")).and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
+                UserDoc {
+                    name: string(u.attr("name")).unwrap_or_default(),
+                    uid,
+                    gid: int(u.attr("gid")).and_then(|n| u32::try_from(n).ok()).unwrap_or(uid),
+                    ssh_public_keys: strings(u.attr("ssh_public_keys")).unwrap_or_default(),
+                    sudo: boolean(u.attr("sudo")).unwrap_or(false),
+                }
+            })
+            .collect(),
+        mfa_pam_module: string(v.attr("mfa").attr("pam_module")),
+        mounts: v
+            .attr("storage")
+            .elements()
+            .iter()
+            .map(|m| MountDoc {
+                lustre_id: string(m.attr("lustre_id")),
+                dns_name: string(m.attr("dns_name")),
+                mount_name: string(m.attr("mount_name")),
+                mount_point: string(m.attr("mount_point")).unwrap_or_default(),
+            })
+            .collect(),
+        max_hourly_cost: None,
+        max_gpus: None,
+    }
+}
+
+/// The cluster-wide slurm.conf, or the model's objections.
+fn render(doc: &ClusterDoc) -> Result<String, Vec<slurm_model::ModelError>> {
+    let model = doc.to_model(&[]).map_err(|e| vec![e])?;
+    let errors: Vec<_> = slurm_model::validate(&model)
+        .into_iter()
+        .filter(|e| e.path.first().map(String::as_str) != Some("partition") && !e.summary.contains("no partition"))
+        .collect();
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(slurm_model::render_unvalidated(&model).slurm_conf)
+}
+
+fn model_path(path: &[String]) -> AttributePath {
+    match path.get(1).map(String::as_str) {
+        Some("extra") => {
+            let p = AttributePath::root("slurm").attr("extra");
+            match path.get(2) {
+                Some(k) => p.key(k),
+                None => p,
+            }
+        }
+        Some("version") => AttributePath::root("slurm").attr("version"),
+        Some("name") => AttributePath::root("name"),
+        _ => AttributePath::root("slurm"),
+    }
+}
+
+/// The IAM policy the cluster's instance profile needs, scoped to this cluster where EC2 allows.
+fn instance_profile_policy(name: &str) -> String {
+    serde_json::json!({
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ReadDesiredState",
+                "Effect": "Allow",
+                "Action": ["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath", "ssm:PutParameter"],
+                "Resource": format!("arn:aws:ssm:*:*:parameter{}/*", desired_state::cluster_prefix(name))
+            },
+            {
+                "Sid": "ReadClusterSecrets",
+                "Effect": "Allow",
+                "Action": ["secretsmanager:GetSecretValue"],
+                "Resource": format!("arn:aws:secretsmanager:*:*:secret:hpcforge/{name}/*")
+            },
+            {
+                "Sid": "LaunchAndStopComputeNodes",
+                "Effect": "Allow",
+                "Action": ["ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateTags", "ec2:TerminateInstances",
+                           "ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplates",
+                           "ec2:DescribeLaunchTemplateVersions", "ec2:DescribeSubnets", "ec2:DescribeCapacityReservations"],
+                "Resource": "*"
+            },
+            {
+                "Sid": "PassTheNodeRole",
+                "Effect": "Allow",
+                "Action": "iam:PassRole",
+                "Resource": "*",
+                "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+            },
+            {
+                "Sid": "LustreReleaseTasks",
+                "Effect": "Allow",
+                "Action": ["fsx:CreateDataRepositoryTask", "fsx:DescribeDataRepositoryTasks", "fsx:DescribeFileSystems"],
+                "Resource": "*"
+            }
+        ]
+    })
+    .to_string()
+}
+
+fn head_user_data(name: &str, region: &str) -> String {
+    format!(
+        "#!/bin/bash\nset -euo pipefail\n# hpcforge head node of cluster {name}\n\
+         exec /usr/local/bin/hpc-node head-init --cluster {name} --region {region} --state {}\n",
+        desired_state::cluster_prefix(name)
+    )
+}
+
+fn login_user_data(name: &str, region: &str, index: usize) -> String {
+    format!(
+        "#!/bin/bash\nset -euo pipefail\n# hpcforge login node {index} of cluster {name}\n\
+         exec /usr/local/bin/hpc-node login-init --cluster {name} --region {region} --state {}\n",
+        desired_state::cluster_prefix(name)
+    )
+}
+
+fn fixed_cost(v: &Value, overrides: &[(String, f64)]) -> Value {
+    let head = string(v.attr("head_node").attr("instance_type")).unwrap_or_else(|| "c7i.2xlarge".into());
+    let login = string(v.attr("login_nodes").attr("instance_type")).unwrap_or_else(|| "c7i.xlarge".into());
+    let count = int(v.attr("login_nodes").attr("count")).unwrap_or(0).max(0) as u32;
+    let usage = pricing::max_usage(&[(head, 1, 0, 0), (login, count, 0, 0)], overrides);
+    usage
+        .hourly_cost
+        .and_then(|c| tfplugin::Number::parse(&format!("{c:.2}")).ok())
+        .map(Value::Number)
+        .unwrap_or(Value::Null)
+}
+
+#[async_trait]
+impl Resource for HpcCluster {
+    fn type_name(&self) -> &'static str {
+        "hpc_cluster"
+    }
+
+    fn schema(&self) -> Schema {
+        schema()
+    }
+
+    async fn validate(&self, req: ValidateRequest) -> Diagnostics {
+        let c = &req.config;
+        let mut diags = Diagnostics::new();
+        if let Some(name) = c.attr("name").as_str() {
+            if let Err(why) = valid_name(name, 40) {
+                diags.error_at(
+                    AttributePath::root("name"),
+                    format!("cluster name {name:?} is not valid"),
+                    why,
+                );
+            }
+        }
+        if let Some(s) = c.attr("subnet_id").as_str() {
+            if !s.starts_with("subnet-") {
+                diags.error_at(
+                    AttributePath::root("subnet_id"),
+                    format!("{s:?} is not a subnet id"),
+                    "Use an id like subnet-0123456789abcdef0.",
+                );
+            }
+        }
+        let head = c.attr("head_node");
+        if let Some(ami) = head.attr("ami_id").as_str() {
+            if !ami.starts_with("ami-") {
+                diags.error_at(
+                    AttributePath::root("head_node").attr("ami_id"),
+                    format!("{ami:?} is not an AMI id"),
+                    "Use an id like ami-0123456789abcdef0.",
+                );
+            }
+        }
+        if head.attr("root_volume_encrypted").as_bool() == Some(false) {
+            diags.push(
+                Diagnostic::warning(
+                    "head node root volume is not encrypted",
+                    "Encryption at rest is on by default; turning it off is rarely wanted.",
+                )
+                .at(AttributePath::root("head_node").attr("root_volume_encrypted")),
+            );
+        }
+        for (i, cidr) in strings(head.attr("allowed_ssh_cidrs"))
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            let at = AttributePath::root("head_node").attr("allowed_ssh_cidrs").index(i);
+            if cidr == "0.0.0.0/0" || cidr == "::/0" {
+                diags.error_at(
+                    at,
+                    "SSH from the whole internet is not allowed",
+                    "List the networks that need SSH (e.g. your VPN's range), or use SSM Session Manager.",
+                );
+            } else if !looks_like_cidr(cidr) {
+                diags.error_at(
+                    at,
+                    format!("{cidr:?} is not a CIDR block"),
+                    "Use a range like 192.0.2.0/24.",
+                );
+            }
+        }
+        let s = c.attr("slurm");
+        for attr in ["scaledown_idletime", "resume_timeout"] {
+            if let Some(v) = s.attr(attr).as_str() {
+                if let Err(e) = timeouts::parse_duration(v) {
+                    diags.error_at(
+                        AttributePath::root("slurm").attr(attr),
+                        format!("{attr} is not a duration"),
+                        e,
+                    );
+                }
+            }
+        }
+        let a = c.attr("accounting");
+        if let Some(mode) = a.attr("mode").as_str() {
+            if !ACCOUNTING_MODES.contains(&mode) {
+                diags.error_at(
+                    AttributePath::root("accounting").attr("mode"),
+                    format!("unknown accounting mode {mode:?}"),
+                    "Use local, external or none.",
+                );
+            }
+            if mode == "external" {
+                if a.attr("host").is_null() {
+                    diags.error_at(
+                        AttributePath::root("accounting").attr("host"),
+                        "external accounting needs host",
+                        "Give the database host.",
+                    );
+                }
+                if a.attr("password").is_null() && a.attr("password_secret_arn").is_null() {
+                    diags.error_at(
+                        AttributePath::root("accounting").attr("password_secret_arn"),
+                        "external accounting needs a password",
+                        "Set password_secret_arn to a Secrets Manager secret, or password (write-only: kept out of state).",
+                    );
+                }
+            }
+        }
+        if let Some(p) = a.attr("password").as_str() {
+            if let Err(e) = slurm_model::check_storage_password(p) {
+                diags.error_at(AttributePath::root("accounting").attr("password"), e.summary, e.detail);
+            }
+        }
+        let mut names = Vec::new();
+        for (i, u) in c.attr("user").elements().iter().enumerate() {
+            let at = || AttributePath::root("user").index(i);
+            if let Some(n) = u.attr("name").as_str() {
+                let ok = !n.is_empty()
+                    && n.len() <= 32
+                    && n.starts_with(|ch: char| ch.is_ascii_lowercase() || ch == '_')
+                    && n.chars()
+                        .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_' || ch == '-');
+                if !ok {
+                    diags.error_at(
+                        at().attr("name"),
+                        format!("{n:?} is not a valid login name"),
+                        "Use lowercase letters, digits, '_' and '-', starting with a letter.",
+                    );
+                }
+                if names.contains(&n.to_string()) {
+                    diags.error_at(
+                        at().attr("name"),
+                        format!("user {n} is listed twice"),
+                        "List each user once.",
+                    );
+                }
+                names.push(n.to_string());
+            }
+            if let Some(uid) = int(u.attr("uid")) {
+                if !(1000..=60000).contains(&uid) {
+                    diags.error_at(
+                        at().attr("uid"),
+                        format!("uid {uid} is outside 1000-60000"),
+                        "System ids below 1000 belong to the image; pick 1000 to 60000.",
+                    );
+                }
+            }
+        }
+        for (i, m) in c.attr("storage").elements().iter().enumerate() {
+            if let Some(p) = m.attr("mount_point").as_str() {
+                if !p.starts_with('/')
+                    || p == "/"
+                    || ["/usr", "/etc", "/var", "/proc", "/sys", "/dev", "/boot"].contains(&p)
+                {
+                    diags.error_at(
+                        AttributePath::root("storage").index(i).attr("mount_point"),
+                        format!("{p:?} cannot be a mount point"),
+                        "Use an absolute path of its own, such as /fsx or /scratch.",
+                    );
+                }
+            }
+        }
+        if c.is_wholly_known() {
+            if let Err(errors) = render(&doc_of(c, "", "", None)) {
+                for e in errors {
+                    diags.error_at(model_path(&e.path), e.summary, e.detail);
+                }
+            }
+        }
+        diags
+    }
+
+    async fn modify_plan(&self, req: &mut PlanRequest) {
+        let Ok(clients) = req.ctx.provider::<Clients>() else {
+            return;
+        };
+        let p = &mut req.planned;
+        match convert::pairs(p.attr("tags")) {
+            Some(t) => p.set_attr("tags_all", of_map(&clients.tags_all(&t))),
+            None if p.attr("tags").is_null() => p.set_attr("tags_all", of_map(&clients.tags_all(&[]))),
+            None => p.set_attr("tags_all", Value::Unknown),
+        }
+        if let Some(name) = string(p.attr("name")) {
+            p.set_attr("id", Value::string(&name));
+            p.set_attr(
+                "desired_state_parameter",
+                Value::string(desired_state::cluster_param(&name)),
+            );
+            p.set_attr("instance_profile_policy", Value::string(instance_profile_policy(&name)));
+        }
+        p.set_attr("estimated_hourly_cost", fixed_cost(p, &clients.price_overrides));
+        let munge = string(req.prior.attr("munge_key_secret_arn")).unwrap_or_default();
+        if req.config.is_wholly_known() {
+            match render(&doc_of(&req.config, &clients.aws.region, &munge, None)) {
+                Ok(conf) => req.planned.set_attr("slurm_conf", Value::string(conf)),
+                Err(errors) => {
+                    for e in errors {
+                        req.diagnostics.error_at(model_path(&e.path), e.summary, e.detail);
+                    }
+                }
+            }
+        } else {
+            req.planned.set_attr("slurm_conf", Value::Unknown);
+        }
+        let head_type = string(req.planned.attr("head_node").attr("instance_type"));
+        let login_type = string(req.planned.attr("login_nodes").attr("instance_type"));
+        for (t, at) in [(head_type, "head_node"), (login_type, "login_nodes")] {
+            let Some(t) = t else { continue };
+            if !clients.limits.allowed_instance_types.is_empty()
+                && !pricing::instance_type_allowed(&t, &clients.limits.allowed_instance_types)
+            {
+                req.diagnostics.push(
+                    Diagnostic::error(
+                        format!("{t} is not in guardrails.allowed_instance_types"),
+                        format!("Allowed: {}.", clients.limits.allowed_instance_types.join(", ")),
+                    )
+                    .at(AttributePath::root(at).attr("instance_type")),
+                );
+            }
+        }
+        if req.prior.is_null() {
+            for a in ["login_node_ids", "login_node_private_ips", "desired_state_version"] {
+                req.planned.set_attr(a, Value::Unknown);
+            }
+            return;
+        }
+        if req.planned.attr("login_nodes") != req.prior.attr("login_nodes") {
+            req.planned.set_attr("login_node_ids", Value::Unknown);
+            req.planned.set_attr("login_node_private_ips", Value::Unknown);
+        }
+        if req.planned != req.prior {
+            req.planned.set_attr("desired_state_version", Value::Unknown);
+        }
+    }
+
+    async fn create(&self, req: CreateRequest) -> ApplyOutcome {
+        let clients = match req.ctx.provider::<Clients>() {
+            Ok(c) => c,
+            Err(d) => return ApplyOutcome::failed(Value::Null, d),
+        };
+        let mut state = req.planned.clone();
+        let name = string(state.attr("name")).unwrap_or_default();
+        let timeout = timeouts::get(&state, "create", CREATE_TIMEOUT);
+        let result: Result<(), Diagnostics> = async {
+            let subnet = string(state.attr("subnet_id")).unwrap_or_default();
+            let tags = cluster_tags(&state, &name);
+            let vpc = clients
+                .ec2
+                .subnet_vpc(&subnet)
+                .await
+                .map_err(|e| aws_diag("Cannot find the cluster's subnet", &e))?;
+            state.set_attr("vpc_id", Value::string(&vpc));
+            let sgs = ensure_security_groups(clients, &name, &vpc, &state, &tags).await?;
+            state.set_attr("security_group_ids", of_list(Some(&sgs)));
+            let munge = clients
+                .secrets
+                .ensure_random_binary(&format!("hpcforge/{name}/munge-key"), MUNGE_KEY_BYTES, &tags)
+                .await
+                .map_err(|e| aws_diag("Cannot create the munge key", &e))?;
+            state.set_attr("munge_key_secret_arn", Value::string(&munge));
+            let password_arn = store_password(clients, &name, &req.config, &tags).await?;
+            publish(clients, &mut state, &munge, password_arn).await?;
+            launch_head(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
+            sync_login_nodes(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await
+        }
+        .await;
+        match result {
+            Ok(()) => ApplyOutcome::ok(state),
+            Err(d) => {
+                // Record what exists (tainted) so destroy removes it; nothing leaks.
+                let made = !state.attr("security_group_ids").is_unknown();
+                ApplyOutcome::failed(if made { scrub(state) } else { Value::Null }, d)
+            }
+        }
+    }
+
+    async fn read(&self, req: ReadRequest) -> Result<Option<Value>, Diagnostics> {
+        let clients = req.ctx.provider::<Clients>().map_err(Diagnostics::from)?;
+        let Some(name) = string(req.state.attr("name")) else {
+            return Ok(None);
+        };
+        let param = clients
+            .ssm
+            .get(&desired_state::cluster_param(&name))
+            .await
+            .map_err(|e| aws_diag("Cannot read cluster", &e))?;
+        let head = match string(req.state.attr("head_node_instance_id")) {
+            Some(id) => clients
+                .ec2
+                .find_instance(&id)
+                .await
+                .map_err(|e| aws_diag("Cannot read head node", &e))?,
+            None => None,
+        };
+        // A cluster whose document and head node are both gone no longer exists.
+        if param.is_none() && head.is_none() {
+            return Ok(None);
+        }
+        let mut s = req.state.clone();
+        match (&param, head) {
+            (Some(p), Some(h)) => {
+                s.set_attr("desired_state_version", Value::int(p.version));
+                s.set_attr("head_node_private_ip", convert::of_string(h.private_ip));
+            }
+            // Half a cluster: plan a replacement by forgetting the missing half's id.
+            (None, _) => s.set_attr("desired_state_version", Value::Null),
+            (Some(_), None) => s.set_attr("head_node_instance_id", Value::Null),
+        }
+        Ok(Some(s))
+    }
+
+    async fn update(&self, req: UpdateRequest) -> ApplyOutcome {
+        let clients = match req.ctx.provider::<Clients>() {
+            Ok(c) => c,
+            Err(d) => return ApplyOutcome::failed(req.prior, d),
+        };
+        let mut state = req.planned.clone();
+        let name = string(state.attr("name")).unwrap_or_default();
+        let timeout = timeouts::get(&state, "update", CREATE_TIMEOUT);
+        let result: Result<(), Diagnostics> = async {
+            let tags = cluster_tags(&state, &name);
+            let vpc = string(req.prior.attr("vpc_id")).unwrap_or_default();
+            let sgs = ensure_security_groups(clients, &name, &vpc, &state, &tags).await?;
+            state.set_attr("security_group_ids", of_list(Some(&sgs)));
+            let munge = string(req.prior.attr("munge_key_secret_arn")).unwrap_or_default();
+            let password_arn = store_password(clients, &name, &req.config, &tags).await?;
+            publish(clients, &mut state, &munge, password_arn).await?;
+            if state.attr("head_node_instance_id").is_null() || state.attr("head_node_instance_id").is_unknown() {
+                launch_head(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
+            }
+            sync_login_nodes(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await
+        }
+        .await;
+        match result {
+            Ok(()) => ApplyOutcome::ok(state),
+            Err(d) => ApplyOutcome::failed(req.prior, d),
+        }
+    }
+
+    async fn delete(&self, req: DeleteRequest) -> Diagnostics {
+        let clients = match req.ctx.provider::<Clients>() {
+            Ok(c) => c,
+            Err(d) => return d.into(),
+        };
+        let Some(name) = string(req.prior.attr("name")) else {
+            return Diagnostics::new();
+        };
+        let timeout = timeouts::get(&req.prior, "delete", DELETE_TIMEOUT);
+        let result = async {
+            // Unpublish first: the agent stops acting on a cluster that is going away.
+            clients.ssm.delete(&desired_state::cluster_param(&name)).await?;
+            clients
+                .ssm
+                .delete(&format!("{}/status", desired_state::cluster_prefix(&name)))
+                .await?;
+            let nodes = clients.ec2.instances_tagged("hpcforge:cluster", &name).await?;
+            let ids: Vec<String> = nodes.into_iter().map(|i| i.id).collect();
+            or_stop(
+                &req.ctx,
+                "terminating cluster nodes",
+                clients.ec2.terminate(&ids, timeout),
+            )
+            .await?;
+            clients.ec2.delete_launch_template(&format!("hpc-{name}-head")).await?;
+            clients.ec2.delete_launch_template(&format!("hpc-{name}-login")).await?;
+            for sg in strings(req.prior.attr("security_group_ids")).unwrap_or_default() {
+                clients.ec2.delete_security_group(&sg).await?;
+            }
+            clients.secrets.delete(&format!("hpcforge/{name}/munge-key")).await?;
+            clients.secrets.delete(&format!("hpcforge/{name}/db-password")).await?;
+            Ok::<(), hpc_aws::AwsError>(())
+        };
+        match result.await {
+            Ok(()) => Diagnostics::new(),
+            Err(e) => aws_diag("Cannot delete cluster", &e),
+        }
+    }
+
+    async fn import(&self, req: ImportRequest) -> Result<Value, Diagnostics> {
+        Err(Diagnostic::error(
+            "hpc_cluster import is not supported yet",
+            format!(
+                "Cluster {:?} cannot be imported by this provider version; it can only be created by Terraform.",
+                req.id
+            ),
+        )
+        .into())
+    }
+}
+
+fn looks_like_cidr(s: &str) -> bool {
+    let Some((addr, prefix)) = s.split_once('/') else {
+        return false;
+    };
+    let octets: Vec<&str> = addr.split('.').collect();
+    octets.len() == 4 && octets.iter().all(|o| o.parse::<u8>().is_ok()) && prefix.parse::<u8>().is_ok_and(|p| p <= 32)
+}
+
+fn cluster_tags(state: &Value, name: &str) -> Vec<(String, String)> {
+    let mut t = pairs(state.attr("tags_all")).unwrap_or_default();
+    t.push(("hpcforge:cluster".into(), name.to_string()));
+    t
+}
+
+/// Unknown values left in a failed create become null (state holds only what exists).
+fn scrub(mut v: Value) -> Value {
+    if let Value::Object(m) = &mut v {
+        for x in m.values_mut() {
+            if x.is_unknown() {
+                *x = Value::Null;
+            }
+        }
+    }
+    v
+}
+
+async fn ensure_security_groups(
+    clients: &Clients,
+    name: &str,
+    vpc: &str,
+    state: &Value,
+    tags: &[(String, String)],
+) -> Result<Vec<String>, Diagnostics> {
+    let cluster = clients
+        .ec2
+        .ensure_security_group(
+            &format!("hpc-{name}-cluster"),
+            "hpcforge cluster nodes: all traffic between members",
+            vpc,
+            &[],
+            tags,
+        )
+        .await
+        .map_err(|e| aws_diag("Cannot create the cluster security group", &e))?;
+    clients
+        .ec2
+        .allow_self(&cluster)
+        .await
+        .map_err(|e| aws_diag("Cannot open the cluster security group to its members", &e))?;
+    let ssh: Vec<(i32, String)> = strings(state.attr("head_node").attr("allowed_ssh_cidrs"))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| (22, c))
+        .collect();
+    let ssh_sg = clients
+        .ec2
+        .ensure_security_group(
+            &format!("hpc-{name}-ssh"),
+            "hpcforge head and login nodes: SSH from allowed networks",
+            vpc,
+            &ssh,
+            tags,
+        )
+        .await
+        .map_err(|e| aws_diag("Cannot create the SSH security group", &e))?;
+    Ok(vec![cluster, ssh_sg])
+}
+
+async fn store_password(
+    clients: &Clients,
+    name: &str,
+    config: &Value,
+    tags: &[(String, String)],
+) -> Result<Option<String>, Diagnostics> {
+    let Some(password) = config.attr("accounting").attr("password").as_str() else {
+        return Ok(None);
+    };
+    let secret = format!("hpcforge/{name}/db-password");
+    clients
+        .secrets
+        .delete(&secret)
+        .await
+        .map_err(|e| aws_diag("Cannot replace the database password", &e))?;
+    clients
+        .secrets
+        .put_string(&secret, password, tags)
+        .await
+        .map(Some)
+        .map_err(|e| aws_diag("Cannot store the database password", &e))
+}
+
+async fn publish(
+    clients: &Clients,
+    state: &mut Value,
+    munge: &str,
+    password_arn: Option<String>,
+) -> Result<(), Diagnostics> {
+    let mut doc = doc_of(state, &clients.aws.region, munge, password_arn);
+    doc.max_hourly_cost = clients.limits.max_hourly_cost_per_cluster.map(|c| format!("{c:.2}"));
+    doc.max_gpus = clients.limits.max_gpus_per_cluster;
+    let json = serde_json::to_string(&doc)
+        .map_err(|e| Diagnostics::from(Diagnostic::error("Cannot encode desired state", e.to_string())))?;
+    let version = clients
+        .ssm
+        .put(
+            &desired_state::cluster_param(&doc.name),
+            &json,
+            &pairs(state.attr("tags_all")).unwrap_or_default(),
+        )
+        .await
+        .map_err(|e| aws_diag("Cannot publish the cluster", &e))?;
+    state.set_attr("desired_state_version", Value::int(version));
+    Ok(())
+}
+
+fn template(
+    state: &Value,
+    name: &str,
+    role: &str,
+    instance_type: String,
+    sgs: &[String],
+    tags: &[(String, String)],
+    user_data: String,
+) -> LaunchTemplateSpec {
+    let head = state.attr("head_node");
+    let mut tags = tags.to_vec();
+    tags.push(("hpcforge:role".into(), role.to_string()));
+    tags.push(("Name".into(), format!("{name}-{role}")));
+    LaunchTemplateSpec {
+        name: format!("hpc-{name}-{role}"),
+        image_id: string(head.attr("ami_id")).unwrap_or_default(),
+        instance_type: Some(instance_type),
+        key_name: string(head.attr("key_name")),
+        security_group_ids: sgs.to_vec(),
+        instance_profile_arn: string(head.attr("instance_profile_arn")),
+        user_data: Some(user_data),
+        root_volume: Some(RootVolume {
+            size_gib: int(head.attr("root_volume_size"))
+                .and_then(|n| i32::try_from(n).ok())
+                .unwrap_or(100),
+            volume_type: string(head.attr("root_volume_type")).unwrap_or_else(|| "gp3".into()),
+            encrypted: boolean(head.attr("root_volume_encrypted")).unwrap_or(true),
+            kms_key_id: None,
+        }),
+        efa_network_cards: Vec::new(),
+        placement_group: None,
+        tags,
+    }
+}
+
+/// Launches the head node, or adopts the one an interrupted run already launched.
+async fn launch_head(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    state: &mut Value,
+    name: &str,
+    sgs: &[String],
+    tags: &[(String, String)],
+    timeout: Duration,
+) -> Result<(), Diagnostics> {
+    let head_type = string(state.attr("head_node").attr("instance_type")).unwrap_or_else(|| "c7i.2xlarge".into());
+    let spec = template(
+        state,
+        name,
+        "head",
+        head_type,
+        sgs,
+        tags,
+        head_user_data(name, &clients.aws.region),
+    );
+    let (lt, _) = clients
+        .ec2
+        .ensure_launch_template(&spec)
+        .await
+        .map_err(|e| aws_diag("Cannot create the head node launch template", &e))?;
+    let existing = role_instances(clients, name, "head").await?;
+    let id = match existing.first() {
+        Some(id) => id.clone(),
+        None => {
+            let subnet = string(state.attr("subnet_id")).unwrap_or_default();
+            clients
+                .ec2
+                .run_instance(&lt, &subnet, &format!("{name}-head-{}", uuid::Uuid::new_v4()))
+                .await
+                .map_err(|e| aws_diag("Cannot launch the head node", &e))?
+        }
+    };
+    state.set_attr("head_node_instance_id", Value::string(&id));
+    let info = or_stop(
+        ctx,
+        "waiting for the head node",
+        clients.ec2.wait_instance_running(&id, timeout),
+    )
+    .await
+    .map_err(|e| aws_diag("The head node did not start", &e))?;
+    state.set_attr("head_node_private_ip", convert::of_string(info.private_ip));
+    Ok(())
+}
+
+async fn role_instances(clients: &Clients, name: &str, role: &str) -> Result<Vec<String>, Diagnostics> {
+    let all = clients
+        .ec2
+        .instances_tagged("hpcforge:cluster", name)
+        .await
+        .map_err(|e| aws_diag("Cannot list cluster instances", &e))?;
+    let mut ids = Vec::new();
+    for i in all {
+        if i.state == "shutting-down" {
+            continue;
+        }
+        if i.tags.iter().any(|(k, v)| k == "hpcforge:role" && v == role) {
+            ids.push(i.id);
+        }
+    }
+    ids.sort();
+    Ok(ids)
+}
+
+/// Brings the login nodes to the planned count (launching or terminating the newest).
+async fn sync_login_nodes(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    state: &mut Value,
+    name: &str,
+    sgs: &[String],
+    tags: &[(String, String)],
+    timeout: Duration,
+) -> Result<(), Diagnostics> {
+    let want = int(state.attr("login_nodes").attr("count")).unwrap_or(0).max(0) as usize;
+    let mut ids = role_instances(clients, name, "login").await?;
+    if want > 0 {
+        let login_type = string(state.attr("login_nodes").attr("instance_type")).unwrap_or_else(|| "c7i.xlarge".into());
+        let spec = template(
+            state,
+            name,
+            "login",
+            login_type,
+            sgs,
+            tags,
+            login_user_data(name, &clients.aws.region, ids.len()),
+        );
+        let (lt, _) = clients
+            .ec2
+            .ensure_launch_template(&spec)
+            .await
+            .map_err(|e| aws_diag("Cannot create the login node launch template", &e))?;
+        let subnet = string(state.attr("subnet_id")).unwrap_or_default();
+        while ids.len() < want {
+            let id = clients
+                .ec2
+                .run_instance(&lt, &subnet, &format!("{name}-login-{}", uuid::Uuid::new_v4()))
+                .await
+                .map_err(|e| aws_diag("Cannot launch a login node", &e))?;
+            ids.push(id);
+        }
+    }
+    if ids.len() > want {
+        let extra: Vec<String> = ids.split_off(want);
+        or_stop(ctx, "terminating login nodes", clients.ec2.terminate(&extra, timeout))
+            .await
+            .map_err(|e| aws_diag("Cannot terminate login nodes", &e))?;
+    }
+    let mut ips = Vec::new();
+    for id in &ids {
+        let info = or_stop(
+            ctx,
+            "waiting for login nodes",
+            clients.ec2.wait_instance_running(id, timeout),
+        )
+        .await
+        .map_err(|e| aws_diag("A login node did not start", &e))?;
+        ips.push(info.private_ip.unwrap_or_default());
+    }
+    state.set_attr("login_node_ids", of_list(Some(&ids)));
+    state.set_attr("login_node_private_ips", of_list(Some(&ips)));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_is_well_formed() {
+        schema().check().expect("hpc_cluster schema");
+    }
+
+    #[test]
+    fn policy_is_scoped_to_the_cluster() {
+        let p: serde_json::Value = serde_json::from_str(&instance_profile_policy("research")).expect("json");
+        assert!(p.to_string().contains("parameter/hpcforge/clusters/research/*"));
+        assert!(p.to_string().contains("secret:hpcforge/research/*"));
+    }
+
+    #[test]
+    fn cidrs_are_checked() {
+        assert!(looks_like_cidr("192.0.2.0/24"));
+        assert!(!looks_like_cidr("192.0.2.0"));
+        assert!(!looks_like_cidr("300.0.2.0/24"));
+    }
+}

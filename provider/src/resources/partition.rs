@@ -1,0 +1,1077 @@
+//! `hpc_partition`: a Slurm partition of elastic EC2 capacity. Owns its launch templates
+//! (per capacity pool and instance type, with an EFA interface on every network card when EFA
+//! is on), its placement groups, and its own desired-state document. Creating, changing or
+//! removing a partition never touches the cluster or the other partitions.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use hpc_aws::ec2::{Ec2, InstanceTypeInfo, LaunchTemplateSpec, RootVolume};
+use tfplugin::{
+    timeouts, ApplyOutcome, Attribute, AttributePath, Block, BlockNesting, CreateRequest, DeleteRequest, Diagnostic,
+    Diagnostics, ImportRequest, NestedBlock, PlanRequest, ReadRequest, Resource, Schema, Type, UpdateRequest,
+    ValidateRequest, Value,
+};
+
+use crate::convert::{self, boolean, int, of_list, of_map, pairs, string, strings};
+use crate::desired_state::{self, ClusterDoc, PartitionDoc, PoolDoc, ShapeDoc, SCHEMA};
+use crate::pricing;
+use crate::provider::Clients;
+use crate::resources::{aws_diag, or_stop, valid_name};
+
+pub struct HpcPartition;
+
+const CAPACITY_TYPES: &[&str] = &["on_demand", "spot", "capacity_block"];
+const STRATEGIES: &[&str] = &[
+    "prioritized",
+    "lowest-price",
+    "capacity-optimized",
+    "price-capacity-optimized",
+];
+const APPLY_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+fn schema() -> Schema {
+    let computed = |name: &str, ty: Type, doc: &str| Attribute::computed(name, ty).description(doc);
+    let pool = Block::new(vec![
+        Attribute::required("subnet_ids", Type::list(Type::String))
+            .description("Subnets to launch in (their zones form the pool); tried in order within the pool."),
+        Attribute::optional("region", Type::String)
+            .description("Region of the subnets when it is not the provider's region (cross-region failover)."),
+        Attribute::optional("capacity_type", Type::String)
+            .description("`on_demand` (default), `spot` or `capacity_block`.")
+            .default(Value::string("on_demand")),
+        Attribute::optional("capacity_reservation_id", Type::String)
+            .description("An On-Demand Capacity Reservation or Capacity Block to launch into (`cr-...`)."),
+        Attribute::optional("ami_id", Type::String)
+            .description("AMI for this pool (required for a pool in another region: AMI ids are regional)."),
+    ]);
+    Schema::new(
+        0,
+        Block::new(vec![
+            computed("id", Type::String, "`<cluster>/<partition>`.").use_state_for_unknown(),
+            Attribute::required("cluster_id", Type::String).description("The hpc_cluster's id.").requires_replace(),
+            Attribute::required("name", Type::String)
+                .description("Partition name as users see it in Slurm (`sbatch -p <name>`).")
+                .requires_replace(),
+            Attribute::required("instance_types", Type::list(Type::String)).description(
+                "Instance types of the partition, most preferred first. Each becomes a Slurm node set \
+                 with CPUs, memory and GPUs from EC2.",
+            ),
+            Attribute::optional("min_nodes", Type::Number)
+                .description("Always-on nodes (of the first instance type). Default 0: everything scales from zero.")
+                .default(Value::int(0)),
+            Attribute::required("max_nodes", Type::Number)
+                .description("Most nodes the partition runs at once, per instance type's node set."),
+            Attribute::optional("allocation_strategy", Type::String)
+                .description("How a pool picks among instance types: `prioritized` (default), `lowest-price`, `capacity-optimized`, `price-capacity-optimized`.")
+                .default(Value::string("prioritized")),
+            Attribute::optional("efa_enabled", Type::Bool)
+                .description("Give nodes an EFA interface on every network card the type has; needs EFA-capable types.")
+                .default(Value::Bool(false)),
+            Attribute::optional_computed("placement_group", Type::Bool)
+                .description("A cluster placement group per pool. Default: on when EFA is on."),
+            Attribute::required("ami_id", Type::String).description("AMI of the compute nodes (an hpc-image build)."),
+            Attribute::optional("root_volume_size", Type::Number)
+                .description("Root volume GiB (gp3, encrypted). Default 100.")
+                .default(Value::int(100)),
+            Attribute::optional("instance_profile_arn", Type::String)
+                .description("Instance profile of compute nodes. Default: the cluster's."),
+            Attribute::optional("user_data_extra", Type::String)
+                .description("Shell commands appended to the nodes' boot script."),
+            Attribute::optional("max_time", Type::String).description("Slurm MaxTime, e.g. `2-00:00:00` or `UNLIMITED`."),
+            Attribute::optional("default_time", Type::String).description("Slurm DefaultTime."),
+            Attribute::optional("max_nodes_per_job", Type::Number).description("Slurm MaxNodes: most nodes one job may use."),
+            Attribute::optional("min_nodes_per_job", Type::Number).description("Slurm MinNodes."),
+            Attribute::optional("allow_accounts", Type::list(Type::String)).description("Slurm AllowAccounts."),
+            Attribute::optional("allow_groups", Type::list(Type::String)).description("Slurm AllowGroups."),
+            Attribute::optional("allow_qos", Type::list(Type::String)).description("Slurm AllowQos."),
+            Attribute::optional("priority_tier", Type::Number).description("Slurm PriorityTier."),
+            Attribute::optional("oversubscribe", Type::String).description("Slurm OverSubscribe: `NO`, `YES[:n]`, `FORCE[:n]`, `EXCLUSIVE`."),
+            Attribute::optional("exclusive", Type::Bool)
+                .description("Jobs get whole nodes.")
+                .default(Value::Bool(false)),
+            Attribute::optional("default", Type::Bool)
+                .description("The cluster's default partition.")
+                .default(Value::Bool(false)),
+            Attribute::optional("slurm_extra", Type::map(Type::String))
+                .description("More PartitionName settings; unknown keys are rejected."),
+            Attribute::optional("provision_timeout", Type::String)
+                .description("A node not registered with Slurm after this long is replaced from the next pool. Default `10m`.")
+                .default(Value::string("10m")),
+            Attribute::optional("ice_cooldown", Type::String)
+                .description("How long a pool that reported no capacity is skipped. Default `10m`.")
+                .default(Value::string("10m")),
+            Attribute::optional("tags", Type::map(Type::String)).description("Tags of launch templates, placement groups and instances."),
+            computed("tags_all", Type::map(Type::String), "`tags` merged over the provider's `default_tags`."),
+            computed("node_names", Type::list(Type::String), "Slurm node names, one host list per instance type."),
+            computed("launch_template_ids", Type::map(Type::String), "Launch template id per `<pool index>/<instance type>`."),
+            computed("placement_group_names", Type::list(Type::String), "Placement group per pool (empty without)."),
+            computed("max_vcpus", Type::Number, "vCPUs at full scale."),
+            computed("max_gpus", Type::Number, "GPUs at full scale."),
+            computed("gpu_model", Type::String, "GPU model of the partition's first GPU type."),
+            computed("estimated_max_hourly_cost", Type::Number, "On-demand USD/hour at full scale (null when a type has no known price)."),
+            computed("rendered_partition", Type::String, "The NodeName and PartitionName lines Slurm gets."),
+            computed("desired_state_version", Type::Number, "Version of the published partition document."),
+        ])
+        .with_blocks(vec![
+            NestedBlock::new("capacity_pool", BlockNesting::List, pool).min_items(1).max_items(16),
+            timeouts::block(&["create", "update", "delete"]),
+        ])
+        .description("A Slurm partition of elastic EC2 capacity with ordered capacity pools and failover."),
+    )
+}
+
+fn secs(v: &Value, default: u32) -> u32 {
+    v.as_str()
+        .and_then(|s| timeouts::parse_duration(s).ok())
+        .and_then(|d| u32::try_from(d.as_secs()).ok())
+        .unwrap_or(default)
+}
+
+fn u32_of(v: &Value) -> Option<u32> {
+    int(v).and_then(|n| u32::try_from(n).ok())
+}
+
+fn shape_of(t: &InstanceTypeInfo, efa: bool) -> ShapeDoc {
+    ShapeDoc {
+        instance_type: t.instance_type.clone(),
+        vcpus: t.vcpus,
+        cores: t.cores,
+        threads_per_core: t.threads_per_core,
+        memory_mib: t.memory_mib,
+        gpus: t.gpus,
+        gpu_model: t.gpu_model.clone(),
+        gpu_memory_mib: t.gpu_memory_mib,
+        efa: efa && t.efa_supported,
+    }
+}
+
+/// The partition document from a planned value and instance type facts.
+fn doc_of(v: &Value, cluster: &str, infos: &[InstanceTypeInfo], region: &str) -> PartitionDoc {
+    let types = strings(v.attr("instance_types")).unwrap_or_default();
+    let efa = boolean(v.attr("efa_enabled")).unwrap_or(false);
+    let shapes = types
+        .iter()
+        .filter_map(|t| infos.iter().find(|i| &i.instance_type == t))
+        .map(|i| shape_of(i, efa))
+        .collect();
+    let lts = pairs(v.attr("launch_template_ids")).unwrap_or_default();
+    let pgs = strings(v.attr("placement_group_names")).unwrap_or_default();
+    let pools = v
+        .attr("capacity_pool")
+        .elements()
+        .iter()
+        .enumerate()
+        .map(|(i, p)| PoolDoc {
+            region: string(p.attr("region")).unwrap_or_else(|| region.to_string()),
+            subnet_ids: strings(p.attr("subnet_ids")).unwrap_or_default(),
+            capacity_type: string(p.attr("capacity_type")).unwrap_or_else(|| "on_demand".into()),
+            capacity_reservation_id: string(p.attr("capacity_reservation_id")),
+            launch_templates: lts
+                .iter()
+                .filter_map(|(k, id)| k.strip_prefix(&format!("{i}/")).map(|t| (t.to_string(), id.clone())))
+                .collect(),
+            placement_group: pgs.get(i).filter(|g| !g.is_empty()).cloned(),
+        })
+        .collect();
+    PartitionDoc {
+        schema: SCHEMA,
+        cluster: cluster.to_string(),
+        name: string(v.attr("name")).unwrap_or_default(),
+        shapes,
+        min_nodes: u32_of(v.attr("min_nodes")).unwrap_or(0),
+        max_nodes: u32_of(v.attr("max_nodes")).unwrap_or(0),
+        pools,
+        allocation_strategy: string(v.attr("allocation_strategy")).unwrap_or_else(|| "prioritized".into()),
+        provision_timeout_s: secs(v.attr("provision_timeout"), 600),
+        ice_cooldown_s: secs(v.attr("ice_cooldown"), 600),
+        max_time: string(v.attr("max_time")),
+        default_time: string(v.attr("default_time")),
+        max_nodes_per_job: u32_of(v.attr("max_nodes_per_job")),
+        min_nodes_per_job: u32_of(v.attr("min_nodes_per_job")),
+        allow_accounts: strings(v.attr("allow_accounts")).unwrap_or_default(),
+        allow_groups: strings(v.attr("allow_groups")).unwrap_or_default(),
+        allow_qos: strings(v.attr("allow_qos")).unwrap_or_default(),
+        priority_tier: u32_of(v.attr("priority_tier")),
+        oversubscribe: string(v.attr("oversubscribe")),
+        exclusive: boolean(v.attr("exclusive")).unwrap_or(false),
+        default: boolean(v.attr("default")).unwrap_or(false),
+        extra: pairs(v.attr("slurm_extra")).unwrap_or_default().into_iter().collect(),
+    }
+}
+
+/// Maps a slurm-model error path (`partition/<name>/<field>...`) onto this resource's attributes.
+fn model_path(path: &[String]) -> AttributePath {
+    let field = path.get(2).map(String::as_str).unwrap_or("name");
+    let attr = match field {
+        "max_nodes" => "max_nodes_per_job",
+        "min_nodes" => "min_nodes_per_job",
+        "extra" => "slurm_extra",
+        "node_set" | "node_sets" => "instance_types",
+        "name" | "max_time" | "default_time" | "allow_accounts" | "allow_groups" | "allow_qos" | "priority_tier"
+        | "oversubscribe" | "exclusive" | "default" => field,
+        _ => "name",
+    };
+    let mut p = AttributePath::root(attr);
+    if attr == "slurm_extra" {
+        if let Some(k) = path.get(3) {
+            p = p.key(k);
+        }
+    }
+    p
+}
+
+/// Slurm's own rules for the partition, checked with the shared model.
+fn slurm_checks(doc: &PartitionDoc) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let cluster = ClusterDoc {
+        schema: SCHEMA,
+        name: "check".into(),
+        region: String::new(),
+        slurm_version: "24.11".into(),
+        scaledown_idletime_s: 600,
+        resume_timeout_s: 600,
+        accounting: desired_state::AccountingDoc {
+            mode: "none".into(),
+            host: None,
+            port: None,
+            user: None,
+            database: None,
+            password_secret_arn: None,
+        },
+        munge_key_secret_arn: String::new(),
+        security_group_ids: vec![],
+        vpc_id: String::new(),
+        extra: BTreeMap::new(),
+        users: vec![],
+        mfa_pam_module: None,
+        mounts: vec![],
+        max_hourly_cost: None,
+        max_gpus: None,
+    };
+    let mut probe = doc.clone();
+    if probe.shapes.is_empty() {
+        // Shapes come from EC2 at plan time; a stand-in lets the limits be checked now.
+        probe.shapes = vec![ShapeDoc {
+            instance_type: "c7i.large".into(),
+            vcpus: 2,
+            cores: 1,
+            threads_per_core: 2,
+            memory_mib: 4096,
+            gpus: 0,
+            gpu_model: None,
+            gpu_memory_mib: None,
+            efa: false,
+        }];
+    }
+    match cluster.to_model(std::slice::from_ref(&probe)) {
+        Ok(model) => {
+            for e in slurm_model::validate(&model)
+                .into_iter()
+                .filter(|e| e.path.first().map(String::as_str) == Some("partition"))
+            {
+                diags.error_at(model_path(&e.path), e.summary, e.detail);
+            }
+        }
+        Err(e) => diags.error(e.summary, e.detail),
+    }
+    diags
+}
+
+fn efa_cards(t: &InstanceTypeInfo) -> Vec<i32> {
+    let max = usize::try_from(t.max_efa_interfaces.max(1)).unwrap_or(1);
+    let mut cards = if t.network_cards.is_empty() {
+        vec![0]
+    } else {
+        t.network_cards.clone()
+    };
+    cards.truncate(max);
+    cards
+}
+
+fn lt_name(cluster: &str, partition: &str, pool: usize, instance_type: &str) -> String {
+    format!(
+        "hpc-{cluster}-{partition}-{pool}-{}",
+        desired_state::type_tag(instance_type)
+    )
+}
+
+fn pg_name(cluster: &str, partition: &str, pool: usize) -> String {
+    format!("hpc-{cluster}-{partition}-{pool}")
+}
+
+/// The boot script of a compute node: the node agent joins it to the cluster.
+fn user_data(cluster: &str, partition: &str, region: &str, extra: Option<&str>) -> String {
+    let mut s = format!(
+        "#!/bin/bash\nset -euo pipefail\n# hpcforge compute node of cluster {cluster}, partition {partition}\n\
+         exec /usr/local/bin/hpc-node node-init --cluster {cluster} --partition {partition} --region {region} \
+         --state {}\n",
+        desired_state::cluster_prefix(cluster)
+    );
+    if let Some(e) = extra {
+        s = s.replace(
+            "exec /usr/local/bin/hpc-node",
+            &format!("{e}\nexec /usr/local/bin/hpc-node"),
+        );
+    }
+    s
+}
+
+async fn cluster_doc(clients: &Clients, cluster: &str) -> Result<Option<(ClusterDoc, String)>, Diagnostics> {
+    let param = clients
+        .ssm
+        .get(&desired_state::cluster_param(cluster))
+        .await
+        .map_err(|e| aws_diag("Cannot read the cluster's desired state", &e))?;
+    let Some(p) = param else { return Ok(None) };
+    let doc: ClusterDoc = serde_json::from_str(&p.value).map_err(|e| {
+        Diagnostics::from(Diagnostic::error(
+            "The cluster's desired state is not readable",
+            format!("{}: {e}", p.name),
+        ))
+    })?;
+    Ok(Some((doc, p.value)))
+}
+
+fn cluster_missing(cluster: &str) -> Diagnostics {
+    Diagnostic::error(
+        format!("cluster {cluster:?} does not exist"),
+        "Create the hpc_cluster first and pass its id (cluster_id = hpc_cluster.<name>.id).",
+    )
+    .at(AttributePath::root("cluster_id"))
+    .into()
+}
+
+/// The other partitions of the cluster, as published.
+async fn other_partitions(clients: &Clients, cluster: &str, this: &str) -> Result<Vec<PartitionDoc>, Diagnostics> {
+    let params = clients
+        .ssm
+        .list(&desired_state::partitions_path(cluster))
+        .await
+        .map_err(|e| aws_diag("Cannot read the cluster's partitions", &e))?;
+    Ok(params
+        .iter()
+        .filter_map(|p| serde_json::from_str::<PartitionDoc>(&p.value).ok())
+        .filter(|d| d.name != this)
+        .collect())
+}
+
+fn usage_pools(doc: &PartitionDoc) -> Vec<(String, u32, u32, u32)> {
+    doc.shapes
+        .iter()
+        .map(|s| (s.instance_type.clone(), doc.max_nodes, s.vcpus, s.gpus))
+        .collect()
+}
+
+#[async_trait]
+impl Resource for HpcPartition {
+    fn type_name(&self) -> &'static str {
+        "hpc_partition"
+    }
+
+    fn schema(&self) -> Schema {
+        schema()
+    }
+
+    async fn validate(&self, req: ValidateRequest) -> Diagnostics {
+        let c = &req.config;
+        let mut diags = Diagnostics::new();
+        if let Some(name) = c.attr("name").as_str() {
+            if let Err(why) = valid_name(name, 24) {
+                diags.error_at(
+                    AttributePath::root("name"),
+                    format!("partition name {name:?} is not valid"),
+                    why,
+                );
+            }
+        }
+        let min = int(c.attr("min_nodes"));
+        let max = int(c.attr("max_nodes"));
+        if let Some(m) = max {
+            if m < 1 {
+                diags.error_at(
+                    AttributePath::root("max_nodes"),
+                    "max_nodes must be at least 1",
+                    "Set the most nodes the partition may run.",
+                );
+            }
+        }
+        if let (Some(lo), Some(hi)) = (min, max) {
+            if lo > hi {
+                diags.error_at(
+                    AttributePath::root("min_nodes"),
+                    format!("min_nodes {lo} is more than max_nodes {hi}"),
+                    "Lower min_nodes or raise max_nodes.",
+                );
+            }
+        }
+        if let Some(lo) = min.filter(|n| *n < 0) {
+            diags.error_at(
+                AttributePath::root("min_nodes"),
+                format!("min_nodes {lo} is negative"),
+                "Use 0 or more.",
+            );
+        }
+        if let Some(types) = strings(c.attr("instance_types")) {
+            if types.is_empty() {
+                diags.error_at(
+                    AttributePath::root("instance_types"),
+                    "instance_types is empty",
+                    "Name at least one instance type.",
+                );
+            }
+            let mut seen = Vec::new();
+            for (i, t) in types.iter().enumerate() {
+                if seen.contains(t) {
+                    diags.error_at(
+                        AttributePath::root("instance_types").index(i),
+                        format!("{t} is listed twice"),
+                        "List each type once.",
+                    );
+                }
+                seen.push(t.clone());
+            }
+        }
+        if let Some(s) = c.attr("allocation_strategy").as_str() {
+            if !STRATEGIES.contains(&s) {
+                diags.error_at(
+                    AttributePath::root("allocation_strategy"),
+                    format!("unknown allocation_strategy {s:?}"),
+                    format!("Use one of {}.", STRATEGIES.join(", ")),
+                );
+            }
+        }
+        for attr in ["provision_timeout", "ice_cooldown"] {
+            if let Some(s) = c.attr(attr).as_str() {
+                if let Err(e) = timeouts::parse_duration(s) {
+                    diags.error_at(AttributePath::root(attr), format!("{attr} is not a duration"), e);
+                }
+            }
+        }
+        if let Some(ami) = c.attr("ami_id").as_str() {
+            if !ami.starts_with("ami-") {
+                diags.error_at(
+                    AttributePath::root("ami_id"),
+                    format!("{ami:?} is not an AMI id"),
+                    "Use an id like ami-0123456789abcdef0.",
+                );
+            }
+        }
+        for (i, pool) in c.attr("capacity_pool").elements().iter().enumerate() {
+            let at = || AttributePath::root("capacity_pool").index(i);
+            if let Some(t) = pool.attr("capacity_type").as_str() {
+                if !CAPACITY_TYPES.contains(&t) {
+                    diags.error_at(
+                        at().attr("capacity_type"),
+                        format!("unknown capacity_type {t:?}"),
+                        "Use on_demand, spot or capacity_block.",
+                    );
+                }
+                if t == "capacity_block" && pool.attr("capacity_reservation_id").is_null() {
+                    diags.error_at(
+                        at().attr("capacity_reservation_id"),
+                        "a capacity_block pool needs capacity_reservation_id",
+                        "Give the Capacity Block's reservation id (cr-...).",
+                    );
+                }
+            }
+            if let Some(subnets) = strings(pool.attr("subnet_ids")) {
+                if subnets.is_empty() {
+                    diags.error_at(
+                        at().attr("subnet_ids"),
+                        "subnet_ids is empty",
+                        "Give at least one subnet.",
+                    );
+                }
+                for (j, s) in subnets.iter().enumerate() {
+                    if !s.starts_with("subnet-") {
+                        diags.error_at(
+                            at().attr("subnet_ids").index(j),
+                            format!("{s:?} is not a subnet id"),
+                            "Use an id like subnet-0123456789abcdef0.",
+                        );
+                    }
+                }
+            }
+            let other_region = pool.attr("region").as_str().is_some();
+            if other_region && pool.attr("ami_id").is_null() {
+                diags.error_at(
+                    at().attr("ami_id"),
+                    "a pool in another region needs its own ami_id",
+                    "AMI ids are regional: copy the image there (hpc-image publish) and give its id.",
+                );
+            }
+        }
+        if c.is_wholly_known() {
+            diags.extend(slurm_checks(&doc_of(c, "check", &[], "")));
+        }
+        diags
+    }
+
+    async fn modify_plan(&self, req: &mut PlanRequest) {
+        let Ok(clients) = req.ctx.provider::<Clients>() else {
+            return;
+        };
+        let p = &mut req.planned;
+        match convert::pairs(p.attr("tags")) {
+            Some(t) => p.set_attr("tags_all", of_map(&clients.tags_all(&t))),
+            None if p.attr("tags").is_null() => p.set_attr("tags_all", of_map(&clients.tags_all(&[]))),
+            None => p.set_attr("tags_all", Value::Unknown),
+        }
+        if p.attr("placement_group").is_unknown() || req.config.attr("placement_group").is_null() {
+            let efa = p.attr("efa_enabled").clone();
+            p.set_attr("placement_group", efa);
+        }
+        let name = string(p.attr("name")).unwrap_or_default();
+        if let Some(cluster) = string(p.attr("cluster_id")) {
+            p.set_attr("id", Value::string(format!("{cluster}/{name}")));
+        }
+        let Some(types) = strings(p.attr("instance_types")) else {
+            return;
+        };
+        // Facts about the instance types: a read, never a change.
+        let infos = match clients.ec2.instance_types(&types).await {
+            Ok(i) => i,
+            Err(e) => {
+                req.diagnostics.extend(aws_diag("Cannot describe instance types", &e));
+                return;
+            }
+        };
+        let efa = boolean(p.attr("efa_enabled")).unwrap_or(false);
+        for (i, t) in types.iter().enumerate() {
+            match infos.iter().find(|x| &x.instance_type == t) {
+                None => req.diagnostics.push(
+                    Diagnostic::error(
+                        format!("{t:?} is not an EC2 instance type in {}", clients.aws.region),
+                        "Check the spelling (e.g. p5.48xlarge) and that the type is offered in this region.",
+                    )
+                    .at(AttributePath::root("instance_types").index(i)),
+                ),
+                Some(info) if efa && !info.efa_supported => req.diagnostics.push(
+                    Diagnostic::error(
+                        format!("{t} does not support EFA"),
+                        "Remove it from instance_types, or set efa_enabled = false. EFA types include p5, p4d, hpc7a, c7i.48xlarge.",
+                    )
+                    .at(AttributePath::root("efa_enabled")),
+                ),
+                Some(_) => {}
+            }
+        }
+        let max_nodes = int(p.attr("max_nodes")).unwrap_or(0).max(0) as u64;
+        for b in pricing::check_partition(&name, &types, max_nodes, &clients.limits) {
+            req.diagnostics
+                .push(Diagnostic::error(b.summary, b.detail).at(AttributePath::root(
+                    if b.what == "allowed_instance_types" {
+                        "instance_types"
+                    } else {
+                        "max_nodes"
+                    },
+                )));
+        }
+        if req.diagnostics.has_errors() {
+            return;
+        }
+        let cluster_id = string(p.attr("cluster_id"));
+        let doc = doc_of(p, cluster_id.as_deref().unwrap_or(""), &infos, &clients.aws.region);
+        let pools = usage_pools(&doc);
+        let usage = pricing::max_usage(&pools, &clients.price_overrides);
+        p.set_attr("max_vcpus", Value::int(usage.vcpus as i64));
+        p.set_attr("max_gpus", Value::int(usage.gpus as i64));
+        p.set_attr(
+            "gpu_model",
+            convert::of_string(doc.shapes.iter().find_map(|s| s.gpu_model.clone())),
+        );
+        p.set_attr(
+            "estimated_max_hourly_cost",
+            usage
+                .hourly_cost
+                .and_then(|c| tfplugin::Number::parse(&format!("{c:.2}")).ok())
+                .map(Value::Number)
+                .unwrap_or(Value::Null),
+        );
+        let model = doc.to_model();
+        p.set_attr(
+            "node_names",
+            of_list(Some(
+                &model
+                    .node_sets
+                    .iter()
+                    .map(|n| slurm_model::hostlist(&n.name, 1, n.max_nodes.max(1)))
+                    .collect::<Vec<_>>(),
+            )),
+        );
+        // Cluster-wide guardrails and the rendered lines need the cluster (reads only).
+        let Some(cluster) = cluster_id else {
+            p.set_attr("rendered_partition", Value::Unknown);
+            return;
+        };
+        match cluster_doc(clients, &cluster).await {
+            Ok(Some((cdoc, _))) => {
+                match cdoc.to_model(std::slice::from_ref(&doc)) {
+                    Ok(m) => p.set_attr(
+                        "rendered_partition",
+                        convert::of_string(slurm_model::partition_lines(&m, &name)),
+                    ),
+                    Err(e) => req.diagnostics.error(e.summary, e.detail),
+                }
+                match other_partitions(clients, &cluster, &name).await {
+                    Ok(others) => {
+                        let mut all: Vec<(String, u32, u32, u32)> = others.iter().flat_map(usage_pools).collect();
+                        all.extend(pools);
+                        for b in pricing::check_pools(
+                            &format!("cluster {cluster}"),
+                            &all,
+                            &clients.price_overrides,
+                            &clients.limits,
+                        ) {
+                            req.diagnostics
+                                .push(Diagnostic::error(b.summary, b.detail).at(AttributePath::root("max_nodes")));
+                        }
+                    }
+                    Err(d) => req.diagnostics.extend(d),
+                }
+            }
+            Ok(None) if !req.prior.is_null() => {}
+            Ok(None) => p.set_attr("rendered_partition", Value::Unknown),
+            Err(d) => req.diagnostics.extend(d),
+        }
+        // Launch templates and placement groups change when pools or types change.
+        let structural = [
+            "instance_types",
+            "capacity_pool",
+            "efa_enabled",
+            "placement_group",
+            "ami_id",
+            "root_volume_size",
+            "instance_profile_arn",
+            "user_data_extra",
+        ];
+        let changed = req.prior.is_null() || structural.iter().any(|a| req.prior.attr(a) != req.planned.attr(a));
+        if changed {
+            req.planned.set_attr("launch_template_ids", Value::Unknown);
+            req.planned.set_attr("placement_group_names", Value::Unknown);
+        }
+        if req.prior.is_null() || req.planned != req.prior {
+            req.planned.set_attr("desired_state_version", Value::Unknown);
+        }
+    }
+
+    async fn create(&self, req: CreateRequest) -> ApplyOutcome {
+        apply(req.ctx, Value::Null, req.planned).await
+    }
+
+    async fn update(&self, req: UpdateRequest) -> ApplyOutcome {
+        apply(req.ctx, req.prior, req.planned).await
+    }
+
+    async fn read(&self, req: ReadRequest) -> Result<Option<Value>, Diagnostics> {
+        let clients = req.ctx.provider::<Clients>().map_err(Diagnostics::from)?;
+        let (Some(cluster), Some(name)) = (string(req.state.attr("cluster_id")), string(req.state.attr("name"))) else {
+            return Ok(None);
+        };
+        let param = clients
+            .ssm
+            .get(&desired_state::partition_param(&cluster, &name))
+            .await
+            .map_err(|e| aws_diag("Cannot read partition", &e))?;
+        let Some(param) = param else { return Ok(None) };
+        let Ok(doc) = serde_json::from_str::<PartitionDoc>(&param.value) else {
+            return Err(Diagnostic::error("The partition's desired state is not readable", param.name).into());
+        };
+        let mut s = req.state.clone();
+        // What the agent acts on is the published document: show where it differs.
+        s.set_attr("max_nodes", Value::int(i64::from(doc.max_nodes)));
+        s.set_attr("min_nodes", Value::int(i64::from(doc.min_nodes)));
+        s.set_attr(
+            "instance_types",
+            of_list(Some(
+                &doc.shapes.iter().map(|x| x.instance_type.clone()).collect::<Vec<_>>(),
+            )),
+        );
+        s.set_attr("max_time", convert::of_string(doc.max_time.clone()));
+        s.set_attr("default", Value::Bool(doc.default));
+        s.set_attr("exclusive", Value::Bool(doc.exclusive));
+        s.set_attr("desired_state_version", Value::int(param.version));
+        Ok(Some(s))
+    }
+
+    async fn delete(&self, req: DeleteRequest) -> Diagnostics {
+        let clients = match req.ctx.provider::<Clients>() {
+            Ok(c) => c,
+            Err(d) => return d.into(),
+        };
+        let (Some(cluster), Some(name)) = (string(req.prior.attr("cluster_id")), string(req.prior.attr("name"))) else {
+            return Diagnostics::new();
+        };
+        let timeout = timeouts::get(&req.prior, "delete", APPLY_TIMEOUT);
+        let result = async {
+            // Unpublish first so the agent stops launching, then end what is running.
+            clients
+                .ssm
+                .delete(&desired_state::partition_param(&cluster, &name))
+                .await?;
+            let ec2s = pool_clients(clients, &req.prior);
+            for ec2 in ec2s.values() {
+                let running = ec2
+                    .instances_tagged("hpcforge:partition", &format!("{cluster}/{name}"))
+                    .await?;
+                let ids: Vec<String> = running.into_iter().map(|i| i.id).collect();
+                or_stop(&req.ctx, "terminating partition nodes", ec2.terminate(&ids, timeout)).await?;
+            }
+            remove_templates(clients, &req.prior, &ec2s, &cluster, &name, &[]).await
+        };
+        match result.await {
+            Ok(()) => Diagnostics::new(),
+            Err(e) => aws_diag("Cannot delete partition", &e),
+        }
+    }
+
+    async fn import(&self, req: ImportRequest) -> Result<Value, Diagnostics> {
+        let Some((cluster, name)) = req.id.split_once('/') else {
+            return Err(Diagnostic::error(
+                "Invalid import id",
+                format!("{:?}: use <cluster>/<partition>, e.g. research/gpu.", req.id),
+            )
+            .into());
+        };
+        let clients = req.ctx.provider::<Clients>().map_err(Diagnostics::from)?;
+        let param = clients
+            .ssm
+            .get(&desired_state::partition_param(cluster, name))
+            .await
+            .map_err(|e| aws_diag("Cannot read partition", &e))?
+            .ok_or_else(|| {
+                Diagnostics::from(Diagnostic::error(
+                    "Partition not found",
+                    format!("cluster {cluster} has no partition {name}"),
+                ))
+            })?;
+        let doc: PartitionDoc = serde_json::from_str(&param.value).map_err(|e| {
+            Diagnostics::from(Diagnostic::error(
+                "The partition's desired state is not readable",
+                e.to_string(),
+            ))
+        })?;
+        Ok(value_of_doc(&doc, param.version))
+    }
+}
+
+/// A full state value from a published document (import).
+fn value_of_doc(doc: &PartitionDoc, version: i64) -> Value {
+    let mut v = Value::null_object(&schema().ty());
+    let set = |v: &mut Value, k: &str, x: Value| v.set_attr(k, x);
+    set(&mut v, "id", Value::string(format!("{}/{}", doc.cluster, doc.name)));
+    set(&mut v, "cluster_id", Value::string(&doc.cluster));
+    set(&mut v, "name", Value::string(&doc.name));
+    set(
+        &mut v,
+        "instance_types",
+        of_list(Some(
+            &doc.shapes.iter().map(|s| s.instance_type.clone()).collect::<Vec<_>>(),
+        )),
+    );
+    set(&mut v, "min_nodes", Value::int(i64::from(doc.min_nodes)));
+    set(&mut v, "max_nodes", Value::int(i64::from(doc.max_nodes)));
+    set(&mut v, "allocation_strategy", Value::string(&doc.allocation_strategy));
+    set(&mut v, "efa_enabled", Value::Bool(doc.shapes.iter().any(|s| s.efa)));
+    set(
+        &mut v,
+        "placement_group",
+        Value::Bool(doc.pools.iter().any(|p| p.placement_group.is_some())),
+    );
+    set(&mut v, "max_time", convert::of_string(doc.max_time.clone()));
+    set(&mut v, "default_time", convert::of_string(doc.default_time.clone()));
+    set(&mut v, "exclusive", Value::Bool(doc.exclusive));
+    set(&mut v, "default", Value::Bool(doc.default));
+    set(&mut v, "desired_state_version", Value::int(version));
+    let mut lts = Vec::new();
+    let mut pgs = Vec::new();
+    let pools = doc
+        .pools
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            lts.extend(
+                p.launch_templates
+                    .iter()
+                    .map(|(t, id)| (format!("{i}/{t}"), id.clone())),
+            );
+            pgs.push(p.placement_group.clone().unwrap_or_default());
+            convert::object(vec![
+                ("subnet_ids", of_list(Some(&p.subnet_ids))),
+                ("region", Value::Null),
+                ("capacity_type", Value::string(&p.capacity_type)),
+                (
+                    "capacity_reservation_id",
+                    convert::of_string(p.capacity_reservation_id.clone()),
+                ),
+                ("ami_id", Value::Null),
+            ])
+        })
+        .collect();
+    set(&mut v, "capacity_pool", Value::List(pools));
+    set(&mut v, "launch_template_ids", of_map(&lts));
+    set(&mut v, "placement_group_names", of_list(Some(&pgs)));
+    v
+}
+
+/// One EC2 client per region the partition's pools use.
+fn pool_clients(clients: &Clients, v: &Value) -> BTreeMap<String, Ec2> {
+    let mut out = BTreeMap::new();
+    out.insert(clients.aws.region.clone(), clients.ec2.clone());
+    for p in v.attr("capacity_pool").elements() {
+        if let Some(r) = p.attr("region").as_str() {
+            out.entry(r.to_string()).or_insert_with(|| clients.aws.ec2_in(r));
+        }
+    }
+    out
+}
+
+/// Deletes launch templates and placement groups recorded in `prior` that `keep` does not list.
+async fn remove_templates(
+    clients: &Clients,
+    prior: &Value,
+    ec2s: &BTreeMap<String, Ec2>,
+    cluster: &str,
+    name: &str,
+    keep: &[String],
+) -> hpc_aws::Result<()> {
+    let pools = prior.attr("capacity_pool").elements();
+    let region_of = |i: usize| {
+        pools
+            .get(i)
+            .and_then(|p| p.attr("region").as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| clients.aws.region.clone())
+    };
+    for (key, _) in pairs(prior.attr("launch_template_ids")).unwrap_or_default() {
+        let Some((i, t)) = key.split_once('/') else { continue };
+        let Ok(i) = i.parse::<usize>() else { continue };
+        let lt = lt_name(cluster, name, i, t);
+        if keep.contains(&lt) {
+            continue;
+        }
+        if let Some(ec2) = ec2s.get(&region_of(i)) {
+            ec2.delete_launch_template(&lt).await?;
+        }
+    }
+    for (i, pg) in strings(prior.attr("placement_group_names"))
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        if pg.is_empty() || keep.contains(pg) {
+            continue;
+        }
+        if let Some(ec2) = ec2s.get(&region_of(i)) {
+            ec2.delete_placement_group(pg).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Create and update: launch templates and placement groups per pool, then the document.
+async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome {
+    let clients = match ctx.provider::<Clients>() {
+        Ok(c) => c,
+        Err(d) => return ApplyOutcome::failed(prior, d),
+    };
+    let cluster = string(planned.attr("cluster_id")).unwrap_or_default();
+    let name = string(planned.attr("name")).unwrap_or_default();
+    let mut state = planned.clone();
+    state.set_attr("id", Value::string(format!("{cluster}/{name}")));
+    let result: Result<(), Diagnostics> = async {
+        let (cdoc, _) = cluster_doc(clients, &cluster)
+            .await?
+            .ok_or_else(|| cluster_missing(&cluster))?;
+        let types = strings(planned.attr("instance_types")).unwrap_or_default();
+        let infos = clients
+            .ec2
+            .instance_types(&types)
+            .await
+            .map_err(|e| aws_diag("Cannot describe instance types", &e))?;
+        let efa = boolean(planned.attr("efa_enabled")).unwrap_or(false);
+        let pg_on = boolean(planned.attr("placement_group")).unwrap_or(efa);
+        let tags = {
+            let mut t = pairs(planned.attr("tags_all")).unwrap_or_default();
+            t.push(("hpcforge:cluster".into(), cluster.clone()));
+            t.push(("hpcforge:partition".into(), format!("{cluster}/{name}")));
+            t
+        };
+        let ec2s = pool_clients(clients, &planned);
+        let mut lts = Vec::new();
+        let mut pgs = Vec::new();
+        let mut keep = Vec::new();
+        for (i, pool) in planned.attr("capacity_pool").elements().iter().enumerate() {
+            let region = string(pool.attr("region")).unwrap_or_else(|| clients.aws.region.clone());
+            let ec2 = ec2s
+                .get(&region)
+                .cloned()
+                .unwrap_or_else(|| clients.aws.ec2_in(&region));
+            let subnets = strings(pool.attr("subnet_ids")).unwrap_or_default();
+            ec2.subnet_zones(&subnets)
+                .await
+                .map_err(|e| aws_diag(&format!("capacity_pool {i}: subnets"), &e))?;
+            let pg = if pg_on {
+                let n = pg_name(&cluster, &name, i);
+                ec2.ensure_placement_group(&n, &tags)
+                    .await
+                    .map_err(|e| aws_diag("Cannot create placement group", &e))?;
+                keep.push(n.clone());
+                Some(n)
+            } else {
+                None
+            };
+            pgs.push(pg.clone().unwrap_or_default());
+            let ami = string(pool.attr("ami_id"))
+                .or_else(|| string(planned.attr("ami_id")))
+                .unwrap_or_default();
+            for t in &types {
+                let Some(info) = infos.iter().find(|x| &x.instance_type == t) else {
+                    continue;
+                };
+                let spec = LaunchTemplateSpec {
+                    name: lt_name(&cluster, &name, i, t),
+                    image_id: ami.clone(),
+                    instance_type: Some(t.clone()),
+                    key_name: None,
+                    security_group_ids: cdoc_security_groups(&cdoc),
+                    instance_profile_arn: string(planned.attr("instance_profile_arn")),
+                    user_data: Some(user_data(
+                        &cluster,
+                        &name,
+                        &region,
+                        planned.attr("user_data_extra").as_str(),
+                    )),
+                    root_volume: Some(RootVolume {
+                        size_gib: int(planned.attr("root_volume_size"))
+                            .and_then(|n| i32::try_from(n).ok())
+                            .unwrap_or(100),
+                        volume_type: "gp3".into(),
+                        encrypted: true,
+                        kms_key_id: None,
+                    }),
+                    efa_network_cards: if efa { efa_cards(info) } else { Vec::new() },
+                    placement_group: pg.clone(),
+                    tags: tags.clone(),
+                };
+                let (id, _) = ec2
+                    .ensure_launch_template(&spec)
+                    .await
+                    .map_err(|e| aws_diag("Cannot create launch template", &e))?;
+                keep.push(spec.name.clone());
+                lts.push((format!("{i}/{t}"), id));
+            }
+        }
+        state.set_attr("launch_template_ids", of_map(&lts));
+        state.set_attr("placement_group_names", of_list(Some(&pgs)));
+        let doc = doc_of(&state, &cluster, &infos, &clients.aws.region);
+        let json = serde_json::to_string(&doc)
+            .map_err(|e| Diagnostics::from(Diagnostic::error("Cannot encode desired state", e.to_string())))?;
+        let version = clients
+            .ssm
+            .put(
+                &desired_state::partition_param(&cluster, &name),
+                &json,
+                &pairs(planned.attr("tags_all")).unwrap_or_default(),
+            )
+            .await
+            .map_err(|e| aws_diag("Cannot publish the partition", &e))?;
+        state.set_attr("desired_state_version", Value::int(version));
+        if !prior.is_null() {
+            remove_templates(clients, &prior, &ec2s, &cluster, &name, &keep)
+                .await
+                .map_err(|e| aws_diag("Cannot remove old launch templates", &e))?;
+        }
+        Ok(())
+    }
+    .await;
+    match result {
+        Ok(()) => ApplyOutcome::ok(state),
+        Err(d) if prior.is_null() => {
+            // Record what exists so nothing leaks; Terraform taints it.
+            let made = !state.attr("launch_template_ids").is_unknown() && !state.attr("launch_template_ids").is_null();
+            ApplyOutcome::failed(if made { state } else { Value::Null }, d)
+        }
+        Err(d) => ApplyOutcome::failed(prior, d),
+    }
+}
+
+fn cdoc_security_groups(doc: &ClusterDoc) -> Vec<String> {
+    doc.security_group_ids.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_is_well_formed() {
+        schema().check().expect("hpc_partition schema");
+    }
+
+    #[test]
+    fn efa_goes_on_every_card_up_to_the_limit() {
+        let mut t = InstanceTypeInfo {
+            instance_type: "p5.48xlarge".into(),
+            vcpus: 192,
+            cores: 96,
+            threads_per_core: 2,
+            memory_mib: 2_097_152,
+            gpus: 8,
+            gpu_model: Some("H100".into()),
+            gpu_manufacturer: Some("NVIDIA".into()),
+            gpu_memory_mib: Some(81_920),
+            efa_supported: true,
+            max_efa_interfaces: 32,
+            network_cards: (0..32).collect(),
+            architectures: vec!["x86_64".into()],
+        };
+        assert_eq!(efa_cards(&t).len(), 32);
+        t.network_cards = vec![0];
+        t.max_efa_interfaces = 1;
+        assert_eq!(efa_cards(&t), vec![0]);
+    }
+
+    #[tokio::test]
+    async fn bad_partitions_are_rejected_with_paths() {
+        let mut c = Value::null_object(&schema().ty());
+        c.set_attr("name", Value::string("GPU!"));
+        c.set_attr("min_nodes", Value::int(5));
+        c.set_attr("max_nodes", Value::int(2));
+        c.set_attr(
+            "instance_types",
+            of_list(Some(&["p5.48xlarge".to_string(), "p5.48xlarge".to_string()])),
+        );
+        c.set_attr("allocation_strategy", Value::string("cheapest"));
+        c.set_attr("ami_id", Value::string("img-1"));
+        c.set_attr(
+            "capacity_pool",
+            Value::List(vec![convert::object(vec![
+                ("subnet_ids", of_list(Some(&["net-1".to_string()]))),
+                ("region", Value::string("us-west-2")),
+                ("capacity_type", Value::string("reserved")),
+                ("capacity_reservation_id", Value::Null),
+                ("ami_id", Value::Null),
+            ])]),
+        );
+        let d = HpcPartition.validate(ValidateRequest { config: c }).await;
+        let paths: Vec<String> =
+            d.0.iter()
+                .filter_map(|x| x.path.as_ref().map(ToString::to_string))
+                .collect();
+        for want in [
+            "name",
+            "min_nodes",
+            "instance_types[1]",
+            "allocation_strategy",
+            "ami_id",
+            "capacity_pool[0].capacity_type",
+            "capacity_pool[0].subnet_ids[0]",
+            "capacity_pool[0].ami_id",
+        ] {
+            assert!(paths.contains(&want.to_string()), "missing {want} in {paths:?}");
+        }
+    }
+}
