@@ -413,7 +413,8 @@ impl Workspace {
         std::fs::write(self.dir.join("main.tf"), text).expect("writing main.tf");
     }
 
-    pub fn tf(&self, args: &[&str]) -> TfOutput {
+    /// The terraform command with this workspace's CLI config and AWS environment.
+    pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("terraform");
         cmd.args(args)
             .current_dir(&self.dir)
@@ -432,6 +433,11 @@ impl Workspace {
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
         }
+        cmd
+    }
+
+    pub fn tf(&self, args: &[&str]) -> TfOutput {
+        let mut cmd = self.command(args);
         let child = cmd.spawn().expect("running terraform");
         let out = wait_with_timeout(child, COMMAND_TIMEOUT, args);
         TfOutput {
@@ -487,6 +493,42 @@ impl Workspace {
     pub fn raw_state(&self) -> String {
         std::fs::read_to_string(self.dir.join("terraform.tfstate")).unwrap_or_default()
     }
+}
+
+/// Sends SIGKILL to the children of `parent` whose command name starts with `name`
+/// (from /proc); returns how many were killed. Only this test's processes are touched.
+pub fn kill_children(parent: u32, name: &str) -> usize {
+    let mut killed = 0;
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = &stat[open + 1..close];
+        let ppid = stat[close + 1..]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) && comm.starts_with(name) {
+            let ok = Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                killed += 1;
+            }
+        }
+    }
+    killed
 }
 
 fn wait_with_timeout(mut child: Child, timeout: Duration, args: &[&str]) -> Output {

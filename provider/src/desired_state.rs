@@ -128,6 +128,29 @@ pub struct PartitionDoc {
     pub exclusive: bool,
     pub default: bool,
     pub extra: BTreeMap<String, String>,
+    /// What the nodes boot: AMI, root volume, instance profile, extra boot commands.
+    pub ami_id: String,
+    pub root_volume_size: i32,
+    pub instance_profile_arn: Option<String>,
+    pub user_data_extra: Option<String>,
+    /// Tags of everything the partition launches.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// A duration in the form users write (`10m`, `1h30m`, `45s`).
+pub fn duration_text(secs: u32) -> String {
+    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if s > 0 || out.is_empty() {
+        out.push_str(&format!("{s}s"));
+    }
+    out
 }
 
 /// Short, hostname-safe form of an instance type for node names: `p5.48xlarge` → `p5-48xl`.
@@ -287,7 +310,15 @@ mod tests {
             exclusive: false,
             default: false,
             extra: BTreeMap::new(),
+            ami_id: "ami-1".into(),
+            root_volume_size: 100,
+            instance_profile_arn: None,
+            user_data_extra: None,
+            tags: BTreeMap::new(),
         };
+        assert_eq!(duration_text(600), "10m");
+        assert_eq!(duration_text(5400), "1h30m");
+        assert_eq!(duration_text(45), "45s");
         let json = serde_json::to_string(&doc).expect("json");
         assert_eq!(serde_json::from_str::<PartitionDoc>(&json).expect("parse"), doc);
     }

@@ -1118,12 +1118,20 @@ impl Ec2 {
     // Instances
     // -----------------------------------------------------------------------------------------
 
-    /// Launches one instance from a launch template. The client token makes a repeated call
-    /// (after an interrupted run) return the same instance instead of a second one.
-    pub async fn run_instance(&self, template_id: &str, subnet_id: &str, client_token: &str) -> Result<String> {
+    /// Launches one instance from a launch template, tagged at launch (so an interrupted run
+    /// can find it by its tags). The client token makes the SDK's own retries idempotent.
+    pub async fn run_instance(
+        &self,
+        template_id: &str,
+        subnet_id: &str,
+        client_token: &str,
+        tags: &[(String, String)],
+    ) -> Result<String> {
         let out = self
             .client
             .run_instances()
+            .tag_specifications(tag_spec(ResourceType::Instance, tags))
+            .tag_specifications(tag_spec(ResourceType::Volume, tags))
             .launch_template(
                 LaunchTemplateSpecification::builder()
                     .launch_template_id(template_id)

@@ -13,9 +13,11 @@
 //!   [`hostlist`]). Numbers are never zero-padded, so growing a node set never renames
 //!   existing nodes.
 //! - **Every node is `State=CLOUD`**, static ones too: static nodes are listed in
-//!   `SuspendExcNodes` so they are never powered down. Non-CLOUD nodes must resolve by
-//!   name when slurmctld starts (about 6 s lost per unresolvable name, measured on
-//!   22.05.8); CLOUD nodes get their address when their slurmd registers.
+//!   `SuspendExcNodes` so they are never powered down, and hpc-node brings them up with
+//!   `scontrol update nodename=<static host list> state=power_up`, which runs
+//!   ResumeProgram like any other power-up. Non-CLOUD nodes must resolve by name when
+//!   slurmctld starts (about 6 s lost per unresolvable name, measured on 22.05.8) and
+//!   keep that address; CLOUD nodes get their address when their slurmd registers.
 //! - **Memory**: `RealMemory = memory_mib - (512 MiB + 5 %)`, see
 //!   [`os_memory_allowance_mib`]; partitions get `DefMemPerCPU` from the smallest
 //!   memory-per-CPU of their node sets ([`default_mem_per_cpu_mib`]).
@@ -23,11 +25,25 @@
 //!   `File=/dev/nvidia[0-<n-1>]` lines in gres.conf, because GRES `AutoDetect` cannot be
 //!   used with cloud nodes.
 //! - **Features**: instance type, `efa`, GPU type, then the node set's own features.
-//! - **Version differences** are listed in the `slurm_conf` and `cgroup_conf` module
-//!   documentation: 24.11 drops `cloud_reg_addrs`, `PrivateData=cloud`, `NoAddrCache`
-//!   and the wide `TreeWidth` that 22.05 needs for cloud nodes.
-//! - **Extras**: `extra` maps are checked against the parameters each version documents;
-//!   keys the model controls are rejected with the field to use instead.
+//! - **Extras**: `extra` maps are checked against the parameters each version documents
+//!   ([`cluster_extra_keys`], [`partition_extra_keys`]); keys the model controls are
+//!   rejected with the field to use instead; a known key the model also writes (e.g.
+//!   `ProctrackType`) replaces the model's value; `SlurmctldParameters`, `PrivateData`,
+//!   `CommunicationParameters` and `SuspendExcNodes` are merged with the model's items.
+//!
+//! # What differs between 22.05 and 24.11
+//!
+//! | 22.05 | 24.11 | why |
+//! |---|---|---|
+//! | `SlurmctldParameters=cloud_reg_addrs,idle_on_node_suspend` | `SlurmctldParameters=idle_on_node_suspend` | 23.11 made `cloud_reg_addrs` the default; 24.11 logs an error for it |
+//! | `PrivateData=cloud` | (none) | 23.02 shows cloud nodes by default; 24.11 ignores the flag. Without it 22.05 hides powered-down cloud nodes, even from root |
+//! | `CommunicationParameters=NoAddrCache` | (none) | removed in 23.11, which manages cloud node addresses itself |
+//! | `TreeWidth=65533` | (default, 16) | 23.11 fans out through unaddressable cloud nodes; 22.05 must reach each cloud node directly, so a 22.05 cluster is limited to 65533 nodes |
+//! | cgroup.conf may hold `CgroupAutomount`, `*Kmem*` | those are gone (23.11) | neither version's rendering uses them |
+//! | `extra` keys such as `SlurmctldPlugstack`, `CoreSpecPlugin`, `PowerPlugin` | `SuspendExcStates`, `MaxBatchRequeue`, `PreemptParameters`, partition `PowerDownOnIdle`, `ExclusiveTopo` | removed / added between the two; validation says which |
+//!
+//! Both use `select/cons_tres` (23.11 removed `select/cons_res`), `task/cgroup,task/affinity`
+//! and `proctrack/cgroup`.
 
 #![warn(missing_docs)]
 

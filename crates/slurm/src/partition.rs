@@ -123,10 +123,12 @@ fn partition_line(cluster: &Cluster, p: &Partition) -> String {
     } else if let Some(o) = &p.oversubscribe {
         push_kv(&mut line, "OverSubscribe", &o.trim().to_ascii_uppercase());
     }
+    // An explicit DefMem* (on the partition or the whole cluster) wins over the derived one.
     let explicit_def_mem = p
         .extra
         .keys()
-        .any(|k| PARTITION_DEF_MEM.iter().any(|d| d.eq_ignore_ascii_case(k)));
+        .chain(cluster.extra.keys())
+        .any(|k| PARTITION_DEF_MEM.iter().any(|d| d.eq_ignore_ascii_case(k.trim())));
     if !explicit_def_mem {
         if let Some(mem) = default_mem_per_cpu_mib(p) {
             push_kv(&mut line, "DefMemPerCPU", &mem.to_string());

@@ -1,14 +1,7 @@
 //! slurm.conf: controller, daemons, scheduling, accounting, power saving, extras, then
 //! the partitions (whose lines come from [`crate::partition`]).
 //!
-//! What differs between the versions (all in the cloud section):
-//!
-//! | 22.05 | 24.11 | why |
-//! |---|---|---|
-//! | `SlurmctldParameters=cloud_reg_addrs,idle_on_node_suspend` | `SlurmctldParameters=idle_on_node_suspend` | 23.11 made `cloud_reg_addrs` the default; 24.11 logs an error for it |
-//! | `PrivateData=cloud` | (none) | 23.02 shows cloud nodes by default; 24.11 ignores the flag |
-//! | `CommunicationParameters=NoAddrCache` | (none) | removed in 23.11; node addresses are managed for cloud nodes |
-//! | `TreeWidth=65533` | (default 16) | 23.11 fans out to unaddressable cloud nodes; before, slurmctld had to reach every cloud node directly |
+//! The version differences are tabled in the crate documentation.
 
 use crate::keys::{classify_cluster_key, KeyClass};
 use crate::model::{Accounting, Cluster, SlurmVersion};

@@ -499,6 +499,36 @@ fn render_ok(c: &Cluster) -> Cluster {
 }
 
 #[test]
+fn cluster_wide_default_memory_replaces_the_derived_one() {
+    let mut c = example(SlurmVersion::V24_11);
+    c.extra.insert("DefMemPerNode".into(), "4096".into());
+    let conf = render(&c).expect("valid").slurm_conf;
+    assert!(conf.contains("\nDefMemPerNode=4096\n") && !conf.contains("DefMemPerCPU"));
+}
+
+#[test]
+fn slurm_22_05_is_limited_to_its_tree_width() {
+    let big = |version, n: u32| {
+        errors_after(version, |c| {
+            let ns = &mut c.partitions[2].node_sets[0];
+            ns.name = "h".into();
+            ns.max_nodes = n;
+        })
+    };
+    let total_other = 64 + 16 + 16;
+    let limit = 65533 - total_other;
+    assert!(big(SlurmVersion::V22_05, limit).is_empty());
+    let errors = big(SlurmVersion::V22_05, limit + 1);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.path == ["cluster", "partitions"] && e.summary.contains("too many nodes")),
+        "{errors:#?}"
+    );
+    assert!(big(SlurmVersion::V24_11, limit + 1).is_empty());
+}
+
+#[test]
 fn gres_conf_has_explicit_device_lines() {
     let r = rendered(SlurmVersion::V22_05);
     let lines: Vec<&str> = r.gres_conf.lines().filter(|l| !l.starts_with('#')).collect();

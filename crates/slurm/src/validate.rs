@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use crate::error::ModelError;
 use crate::hostlist::digits;
 use crate::keys::{classify_cluster_key, classify_partition_key, defunct_list_item, KeyClass, PARTITION_DEF_MEM};
-use crate::model::{Accounting, Cluster, InstanceShape, NodeSet, Partition, Storage};
+use crate::model::{Accounting, Cluster, InstanceShape, NodeSet, Partition, SlurmVersion, Storage};
 use crate::node::{gpu_type_name, os_memory_allowance_mib};
 use crate::text::unsafe_value;
 use crate::time::TimeLimit;
@@ -19,6 +19,9 @@ const DEFAULT_SLURMD_PORT: u16 = 6818;
 const MAX_LABEL: usize = 63;
 /// ClusterName limit: MySQL/MariaDB table names built from it.
 const MAX_CLUSTER_NAME: usize = 40;
+/// Most nodes a 22.05 cluster can have: its TreeWidth limit, since 22.05 cannot forward
+/// messages through cloud nodes.
+const MAX_NODES_22_05: u32 = 65533;
 /// Largest `OverSubscribe=YES:n` / `FORCE:n` count (Slurm keeps a flag in bit 15).
 const MAX_OVERSUBSCRIBE: u32 = 0x7fff;
 
@@ -432,6 +435,18 @@ impl Validator {
                 "Add at least one partition with at least one node set; Slurm needs nodes to schedule on.",
             );
         }
+        let total: u64 = c.node_sets().map(|(_, ns)| u64::from(ns.max_nodes)).sum();
+        if c.version == SlurmVersion::V22_05 && total > u64::from(MAX_NODES_22_05) {
+            self.err(
+                vec!["cluster".to_string(), "partitions".to_string()],
+                "too many nodes for Slurm 22.05",
+                format!(
+                    "The partitions define {total} nodes. Slurm 22.05 must reach every cloud node directly \
+                     (TreeWidth at most {MAX_NODES_22_05}); use Slurm 24.11, which fans out through cloud \
+                     nodes, or fewer nodes."
+                ),
+            );
+        }
         let mut names: BTreeMap<String, &str> = BTreeMap::new();
         let mut default: Option<&str> = None;
         let mut node_sets: BTreeMap<&str, &str> = BTreeMap::new();
@@ -505,8 +520,8 @@ impl Validator {
                 format!("Partition {name:?} needs at least one node set; Slurm rejects a partition without nodes."),
             );
         }
-        for ns in &p.node_sets {
-            let ns_base = path(base, ["node_set", &label(&ns.name, 0)]);
+        for (i, ns) in p.node_sets.iter().enumerate() {
+            let ns_base = path(base, ["node_set", &label(&ns.name, i)]);
             self.node_set(ns, &ns_base);
         }
         let max_time = self.time_limit(base, "max_time", "MaxTime", p.max_time.as_deref());

@@ -2,10 +2,13 @@
 //! Debian 12 slurmctld (22.05) on loopback, and `scontrol`/`sinfo` must show exactly
 //! the partitions, nodes, features, GRES, memory and limits the model rendered.
 //!
-//! Needs root and the Debian packages `slurmctld slurmd slurm-client munge`. Each test
-//! runs its own munged (private socket and key) and slurmctld (free ports, own state
-//! directory), so the tests run in parallel; a guard stops both even when a test fails.
-//! Set `KEEP_SLURM_TEST_DIRS=1` to keep the temporary directories for inspection.
+//! Needs root and the Debian packages `slurmctld slurmd slurm-client munge`, plus
+//! `slurmdbd mariadb-server` for the accounting test; a missing program fails the test
+//! with the `apt-get install` line to run. Each test runs its own munged (private socket
+//! and key), slurmctld (free ports, own state directory) and, for accounting, MariaDB
+//! and slurmdbd, so the tests run in parallel; guards stop every daemon a test started,
+//! also when it fails. Set `KEEP_SLURM_TEST_DIRS=1` to keep the temporary directories
+//! (they are also kept, and named on stderr, when a test fails).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -33,6 +36,7 @@ struct Tools {
     munged: PathBuf,
     sinfo: PathBuf,
     scontrol: PathBuf,
+    sbatch: PathBuf,
 }
 
 fn find_program(name: &str) -> Option<PathBuf> {
@@ -57,8 +61,9 @@ fn tools() -> Tools {
         munged: find("munged"),
         sinfo: find("sinfo"),
         scontrol: find("scontrol"),
+        sbatch: find("sbatch"),
     };
-    // The daemons run as root with SlurmUser=root; MUNGE refuses other users' sockets.
+    // The daemons run as root: SlurmUser=root, munged and MariaDB started by root.
     let uid = Command::new("id")
         .arg("-u")
         .output()
@@ -797,9 +802,22 @@ fn gpu_partition_like_p5_48xlarge() {
     expect(&config, "SuspendExcNodes", "gpu-p1-p548xl-[1-2]");
     expect(&env.partition("gpu"), "OverSubscribe", "EXCLUSIVE");
     expect_lines(&env.sinfo(&["-h", "-o", "%R|%D|%G"]), &["gpu|8|gpu:h100:8"]);
-    // Users can select by GRES type and by feature.
-    let by_feature = env.sinfo(&["-h", "-N", "-o", "%N", "--partition=gpu"]);
-    assert_eq!(by_feature.lines().count(), 8);
+    // Users can ask for the GPU type and the derived features; other GPU types do not exist.
+    let sbatch = |args: &[&str]| {
+        let out = Command::new(&env.tools.sbatch)
+            .args(["--test-only", "--partition=gpu", "--wrap=true"])
+            .args(args)
+            .env("SLURM_CONF", &env.conf)
+            .output()
+            .unwrap_or_else(|e| panic!("running sbatch: {e}"));
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ok, msg) = sbatch(&["--gres=gpu:h100:8", "--constraint=h100&efa&capacity-block", "--nodes=2"]);
+    assert!(ok && msg.contains("in partition gpu"), "{msg}");
+    let (ok, msg) = sbatch(&["--gres=gpu:a100:1"]);
+    assert!(!ok && msg.contains("not available"), "{msg}");
+    let (ok, msg) = sbatch(&["--gres=gpu:h100:9"]);
+    assert!(!ok, "9 GPUs on an 8-GPU node: {msg}");
 }
 
 #[test]

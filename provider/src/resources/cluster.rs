@@ -571,6 +571,11 @@ impl Resource for HpcCluster {
             }
             return;
         }
+        // A head node terminated outside Terraform is launched again.
+        if req.prior.attr("head_node_instance_id").is_null() {
+            req.planned.set_attr("head_node_instance_id", Value::Unknown);
+            req.planned.set_attr("head_node_private_ip", Value::Unknown);
+        }
         if req.planned.attr("login_nodes") != req.prior.attr("login_nodes") {
             req.planned.set_attr("login_node_ids", Value::Unknown);
             req.planned.set_attr("login_node_private_ips", Value::Unknown);
@@ -917,7 +922,12 @@ async fn launch_head(
             let subnet = string(state.attr("subnet_id")).unwrap_or_default();
             clients
                 .ec2
-                .run_instance(&lt, &subnet, &format!("{name}-head-{}", uuid::Uuid::new_v4()))
+                .run_instance(
+                    &lt,
+                    &subnet,
+                    &format!("{name}-head-{}", uuid::Uuid::new_v4()),
+                    &spec.tags,
+                )
                 .await
                 .map_err(|e| aws_diag("Cannot launch the head node", &e))?
         }
@@ -985,7 +995,12 @@ async fn sync_login_nodes(
         while ids.len() < want {
             let id = clients
                 .ec2
-                .run_instance(&lt, &subnet, &format!("{name}-login-{}", uuid::Uuid::new_v4()))
+                .run_instance(
+                    &lt,
+                    &subnet,
+                    &format!("{name}-login-{}", uuid::Uuid::new_v4()),
+                    &spec.tags,
+                )
                 .await
                 .map_err(|e| aws_diag("Cannot launch a login node", &e))?;
             ids.push(id);

@@ -198,7 +198,56 @@ fn doc_of(v: &Value, cluster: &str, infos: &[InstanceTypeInfo], region: &str) ->
         exclusive: boolean(v.attr("exclusive")).unwrap_or(false),
         default: boolean(v.attr("default")).unwrap_or(false),
         extra: pairs(v.attr("slurm_extra")).unwrap_or_default().into_iter().collect(),
+        ami_id: string(v.attr("ami_id")).unwrap_or_default(),
+        root_volume_size: int(v.attr("root_volume_size"))
+            .and_then(|n| i32::try_from(n).ok())
+            .unwrap_or(100),
+        instance_profile_arn: string(v.attr("instance_profile_arn")),
+        user_data_extra: string(v.attr("user_data_extra")),
+        tags: pairs(v.attr("tags_all")).unwrap_or_default().into_iter().collect(),
     }
+}
+
+/// Values derived from the document (and the cluster's, for the rendered lines): the same
+/// function serves plan and read, so an imported or refreshed partition plans clean.
+fn set_derived(
+    v: &mut Value,
+    doc: &PartitionDoc,
+    cluster: Option<&ClusterDoc>,
+    overrides: &[(String, f64)],
+) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let usage = pricing::max_usage(&usage_pools(doc), overrides);
+    v.set_attr("max_vcpus", Value::int(usage.vcpus as i64));
+    v.set_attr("max_gpus", Value::int(usage.gpus as i64));
+    v.set_attr(
+        "gpu_model",
+        convert::of_string(doc.shapes.iter().find_map(|s| s.gpu_model.clone())),
+    );
+    v.set_attr(
+        "estimated_max_hourly_cost",
+        usage
+            .hourly_cost
+            .and_then(|c| tfplugin::Number::parse(&format!("{c:.2}")).ok())
+            .map(Value::Number)
+            .unwrap_or(Value::Null),
+    );
+    let model = doc.to_model();
+    let names: Vec<String> = model
+        .node_sets
+        .iter()
+        .map(|n| slurm_model::hostlist(&n.name, 1, n.max_nodes.max(1)))
+        .collect();
+    v.set_attr("node_names", of_list(Some(&names)));
+    match cluster.map(|c| c.to_model(std::slice::from_ref(doc))) {
+        Some(Ok(m)) => v.set_attr(
+            "rendered_partition",
+            convert::of_string(slurm_model::partition_lines(&m, &doc.name)),
+        ),
+        Some(Err(e)) => diags.error(e.summary, e.detail),
+        None => v.set_attr("rendered_partition", Value::Unknown),
+    }
+    diags
 }
 
 /// Maps a slurm-model error path (`partition/<name>/<field>...`) onto this resource's attributes.
@@ -575,66 +624,36 @@ impl Resource for HpcPartition {
         let cluster_id = string(p.attr("cluster_id"));
         let doc = doc_of(p, cluster_id.as_deref().unwrap_or(""), &infos, &clients.aws.region);
         let pools = usage_pools(&doc);
-        let usage = pricing::max_usage(&pools, &clients.price_overrides);
-        p.set_attr("max_vcpus", Value::int(usage.vcpus as i64));
-        p.set_attr("max_gpus", Value::int(usage.gpus as i64));
-        p.set_attr(
-            "gpu_model",
-            convert::of_string(doc.shapes.iter().find_map(|s| s.gpu_model.clone())),
-        );
-        p.set_attr(
-            "estimated_max_hourly_cost",
-            usage
-                .hourly_cost
-                .and_then(|c| tfplugin::Number::parse(&format!("{c:.2}")).ok())
-                .map(Value::Number)
-                .unwrap_or(Value::Null),
-        );
-        let model = doc.to_model();
-        p.set_attr(
-            "node_names",
-            of_list(Some(
-                &model
-                    .node_sets
-                    .iter()
-                    .map(|n| slurm_model::hostlist(&n.name, 1, n.max_nodes.max(1)))
-                    .collect::<Vec<_>>(),
-            )),
-        );
         // Cluster-wide guardrails and the rendered lines need the cluster (reads only).
-        let Some(cluster) = cluster_id else {
-            p.set_attr("rendered_partition", Value::Unknown);
-            return;
+        let cdoc = match &cluster_id {
+            Some(cluster) => match cluster_doc(clients, cluster).await {
+                Ok(c) => c.map(|(d, _)| d),
+                Err(d) => {
+                    req.diagnostics.extend(d);
+                    return;
+                }
+            },
+            None => None,
         };
-        match cluster_doc(clients, &cluster).await {
-            Ok(Some((cdoc, _))) => {
-                match cdoc.to_model(std::slice::from_ref(&doc)) {
-                    Ok(m) => p.set_attr(
-                        "rendered_partition",
-                        convert::of_string(slurm_model::partition_lines(&m, &name)),
-                    ),
-                    Err(e) => req.diagnostics.error(e.summary, e.detail),
-                }
-                match other_partitions(clients, &cluster, &name).await {
-                    Ok(others) => {
-                        let mut all: Vec<(String, u32, u32, u32)> = others.iter().flat_map(usage_pools).collect();
-                        all.extend(pools);
-                        for b in pricing::check_pools(
-                            &format!("cluster {cluster}"),
-                            &all,
-                            &clients.price_overrides,
-                            &clients.limits,
-                        ) {
-                            req.diagnostics
-                                .push(Diagnostic::error(b.summary, b.detail).at(AttributePath::root("max_nodes")));
-                        }
+        let diags = set_derived(&mut req.planned, &doc, cdoc.as_ref(), &clients.price_overrides);
+        req.diagnostics.extend(diags);
+        if let (Some(cluster), Some(_)) = (&cluster_id, &cdoc) {
+            match other_partitions(clients, cluster, &name).await {
+                Ok(others) => {
+                    let mut all: Vec<(String, u32, u32, u32)> = others.iter().flat_map(usage_pools).collect();
+                    all.extend(pools);
+                    for b in pricing::check_pools(
+                        &format!("cluster {cluster}"),
+                        &all,
+                        &clients.price_overrides,
+                        &clients.limits,
+                    ) {
+                        req.diagnostics
+                            .push(Diagnostic::error(b.summary, b.detail).at(AttributePath::root("max_nodes")));
                     }
-                    Err(d) => req.diagnostics.extend(d),
                 }
+                Err(d) => req.diagnostics.extend(d),
             }
-            Ok(None) if !req.prior.is_null() => {}
-            Ok(None) => p.set_attr("rendered_partition", Value::Unknown),
-            Err(d) => req.diagnostics.extend(d),
         }
         // Launch templates and placement groups change when pools or types change.
         let structural = [
@@ -679,20 +698,13 @@ impl Resource for HpcPartition {
         let Ok(doc) = serde_json::from_str::<PartitionDoc>(&param.value) else {
             return Err(Diagnostic::error("The partition's desired state is not readable", param.name).into());
         };
-        let mut s = req.state.clone();
-        // What the agent acts on is the published document: show where it differs.
-        s.set_attr("max_nodes", Value::int(i64::from(doc.max_nodes)));
-        s.set_attr("min_nodes", Value::int(i64::from(doc.min_nodes)));
-        s.set_attr(
-            "instance_types",
-            of_list(Some(
-                &doc.shapes.iter().map(|x| x.instance_type.clone()).collect::<Vec<_>>(),
-            )),
-        );
-        s.set_attr("max_time", convert::of_string(doc.max_time.clone()));
-        s.set_attr("default", Value::Bool(doc.default));
-        s.set_attr("exclusive", Value::Bool(doc.exclusive));
-        s.set_attr("desired_state_version", Value::int(param.version));
+        // What the agent acts on is the published document: state is read from it.
+        let mut s = value_of_doc(&doc, param.version, &req.state, &clients.default_tags);
+        let cdoc = cluster_doc(clients, &cluster).await?.map(|(d, _)| d);
+        let diags = set_derived(&mut s, &doc, cdoc.as_ref(), &clients.price_overrides);
+        if diags.has_errors() {
+            return Err(diags);
+        }
         Ok(Some(s))
     }
 
@@ -753,13 +765,18 @@ impl Resource for HpcPartition {
                 e.to_string(),
             ))
         })?;
-        Ok(value_of_doc(&doc, param.version))
+        Ok(value_of_doc(&doc, param.version, &Value::Null, &clients.default_tags))
     }
 }
 
-/// A full state value from a published document (import).
-fn value_of_doc(doc: &PartitionDoc, version: i64) -> Value {
-    let mut v = Value::null_object(&schema().ty());
+/// A state value from a published document. Settings the document does not carry (pool
+/// regions and AMIs, timeouts) come from `prior`; on import there is none.
+fn value_of_doc(doc: &PartitionDoc, version: i64, prior: &Value, default_tags: &BTreeMap<String, String>) -> Value {
+    let mut v = if prior.is_null() {
+        Value::null_object(&schema().ty())
+    } else {
+        prior.clone()
+    };
     let set = |v: &mut Value, k: &str, x: Value| v.set_attr(k, x);
     set(&mut v, "id", Value::string(format!("{}/{}", doc.cluster, doc.name)));
     set(&mut v, "cluster_id", Value::string(&doc.cluster));
@@ -785,13 +802,81 @@ fn value_of_doc(doc: &PartitionDoc, version: i64) -> Value {
     set(&mut v, "exclusive", Value::Bool(doc.exclusive));
     set(&mut v, "default", Value::Bool(doc.default));
     set(&mut v, "desired_state_version", Value::int(version));
+    set(&mut v, "ami_id", Value::string(&doc.ami_id));
+    set(&mut v, "root_volume_size", Value::int(i64::from(doc.root_volume_size)));
+    set(
+        &mut v,
+        "instance_profile_arn",
+        convert::of_string(doc.instance_profile_arn.clone()),
+    );
+    set(
+        &mut v,
+        "user_data_extra",
+        convert::of_string(doc.user_data_extra.clone()),
+    );
+    set(
+        &mut v,
+        "provision_timeout",
+        Value::string(desired_state::duration_text(doc.provision_timeout_s)),
+    );
+    set(
+        &mut v,
+        "ice_cooldown",
+        Value::string(desired_state::duration_text(doc.ice_cooldown_s)),
+    );
+    set(&mut v, "default_time", convert::of_string(doc.default_time.clone()));
+    set(
+        &mut v,
+        "max_nodes_per_job",
+        convert::of_int(doc.max_nodes_per_job.map(i64::from)),
+    );
+    set(
+        &mut v,
+        "min_nodes_per_job",
+        convert::of_int(doc.min_nodes_per_job.map(i64::from)),
+    );
+    set(
+        &mut v,
+        "priority_tier",
+        convert::of_int(doc.priority_tier.map(i64::from)),
+    );
+    set(&mut v, "oversubscribe", convert::of_string(doc.oversubscribe.clone()));
+    let list_or_null = |l: &[String]| if l.is_empty() { Value::Null } else { of_list(Some(l)) };
+    set(&mut v, "allow_accounts", list_or_null(&doc.allow_accounts));
+    set(&mut v, "allow_groups", list_or_null(&doc.allow_groups));
+    set(&mut v, "allow_qos", list_or_null(&doc.allow_qos));
+    let extra: Vec<(String, String)> = doc.extra.clone().into_iter().collect();
+    set(
+        &mut v,
+        "slurm_extra",
+        if extra.is_empty() { Value::Null } else { of_map(&extra) },
+    );
+    let tags_all: Vec<(String, String)> = doc.tags.clone().into_iter().collect();
+    let user: Vec<(String, String)> = tags_all
+        .iter()
+        .filter(|(k, val)| default_tags.get(k) != Some(val))
+        .cloned()
+        .collect();
+    set(&mut v, "tags_all", of_map(&tags_all));
+    let had_tags = !prior.attr("tags").is_null();
+    set(
+        &mut v,
+        "tags",
+        if user.is_empty() && !had_tags {
+            Value::Null
+        } else {
+            of_map(&user)
+        },
+    );
     let mut lts = Vec::new();
     let mut pgs = Vec::new();
+    let prior_pools = prior.attr("capacity_pool").elements().to_vec();
     let pools = doc
         .pools
         .iter()
         .enumerate()
         .map(|(i, p)| {
+            let before = prior_pools.get(i).unwrap_or(&Value::Null);
             lts.extend(
                 p.launch_templates
                     .iter()
@@ -800,13 +885,13 @@ fn value_of_doc(doc: &PartitionDoc, version: i64) -> Value {
             pgs.push(p.placement_group.clone().unwrap_or_default());
             convert::object(vec![
                 ("subnet_ids", of_list(Some(&p.subnet_ids))),
-                ("region", Value::Null),
+                ("region", before.attr("region").clone()),
                 ("capacity_type", Value::string(&p.capacity_type)),
                 (
                     "capacity_reservation_id",
                     convert::of_string(p.capacity_reservation_id.clone()),
                 ),
-                ("ami_id", Value::Null),
+                ("ami_id", before.attr("ami_id").clone()),
             ])
         })
         .collect();

@@ -1,0 +1,543 @@
+//! hpc_cluster and hpc_partition end to end: a cluster with three partitions and a Lustre
+//! file system; partitions come and go without touching the cluster or each other.
+
+use acceptance_tests::{Emulator, Workspace};
+use serde_json::{json, Value};
+
+const AMI: &str = "ami-03cf127a";
+
+fn network() -> &'static str {
+    r#"
+resource "hpc_network" "net" {
+  name = "research"
+}
+"#
+}
+
+fn cluster(extra: &str) -> String {
+    format!(
+        r#"
+resource "hpc_lustre_fs" "scratch" {{
+  storage_capacity = 1200
+  deployment_type  = "SCRATCH_2"
+  subnet_ids       = [hpc_network.net.private_subnet_ids["us-east-1a"]]
+}}
+
+resource "hpc_cluster" "main" {{
+  name      = "research"
+  subnet_id = hpc_network.net.private_subnet_ids["us-east-1a"]
+  head_node {{
+    ami_id = "{AMI}"
+  }}
+  slurm {{
+    version = "22.05"
+  }}
+  login_nodes {{
+    count = 1
+  }}
+  user {{
+    name = "alice"
+    uid  = 2001
+  }}
+  storage {{
+    lustre_id   = hpc_lustre_fs.scratch.id
+    dns_name    = hpc_lustre_fs.scratch.dns_name
+    mount_name  = hpc_lustre_fs.scratch.mount_name
+    mount_point = "/scratch"
+  }}
+{extra}
+}}
+"#
+    )
+}
+
+fn partition(name: &str, types: &str, max_nodes: u32, extra: &str) -> String {
+    format!(
+        r#"
+resource "hpc_partition" "{name}" {{
+  cluster_id     = hpc_cluster.main.id
+  name           = "{name}"
+  instance_types = [{types}]
+  max_nodes      = {max_nodes}
+  ami_id         = "{AMI}"
+  capacity_pool {{
+    subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1a"]]
+  }}
+  capacity_pool {{
+    subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1b"]]
+  }}
+{extra}
+}}
+"#
+    )
+}
+
+fn three_partitions() -> String {
+    [
+        partition(
+            "cpu",
+            "\"c7i.2xlarge\", \"c7i.4xlarge\"",
+            16,
+            "  default = true\n  max_time = \"1-00:00:00\"",
+        ),
+        partition(
+            "gpu",
+            "\"p5.48xlarge\"",
+            4,
+            "  efa_enabled = true\n  max_time = \"2-00:00:00\"",
+        ),
+        partition("spot", "\"c7a.8xlarge\"", 32, "  exclusive = true"),
+    ]
+    .join("\n")
+}
+
+fn versions(ws: &Workspace) -> Vec<(String, Value)> {
+    let state = ws.state();
+    let mut out: Vec<(String, Value)> = state["values"]["root_module"]["resources"]
+        .as_array()
+        .map(|rs| {
+            rs.iter()
+                .filter(|r| r["type"] == "hpc_partition" || r["type"] == "hpc_cluster")
+                .map(|r| {
+                    (
+                        r["address"].as_str().unwrap_or("").to_string(),
+                        r["values"]["desired_state_version"].clone(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn ssm_parameters(emu: &Emulator) -> Vec<String> {
+    let auth =
+        "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/ssm/aws4_request, SignedHeaders=host, Signature=0";
+    let r = acceptance_tests::http(
+        emu.port,
+        "POST",
+        "/",
+        &[
+            ("Content-Type", "application/x-amz-json-1.1"),
+            ("X-Amz-Target", "AmazonSSM.GetParametersByPath"),
+            ("Authorization", auth),
+        ],
+        &json!({"Path": "/hpcforge", "Recursive": true}).to_string(),
+    );
+    let v: Value = serde_json::from_str(&r.body).unwrap_or_default();
+    let mut names: Vec<String> = v["Parameters"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| p["Name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+fn secret_value_b64(emu: &Emulator, id: &str) -> String {
+    let auth = "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/secretsmanager/aws4_request, SignedHeaders=host, Signature=0";
+    let r = acceptance_tests::http(
+        emu.port,
+        "POST",
+        "/",
+        &[
+            ("Content-Type", "application/x-amz-json-1.1"),
+            ("X-Amz-Target", "secretsmanager.GetSecretValue"),
+            ("Authorization", auth),
+        ],
+        &json!({ "SecretId": id }).to_string(),
+    );
+    let v: Value = serde_json::from_str(&r.body).unwrap_or_default();
+    v["SecretBinary"].as_str().unwrap_or_default().to_string()
+}
+
+fn running_with_tag(emu: &Emulator, key: &str, value: &str) -> usize {
+    let xml = emu.ec2(&format!(
+        "Action=DescribeInstances&Filter.1.Name=tag:{key}&Filter.1.Value.1={value}&Filter.2.Name=instance-state-name&Filter.2.Value.1=running&Filter.2.Value.2=pending"
+    ));
+    xml.matches("<instanceId>").count()
+}
+
+#[test]
+fn partitions_come_and_go_without_touching_the_cluster_or_each_other() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("cluster", &emu);
+    ws.write(&format!("{}{}{}", network(), cluster(""), three_partitions()));
+    ws.apply();
+
+    let c = ws.resource("hpc_cluster.main");
+    assert_eq!(c["id"], "research");
+    assert!(
+        c["head_node_instance_id"].as_str().is_some_and(|i| i.starts_with("i-")),
+        "{c}"
+    );
+    assert!(
+        c["head_node_private_ip"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("10.0.")),
+        "{c}"
+    );
+    assert_eq!(c["login_node_ids"].as_array().map(Vec::len), Some(1));
+    assert!(
+        c["slurm_conf"]
+            .as_str()
+            .is_some_and(|s| s.contains("ClusterName=research") && s.contains("ResumeProgram=")),
+        "{c}"
+    );
+    assert_eq!(
+        running_with_tag(&emu, "hpcforge:cluster", "research"),
+        2,
+        "head and one login node"
+    );
+
+    // The munge key is in Secrets Manager, and nowhere in state.
+    let arn = c["munge_key_secret_arn"].as_str().expect("munge arn").to_string();
+    let key = secret_value_b64(&emu, &arn);
+    assert!(key.len() > 1000, "a 1024-byte key: {}", key.len());
+    let raw = ws.raw_state();
+    assert!(!raw.contains(&key[..64]), "the munge key must not be in state");
+
+    let gpu = ws.resource("hpc_partition.gpu");
+    let rendered = gpu["rendered_partition"].as_str().expect("rendered");
+    assert!(
+        rendered.contains("NodeName=gpu-p5-48xl-[1-4] State=CLOUD CPUs=192"),
+        "{rendered}"
+    );
+    assert!(
+        rendered.contains("Gres=gpu:h100:8") && rendered.contains("efa"),
+        "{rendered}"
+    );
+    assert!(
+        rendered.contains("PartitionName=gpu") && rendered.contains("MaxTime=2-00:00:00"),
+        "{rendered}"
+    );
+    assert_eq!(gpu["max_gpus"], 32);
+    assert_eq!(
+        gpu["placement_group_names"].as_array().map(Vec::len),
+        Some(2),
+        "a placement group per pool with EFA"
+    );
+    assert_eq!(
+        gpu["launch_template_ids"].as_object().map(|m| m.len()),
+        Some(2),
+        "one template per pool and type"
+    );
+    let cpu = ws.resource("hpc_partition.cpu");
+    assert_eq!(cpu["node_names"], json!(["cpu-c7i-2xl-[1-16]", "cpu-c7i-4xl-[1-16]"]));
+    assert_eq!(
+        ssm_parameters(&emu),
+        vec![
+            "/hpcforge/clusters/research/cluster",
+            "/hpcforge/clusters/research/partitions/cpu",
+            "/hpcforge/clusters/research/partitions/gpu",
+            "/hpcforge/clusters/research/partitions/spot",
+        ]
+    );
+    ws.assert_no_changes();
+    let before = versions(&ws);
+
+    // Add a fourth partition: only it is created.
+    let extra = partition("himem", "\"r7i.8xlarge\"", 8, "");
+    ws.write(&format!("{}{}{}{extra}", network(), cluster(""), three_partitions()));
+    let plan = ws.plan();
+    assert!(
+        plan.stdout.contains("Plan: 1 to add, 0 to change, 0 to destroy."),
+        "{}",
+        plan.text()
+    );
+    emu.reset_calls();
+    ws.apply();
+    let calls = emu.mutating_calls();
+    for forbidden in [
+        "ec2:RunInstances",
+        "ec2:TerminateInstances",
+        "ec2:DeleteLaunchTemplate",
+        "secretsmanager:CreateSecret",
+    ] {
+        assert_eq!(
+            calls.get(forbidden),
+            None,
+            "{forbidden} while adding a partition: {calls:?}"
+        );
+    }
+    assert_eq!(
+        calls.get("ssm:PutParameter"),
+        Some(&1),
+        "only the new partition is published: {calls:?}"
+    );
+    assert_eq!(calls.get("ec2:CreateLaunchTemplate"), Some(&2), "{calls:?}");
+    let after: Vec<_> = versions(&ws)
+        .into_iter()
+        .filter(|(a, _)| a != "hpc_partition.himem")
+        .collect();
+    assert_eq!(
+        after, before,
+        "the cluster's and other partitions' documents are unchanged"
+    );
+
+    // Change one partition: only it is updated.
+    let changed = three_partitions().replace("max_nodes      = 32", "max_nodes      = 48");
+    ws.write(&format!("{}{}{changed}{extra}", network(), cluster("")));
+    let plan = ws.plan();
+    assert!(
+        plan.stdout.contains("Plan: 0 to add, 1 to change, 0 to destroy."),
+        "{}",
+        plan.text()
+    );
+    assert!(
+        plan.stdout.contains("hpc_partition.spot will be updated in-place"),
+        "{}",
+        plan.text()
+    );
+    emu.reset_calls();
+    ws.apply();
+    assert_eq!(emu.mutating_calls().get("ec2:RunInstances"), None);
+    let now = versions(&ws);
+    for (addr, v) in &before {
+        let new = now.iter().find(|(a, _)| a == addr).map(|(_, v)| v.clone());
+        if addr == "hpc_partition.spot" {
+            assert_ne!(new.as_ref(), Some(v), "spot was republished");
+        } else {
+            assert_eq!(new.as_ref(), Some(v), "{addr} untouched");
+        }
+    }
+
+    // Remove one partition: only it is destroyed.
+    ws.write(&format!("{}{}{}", network(), cluster(""), changed));
+    let plan = ws.plan();
+    assert!(
+        plan.stdout.contains("Plan: 0 to add, 0 to change, 1 to destroy."),
+        "{}",
+        plan.text()
+    );
+    ws.apply();
+    assert_eq!(ssm_parameters(&emu).len(), 4);
+    ws.assert_no_changes();
+
+    ws.destroy();
+    assert!(ssm_parameters(&emu).is_empty(), "{:?}", ssm_parameters(&emu));
+    assert_eq!(running_with_tag(&emu, "hpcforge:cluster", "research"), 0);
+    let lts = emu.ec2("Action=DescribeLaunchTemplates");
+    assert!(!lts.contains("hpc-research"), "{lts}");
+    let groups = emu.ec2("Action=DescribeSecurityGroups");
+    assert!(!groups.contains("hpc-research-"), "{groups}");
+    assert!(secret_value_b64(&emu, &arn).is_empty(), "the munge key secret is gone");
+}
+
+#[test]
+fn partition_drift_and_disappearance_are_detected() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("partition-drift", &emu);
+    ws.write(&format!(
+        "{}{}{}",
+        network(),
+        cluster(""),
+        partition("cpu", "\"c7i.2xlarge\"", 8, "")
+    ));
+    ws.apply();
+    // Someone edits the published document by hand.
+    let auth =
+        "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/ssm/aws4_request, SignedHeaders=host, Signature=0";
+    let get = acceptance_tests::http(
+        emu.port,
+        "POST",
+        "/",
+        &[
+            ("Content-Type", "application/x-amz-json-1.1"),
+            ("X-Amz-Target", "AmazonSSM.GetParameter"),
+            ("Authorization", auth),
+        ],
+        &json!({"Name": "/hpcforge/clusters/research/partitions/cpu"}).to_string(),
+    );
+    let v: Value = serde_json::from_str(&get.body).expect("json");
+    let mut doc: Value = serde_json::from_str(v["Parameter"]["Value"].as_str().expect("value")).expect("doc");
+    doc["max_nodes"] = json!(99);
+    let put = acceptance_tests::http(
+        emu.port,
+        "POST",
+        "/",
+        &[("Content-Type", "application/x-amz-json-1.1"), ("X-Amz-Target", "AmazonSSM.PutParameter"), ("Authorization", auth)],
+        &json!({"Name": "/hpcforge/clusters/research/partitions/cpu", "Value": doc.to_string(), "Type": "String", "Overwrite": true}).to_string(),
+    );
+    assert_eq!(put.status, 200, "{}", put.body);
+    let plan = ws.plan();
+    assert_eq!(plan.code, Some(2), "{}", plan.text());
+    assert!(plan.stdout.contains("99 -> 8"), "{}", plan.text());
+    ws.apply();
+    ws.assert_no_changes();
+
+    // Deleted out of band: planned for creation again.
+    let del = acceptance_tests::http(
+        emu.port,
+        "POST",
+        "/",
+        &[
+            ("Content-Type", "application/x-amz-json-1.1"),
+            ("X-Amz-Target", "AmazonSSM.DeleteParameter"),
+            ("Authorization", auth),
+        ],
+        &json!({"Name": "/hpcforge/clusters/research/partitions/cpu"}).to_string(),
+    );
+    assert_eq!(del.status, 200);
+    let plan = ws.plan();
+    assert!(
+        plan.stdout.contains("1 to add, 0 to change, 0 to destroy"),
+        "{}",
+        plan.text()
+    );
+    ws.apply();
+
+    // Import by <cluster>/<partition>, then nothing to change.
+    let importer = Workspace::new("partition-import", &emu);
+    let body = partition("cpu", "\"c7i.2xlarge\"", 8, "");
+    importer.write_raw(&format!(
+        "{}\nvariable \"subnet_a\" {{}}\nvariable \"subnet_b\" {{}}\n{}\nimport {{\n  to = hpc_partition.cpu\n  id = \"research/cpu\"\n}}\n",
+        acceptance_tests::PROVIDER,
+        body.replace("hpc_cluster.main.id", "\"research\"")
+            .replace("hpc_network.net.private_subnet_ids[\"us-east-1a\"]", "var.subnet_a")
+            .replace("hpc_network.net.private_subnet_ids[\"us-east-1b\"]", "var.subnet_b"),
+    ));
+    let net = ws.resource("hpc_network.net");
+    let a = format!(
+        "subnet_a={}",
+        net["private_subnet_ids"]["us-east-1a"].as_str().unwrap_or("")
+    );
+    let b = format!(
+        "subnet_b={}",
+        net["private_subnet_ids"]["us-east-1b"].as_str().unwrap_or("")
+    );
+    let out = importer.ok(&[
+        "apply",
+        "-auto-approve",
+        "-no-color",
+        "-input=false",
+        "-var",
+        &a,
+        "-var",
+        &b,
+    ]);
+    assert!(
+        out.stdout.contains("1 imported, 0 added, 0 changed, 0 destroyed"),
+        "{}",
+        out.text()
+    );
+    let plan = importer.tf(&[
+        "plan",
+        "-no-color",
+        "-input=false",
+        "-detailed-exitcode",
+        "-var",
+        &a,
+        "-var",
+        &b,
+    ]);
+    assert_eq!(plan.code, Some(0), "{}", plan.text());
+    ws.destroy();
+}
+
+#[test]
+fn a_terminated_head_node_is_launched_again() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("head-gone", &emu);
+    ws.write(&format!("{}{}", network(), cluster("")));
+    ws.apply();
+    let head = ws.resource("hpc_cluster.main")["head_node_instance_id"]
+        .as_str()
+        .expect("head")
+        .to_string();
+    emu.ec2(&format!("Action=TerminateInstances&InstanceId.1={head}"));
+    let plan = ws.plan();
+    assert_eq!(plan.code, Some(2), "{}", plan.text());
+    ws.apply();
+    let new = ws.resource("hpc_cluster.main")["head_node_instance_id"]
+        .as_str()
+        .expect("head")
+        .to_string();
+    assert_ne!(new, head);
+    ws.assert_no_changes();
+    ws.destroy();
+}
+
+#[test]
+fn a_provider_killed_during_cluster_create_leaves_no_duplicates_on_rerun() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("killed", &emu);
+    ws.write(&format!("{}{}", network(), cluster("")));
+    ws.ok(&[
+        "apply",
+        "-auto-approve",
+        "-no-color",
+        "-input=false",
+        "-target=hpc_network.net",
+        "-target=hpc_lustre_fs.scratch",
+    ]);
+    // The head node's launch is slow; the provider dies while it is in flight.
+    emu.add_fault(json!({"service": "ec2", "action": "RunInstances", "latency_ms": 2500, "count": 1}));
+    let mut cmd = ws.command(&["apply", "-auto-approve", "-no-color", "-input=false"]);
+    let mut child = cmd.spawn().expect("terraform apply");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while emu.calls().get("ec2:RunInstances").copied().unwrap_or(0) == 0 {
+        assert!(std::time::Instant::now() < deadline, "RunInstances never called");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // /proc's command name is cut to 15 characters.
+    assert!(
+        acceptance_tests::kill_children(child.id(), "terraform-provi") >= 1,
+        "the provider process was killed"
+    );
+    let status = child.wait().expect("terraform exits");
+    assert!(!status.success(), "the interrupted apply fails");
+    std::thread::sleep(std::time::Duration::from_millis(3000)); // the slow launch lands in EC2 anyway
+    emu.clear_faults();
+
+    ws.apply();
+    assert_eq!(
+        running_with_tag(&emu, "hpcforge:role", "head"),
+        1,
+        "the head node launched by the killed run is adopted"
+    );
+    let lts = emu.ec2("Action=DescribeLaunchTemplates");
+    assert_eq!(
+        lts.matches("<launchTemplateName>hpc-research-head</launchTemplateName>")
+            .count(),
+        1,
+        "{lts}"
+    );
+    let groups = emu.ec2("Action=DescribeSecurityGroups");
+    assert_eq!(
+        groups.matches("<groupName>hpc-research-cluster</groupName>").count(),
+        1,
+        "{groups}"
+    );
+    ws.destroy();
+}
+
+#[test]
+fn throttling_on_a_fifth_of_calls_still_builds_the_cluster() {
+    let emu = Emulator::start();
+    emu.seed(7);
+    for service in ["ec2", "ssm", "secretsmanager"] {
+        let code = if service == "ec2" {
+            "RequestLimitExceeded"
+        } else {
+            "ThrottlingException"
+        };
+        emu.add_fault(json!({"service": service, "code": code, "ratio": 0.2}));
+    }
+    let ws = Workspace::new("cluster-throttle", &emu);
+    ws.write(&format!(
+        "{}{}{}",
+        network(),
+        cluster(""),
+        partition("cpu", "\"c7i.2xlarge\"", 8, "")
+    ));
+    ws.apply();
+    ws.assert_no_changes();
+    ws.destroy();
+    assert!(emu.faults_fired().iter().sum::<u64>() >= 5, "{:?}", emu.faults_fired());
+    assert_eq!(running_with_tag(&emu, "hpcforge:cluster", "research"), 0);
+}
