@@ -412,6 +412,24 @@ class EmulatorEC2Response(EC2Response):
 
     # --- launch templates -----------------------------------------------------------------------
 
+    def delete_launch_template(self) -> Any:
+        """moto answers MissingParameter for a template that does not exist; EC2 says NotFound."""
+        name, template_id = self._get_param("LaunchTemplateName"), self._get_param("LaunchTemplateId")
+        backend = self.ec2_backend
+        if name and name not in backend.launch_template_name_to_ids:
+            return _error_response(FaultError(
+                "InvalidLaunchTemplateName.NotFoundException",
+                "At least one of the launch templates specified in the request does not exist.",
+                400,
+            ))
+        if template_id and template_id not in backend.launch_templates:
+            return _error_response(FaultError(
+                "InvalidLaunchTemplateId.NotFound",
+                f"The specified launch template, with template ID {template_id}, does not exist.",
+                400,
+            ))
+        return super().delete_launch_template()
+
     def create_launch_template_version(self) -> ActionResult:
         source = self._get_param("SourceVersion")
         if source is None:

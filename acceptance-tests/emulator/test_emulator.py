@@ -863,3 +863,12 @@ def test_launch_template_version_from_source(ec2: Any) -> None:
         "LaunchTemplateVersions"
     ][0]
     assert latest["LaunchTemplateData"] == {"ImageId": "ami-87654321", "InstanceType": "c7i.large"}
+
+
+def test_deleting_a_missing_launch_template_is_not_found(ec2: Any) -> None:
+    with pytest.raises(ClientError) as err:
+        ec2.delete_launch_template(LaunchTemplateName="no-such-template")
+    assert err.value.response["Error"]["Code"] == "InvalidLaunchTemplateName.NotFoundException"
+    with pytest.raises(ClientError) as err:
+        ec2.delete_launch_template(LaunchTemplateId="lt-0123456789abcdef0")
+    assert err.value.response["Error"]["Code"] == "InvalidLaunchTemplateId.NotFound"

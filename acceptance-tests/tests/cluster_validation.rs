@@ -1,0 +1,207 @@
+//! Bad hpc_cluster and hpc_partition configurations are rejected at plan time with the
+//! attribute named and without a single mutating AWS call.
+
+use acceptance_tests::{Emulator, Workspace};
+
+const AMI: &str = "ami-03cf127a";
+
+/// Asserts every (resource address, attribute, phrase) has its own diagnostic in `text`.
+fn assert_diagnostics(text: &str, cases: &[(String, &str, &str)]) {
+    let blocks: Vec<&str> = text.split("Error: ").skip(1).collect();
+    for (address, attr, phrase) in cases {
+        let mine: Vec<&&str> = blocks
+            .iter()
+            .filter(|b| b.contains(&format!("with {address},")))
+            .collect();
+        assert!(!mine.is_empty(), "no diagnostic for {address}:\n{text}");
+        assert!(
+            mine.iter().any(|b| b.contains(attr) && b.contains(phrase)),
+            "{address}: no diagnostic mentions {attr} and {phrase:?}:\n{}",
+            mine.iter().map(|b| b.to_string()).collect::<Vec<_>>().join("\n---\n")
+        );
+    }
+}
+
+fn cluster(name: &str, body: &str) -> String {
+    format!(
+        "resource \"hpc_cluster\" \"{name}\" {{\n  name = \"{}\"\n  subnet_id = \"subnet-0123456789abcdef0\"\n  head_node {{\n    ami_id = \"{AMI}\"\n  }}\n{body}\n}}\n",
+        name.replace('_', "-")
+    )
+}
+
+fn partition(name: &str, body: &str) -> String {
+    let has = |k: &str| body.contains(&format!("{k} "));
+    let mut out = format!("resource \"hpc_partition\" \"{name}\" {{\n  cluster_id = \"research\"\n");
+    if !has("name") {
+        out.push_str(&format!("  name = \"{}\"\n", name.replace('_', "-")));
+    }
+    if !has("instance_types") {
+        out.push_str("  instance_types = [\"c7i.2xlarge\"]\n");
+    }
+    if !has("max_nodes") {
+        out.push_str("  max_nodes = 4\n");
+    }
+    if !has("ami_id") {
+        out.push_str(&format!("  ami_id = \"{AMI}\"\n"));
+    }
+    if !body.contains("capacity_pool") {
+        out.push_str("  capacity_pool {\n    subnet_ids = [\"subnet-0123456789abcdef0\"]\n  }\n");
+    }
+    out.push_str(body);
+    out.push_str("\n}\n");
+    out
+}
+
+#[test]
+fn bad_clusters_and_partitions_are_rejected_when_validated() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("cluster-validation", &emu);
+    let pool =
+        |extra: &str| format!("  capacity_pool {{\n    subnet_ids = [\"subnet-0123456789abcdef0\"]\n{extra}\n  }}");
+    let resources: Vec<(String, String, &str, &str)> = vec![
+        (cluster("bad_name", "").replace("name = \"bad-name\"", "name = \"Research_1\""), "hpc_cluster.bad_name".into(), "name", "is not valid"),
+        (cluster("bad_subnet", "").replace("subnet-0123456789abcdef0", "net-1"), "hpc_cluster.bad_subnet".into(), "subnet_id", "is not a subnet id"),
+        (cluster("bad_ami", "").replace(AMI, "img-1"), "hpc_cluster.bad_ami".into(), "ami_id", "is not an AMI id"),
+        (
+            cluster("open_ssh", "").replace("    ami_id", "    allowed_ssh_cidrs = [\"0.0.0.0/0\"]\n    ami_id"),
+            "hpc_cluster.open_ssh".into(),
+            "allowed_ssh_cidrs",
+            "SSH from the whole internet is not allowed",
+        ),
+        (
+            cluster("bad_cidr", "").replace("    ami_id", "    allowed_ssh_cidrs = [\"10.0.0/8\"]\n    ami_id"),
+            "hpc_cluster.bad_cidr".into(),
+            "allowed_ssh_cidrs",
+            "is not a CIDR block",
+        ),
+        (cluster("bad_idle", "  slurm {\n    scaledown_idletime = \"soon\"\n  }"), "hpc_cluster.bad_idle".into(), "scaledown_idletime", "is not a duration"),
+        (cluster("bad_mode", "  accounting {\n    mode = \"cloud\"\n  }"), "hpc_cluster.bad_mode".into(), "mode", "unknown accounting mode"),
+        (
+            cluster("no_password", "  accounting {\n    mode = \"external\"\n    host = \"db.example\"\n  }"),
+            "hpc_cluster.no_password".into(),
+            "password_secret_arn",
+            "external accounting needs a password",
+        ),
+        (cluster("low_uid", "  user {\n    name = \"alice\"\n    uid = 500\n  }"), "hpc_cluster.low_uid".into(), "uid", "outside 1000-60000"),
+        (
+            cluster("dup_user", "  user {\n    name = \"alice\"\n    uid = 2001\n  }\n  user {\n    name = \"alice\"\n    uid = 2002\n  }"),
+            "hpc_cluster.dup_user".into(),
+            "name",
+            "listed twice",
+        ),
+        (
+            cluster("bad_mount", "  storage {\n    lustre_id = \"fs-0123456789abcdef0\"\n    mount_point = \"/etc\"\n  }"),
+            "hpc_cluster.bad_mount".into(),
+            "mount_point",
+            "cannot be a mount point",
+        ),
+        (cluster("bad_extra", "  slurm {\n    extra = { FooBar = \"1\" }\n  }"), "hpc_cluster.bad_extra".into(), "extra", "FooBar"),
+        (partition("bad_pname", "  name = \"GPU!\""), "hpc_partition.bad_pname".into(), "name", "is not valid"),
+        (partition("min_over_max", "  min_nodes = 8\n  max_nodes = 2"), "hpc_partition.min_over_max".into(), "min_nodes", "is more than max_nodes"),
+        (
+            partition("dup_type", "  instance_types = [\"c7i.2xlarge\", \"c7i.2xlarge\"]"),
+            "hpc_partition.dup_type".into(),
+            "instance_types",
+            "listed twice",
+        ),
+        (partition("bad_strategy", "  allocation_strategy = \"cheapest\""), "hpc_partition.bad_strategy".into(), "allocation_strategy", "unknown allocation_strategy"),
+        (partition("bad_capacity", &pool("    capacity_type = \"reserved\"")), "hpc_partition.bad_capacity".into(), "capacity_type", "unknown capacity_type"),
+        (
+            partition("block_without_id", &pool("    capacity_type = \"capacity_block\"")),
+            "hpc_partition.block_without_id".into(),
+            "capacity_reservation_id",
+            "needs capacity_reservation_id",
+        ),
+        (partition("bad_time", "  max_time = \"forever\""), "hpc_partition.bad_time".into(), "max_time", "forever"),
+        (partition("bad_pextra", "  slurm_extra = { Bogus = \"1\" }"), "hpc_partition.bad_pextra".into(), "slurm_extra", "Bogus"),
+        (partition("remote_no_ami", &pool("    region = \"us-west-2\"")), "hpc_partition.remote_no_ami".into(), "ami_id", "needs its own ami_id"),
+        (partition("bad_timeout", "  provision_timeout = \"a while\""), "hpc_partition.bad_timeout".into(), "provision_timeout", "is not a duration"),
+        (partition("bad_pool_subnet", "  capacity_pool {\n    subnet_ids = [\"sn-1\"]\n  }"), "hpc_partition.bad_pool_subnet".into(), "subnet_ids", "is not a subnet id"),
+    ];
+    assert!(resources.len() >= 20);
+    ws.write(
+        &resources
+            .iter()
+            .map(|(r, _, _, _)| r.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    emu.reset_calls();
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(!out.success);
+    let cases: Vec<(String, &str, &str)> = resources
+        .iter()
+        .map(|(_, a, attr, phrase)| (a.clone(), *attr, *phrase))
+        .collect();
+    assert_diagnostics(&out.text(), &cases);
+    assert!(emu.mutating_calls().is_empty(), "{:?}", emu.mutating_calls());
+}
+
+#[test]
+fn instance_types_efa_and_guardrails_are_checked_against_ec2_at_plan() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("guardrails", &emu);
+    let provider = r#"
+terraform {
+  required_providers {
+    hpc = { source = "hpcforge/hpc" }
+  }
+}
+provider "hpc" {
+  region = "us-east-1"
+  guardrails {
+    allowed_instance_types      = ["c7i.*", "p5.*", "c5.*"]
+    max_nodes_per_partition     = 100
+    max_gpus_per_cluster        = 16
+    max_hourly_cost_per_cluster = 150
+  }
+}
+"#;
+    let subnet = emu.default_subnet();
+    // A cluster to check cluster-wide limits against.
+    ws.write_raw(&format!(
+        "{provider}\nresource \"hpc_cluster\" \"main\" {{\n  name = \"research\"\n  subnet_id = \"{subnet}\"\n  head_node {{\n    ami_id = \"{AMI}\"\n  }}\n}}\n"
+    ));
+    ws.apply();
+    let cluster = format!(
+        "resource \"hpc_cluster\" \"main\" {{\n  name = \"research\"\n  subnet_id = \"{subnet}\"\n  head_node {{\n    ami_id = \"{AMI}\"\n  }}\n}}\n"
+    );
+    let parts = [
+        partition("unknown_type", "  instance_types = [\"p9.mega\"]"),
+        partition("no_efa", "  instance_types = [\"c5.large\"]\n  efa_enabled = true"),
+        partition("not_allowed", "  instance_types = [\"m5.large\"]"),
+        partition("too_many_nodes", "  max_nodes = 500"),
+        partition("too_many_gpus", "  instance_types = [\"p5.48xlarge\"]\n  max_nodes = 4"),
+    ]
+    .join("\n");
+    ws.write_raw(&format!("{provider}\n{cluster}\n{parts}"));
+    emu.reset_calls();
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(!out.success);
+    let text = out.text();
+    assert_diagnostics(
+        &text,
+        &[
+            (
+                "hpc_partition.unknown_type".into(),
+                "instance_types",
+                "\"p9.mega\" is not an EC2 instance type",
+            ),
+            (
+                "hpc_partition.no_efa".into(),
+                "efa_enabled",
+                "c5.large does not support EFA",
+            ),
+            ("hpc_partition.not_allowed".into(), "instance_types", "m5.large"),
+            ("hpc_partition.too_many_nodes".into(), "max_nodes", "500"),
+            ("hpc_partition.too_many_gpus".into(), "max_nodes", "32"),
+        ],
+    );
+    let mutating = emu.mutating_calls();
+    assert!(
+        mutating.is_empty(),
+        "plans must not change anything in AWS: {mutating:?}"
+    );
+    ws.write_raw(&format!("{provider}\n{cluster}"));
+    ws.destroy();
+}
