@@ -541,3 +541,143 @@ fn throttling_on_a_fifth_of_calls_still_builds_the_cluster() {
     assert!(emu.faults_fired().iter().sum::<u64>() >= 5, "{:?}", emu.faults_fired());
     assert_eq!(running_with_tag(&emu, "hpcforge:cluster", "research"), 0);
 }
+
+#[test]
+fn cluster_import_by_name_then_plan_shows_no_changes_and_destroy_in_any_order() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("cluster-import-src", &emu);
+    ws.write(&format!(
+        "{}{}{}",
+        network(),
+        cluster("  tags = { owner = \"lab\" }"),
+        partition("cpu", "\"c7i.2xlarge\"", 8, "")
+    ));
+    ws.apply();
+    let created = ws.resource("hpc_cluster.main");
+
+    // A second configuration takes over the same cluster by name.
+    let importer = Workspace::new("cluster-import", &emu);
+    let net = ws.resource("hpc_network.net");
+    let subnet = net["private_subnet_ids"]["us-east-1a"]
+        .as_str()
+        .expect("subnet")
+        .to_string();
+    let fs = ws.resource("hpc_lustre_fs.scratch");
+    let body = cluster("  tags = { owner = \"lab\" }")
+        .replace(
+            "hpc_network.net.private_subnet_ids[\"us-east-1a\"]",
+            &format!("\"{subnet}\""),
+        )
+        .replace(
+            "hpc_lustre_fs.scratch.id",
+            &format!("\"{}\"", fs["id"].as_str().unwrap_or("")),
+        )
+        .replace(
+            "hpc_lustre_fs.scratch.dns_name",
+            &format!("\"{}\"", fs["dns_name"].as_str().unwrap_or("")),
+        )
+        .replace(
+            "hpc_lustre_fs.scratch.mount_name",
+            &format!("\"{}\"", fs["mount_name"].as_str().unwrap_or("")),
+        );
+    let body = body[body.find("resource \"hpc_cluster\"").unwrap_or(0)..].to_string();
+    importer.write(&format!(
+        "{body}\nimport {{\n  to = hpc_cluster.main\n  id = \"research\"\n}}\n"
+    ));
+    let out = importer.apply();
+    assert!(
+        out.stdout.contains("1 imported, 0 added, 0 changed, 0 destroyed"),
+        "{}",
+        out.text()
+    );
+    importer.assert_no_changes();
+    let imported = importer.resource("hpc_cluster.main");
+    for attr in [
+        "head_node_instance_id",
+        "head_node_private_ip",
+        "login_node_ids",
+        "security_group_ids",
+        "munge_key_secret_arn",
+        "slurm_conf",
+        "tags_all",
+        "vpc_id",
+    ] {
+        assert_eq!(imported[attr], created[attr], "{attr}");
+    }
+    std::fs::remove_file(importer.dir.join("terraform.tfstate")).expect("forget the imported copy");
+
+    // Destroy out of dependency order: the cluster first (Terraform takes its partition along),
+    // then the rest. Nothing is left behind.
+    let out = ws.ok(&[
+        "destroy",
+        "-auto-approve",
+        "-no-color",
+        "-input=false",
+        "-target=hpc_cluster.main",
+    ]);
+    assert!(out.stdout.contains("2 destroyed"), "{}", out.text());
+    assert_eq!(running_with_tag(&emu, "hpcforge:cluster", "research"), 0);
+    assert!(ssm_parameters(&emu).is_empty(), "{:?}", ssm_parameters(&emu));
+    ws.destroy();
+    let vpcs = emu.ec2("Action=DescribeVpcs");
+    assert!(!vpcs.contains(net["vpc_id"].as_str().unwrap_or("?")));
+}
+
+#[test]
+fn two_provider_aliases_build_clusters_in_two_accounts() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("cluster-accounts", &emu);
+    let block = |alias: &str, account: &str| {
+        format!(
+            r#"
+provider "hpc" {{
+  alias  = "{alias}"
+  region = "us-east-1"
+  assume_role {{
+    role_arn = "arn:aws:iam::{account}:role/hpcforge"
+  }}
+}}
+resource "hpc_network" "{alias}" {{
+  provider    = hpc.{alias}
+  name        = "{alias}"
+  nat_gateway = false
+}}
+resource "hpc_cluster" "{alias}" {{
+  provider  = hpc.{alias}
+  name      = "{alias}"
+  subnet_id = hpc_network.{alias}.private_subnet_ids["us-east-1a"]
+  head_node {{
+    ami_id = "{AMI}"
+  }}
+}}
+"#
+        )
+    };
+    ws.write_raw(&format!(
+        "terraform {{\n  required_providers {{\n    hpc = {{ source = \"hpcforge/hpc\" }}\n  }}\n}}\n{}{}",
+        block("physics", "111111111111"),
+        block("biology", "222222222222")
+    ));
+    ws.apply();
+    let physics = ws.resource("hpc_cluster.physics");
+    let biology = ws.resource("hpc_cluster.biology");
+    assert!(
+        physics["munge_key_secret_arn"]
+            .as_str()
+            .is_some_and(|a| a.contains(":111111111111:")),
+        "{physics}"
+    );
+    assert!(
+        biology["munge_key_secret_arn"]
+            .as_str()
+            .is_some_and(|a| a.contains(":222222222222:")),
+        "{biology}"
+    );
+    assert_eq!(
+        running_with_tag(&emu, "hpcforge:cluster", "physics"),
+        0,
+        "nothing in the caller's own account"
+    );
+    ws.assert_no_changes();
+    ws.destroy();
+}

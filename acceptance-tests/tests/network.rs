@@ -208,3 +208,50 @@ output "c7i" { value = data.hpc_instance_type.c7i }
         bad.text()
     );
 }
+
+#[test]
+fn network_import_by_vpc_id_then_plan_shows_no_changes() {
+    let emu = Emulator::start();
+    let creator = Workspace::new("network-import-src", &emu);
+    creator.write(NETWORK);
+    creator.apply();
+    let created = creator.resource("hpc_network.main");
+    let vpc = created["vpc_id"].as_str().expect("vpc").to_string();
+
+    let importer = Workspace::new("network-import", &emu);
+    importer.write(&format!(
+        "{NETWORK}\nimport {{\n  to = hpc_network.main\n  id = \"{vpc}\"\n}}\n"
+    ));
+    let out = importer.apply();
+    assert!(
+        out.stdout.contains("1 imported, 0 added, 0 changed, 0 destroyed"),
+        "{}",
+        out.text()
+    );
+    importer.assert_no_changes();
+    let imported = importer.resource("hpc_network.main");
+    for attr in [
+        "public_subnet_ids",
+        "private_subnet_ids",
+        "security_group_id",
+        "nat_gateway_id",
+        "s3_endpoint_id",
+        "public_route_table_id",
+        "private_route_table_id",
+        "internet_gateway_id",
+        "tags",
+        "tags_all",
+        "availability_zones",
+    ] {
+        assert_eq!(imported[attr], created[attr], "{attr}");
+    }
+    let bad = Workspace::new("network-import-bad", &emu);
+    bad.write(NETWORK);
+    let out = bad.tf(&["import", "-no-color", "-input=false", "hpc_network.main", "subnet-123"]);
+    assert!(
+        !out.success && out.text().contains("import an hpc_network by its VPC id"),
+        "{}",
+        out.text()
+    );
+    creator.destroy();
+}

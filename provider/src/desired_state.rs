@@ -57,6 +57,19 @@ pub struct MountDoc {
     pub mount_point: String,
 }
 
+/// How the head node is built (also what an import reads back).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeadNodeDoc {
+    pub ami_id: String,
+    pub instance_type: String,
+    pub root_volume_size: i64,
+    pub root_volume_type: String,
+    pub root_volume_encrypted: bool,
+    pub key_name: Option<String>,
+    pub allowed_ssh_cidrs: Vec<String>,
+    pub instance_profile_arn: Option<String>,
+}
+
 /// The cluster-wide document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterDoc {
@@ -74,7 +87,13 @@ pub struct ClusterDoc {
     pub extra: BTreeMap<String, String>,
     pub users: Vec<UserDoc>,
     pub mfa_pam_module: Option<String>,
+    pub mfa_config: Option<String>,
     pub mounts: Vec<MountDoc>,
+    pub subnet_id: String,
+    pub head_node: HeadNodeDoc,
+    pub login_count: u32,
+    pub login_instance_type: String,
+    pub tags: BTreeMap<String, String>,
     pub max_hourly_cost: Option<String>,
     pub max_gpus: Option<u64>,
 }

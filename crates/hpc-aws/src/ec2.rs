@@ -558,6 +558,154 @@ impl Ec2 {
         .await
     }
 
+    /// Finds the parts of a network that [`Ec2::create_network`] made, from the VPC id and the
+    /// names it tagged them with (`<name>-public-<zone>`, `<name>-cluster`, ...), for import.
+    /// Returns the name, the network, the VPC's CIDR and its tags (without `Name`).
+    pub async fn discover_network(
+        &self,
+        vpc_id: &str,
+    ) -> Result<Option<(String, Network, String, Vec<(String, String)>)>> {
+        let vpcs = match self.client.describe_vpcs().vpc_ids(vpc_id).send().await {
+            Ok(out) => out,
+            Err(e) => {
+                let err = self.err("describing VPC", &e);
+                return if err.code_is(&["InvalidVpcID.NotFound"]) {
+                    Ok(None)
+                } else {
+                    Err(err)
+                };
+            }
+        };
+        let Some(vpc) = vpcs.vpcs().first() else {
+            return Ok(None);
+        };
+        let tag = |tags: &[Tag], key: &str| {
+            tags.iter()
+                .find(|t| t.key() == Some(key))
+                .and_then(|t| t.value())
+                .map(str::to_string)
+        };
+        let Some(name) = tag(vpc.tags(), "Name").and_then(|n| n.strip_suffix("-vpc").map(str::to_string)) else {
+            return Err(AwsError::new(
+                self.ctx("importing network"),
+                None,
+                format!("VPC {vpc_id} has no Name tag ending in -vpc: it was not made by hpc_network"),
+            ));
+        };
+        let mut tags: Vec<(String, String)> = vpc
+            .tags()
+            .iter()
+            .filter(|t| t.key() != Some("Name"))
+            .map(|t| {
+                (
+                    t.key().unwrap_or_default().to_string(),
+                    t.value().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        tags.sort();
+        let in_vpc = || filter("vpc-id", &[vpc_id]);
+        let mut net = Network {
+            vpc_id: vpc_id.to_string(),
+            ..Network::default()
+        };
+        let igws = self
+            .client
+            .describe_internet_gateways()
+            .filters(filter("attachment.vpc-id", &[vpc_id]))
+            .send()
+            .await
+            .map_err(|e| self.err("describing internet gateways", &e))?;
+        net.internet_gateway_id = igws
+            .internet_gateways()
+            .first()
+            .and_then(|g| g.internet_gateway_id())
+            .unwrap_or_default()
+            .to_string();
+        let subnets = self
+            .client
+            .describe_subnets()
+            .filters(in_vpc())
+            .send()
+            .await
+            .map_err(|e| self.err("describing subnets", &e))?;
+        for s in subnets.subnets() {
+            let (Some(n), Some(az), Some(id)) = (tag(s.tags(), "Name"), s.availability_zone(), s.subnet_id()) else {
+                continue;
+            };
+            if n == format!("{name}-public-{az}") {
+                net.public_subnets.push((az.to_string(), id.to_string()));
+            } else if n == format!("{name}-private-{az}") {
+                net.private_subnets.push((az.to_string(), id.to_string()));
+            }
+        }
+        net.public_subnets.sort();
+        net.private_subnets.sort();
+        let tables = self
+            .client
+            .describe_route_tables()
+            .filters(in_vpc())
+            .send()
+            .await
+            .map_err(|e| self.err("describing route tables", &e))?;
+        for t in tables.route_tables() {
+            let id = t.route_table_id().unwrap_or_default().to_string();
+            match tag(t.tags(), "Name") {
+                Some(n) if n == format!("{name}-public") => net.public_route_table_id = id,
+                Some(n) if n == format!("{name}-private") => net.private_route_table_id = id,
+                _ => {}
+            }
+        }
+        let nats = self
+            .client
+            .describe_nat_gateways()
+            .filter(in_vpc())
+            .send()
+            .await
+            .map_err(|e| self.err("describing NAT gateways", &e))?;
+        if let Some(nat) = nats
+            .nat_gateways()
+            .iter()
+            .find(|n| n.state().is_some_and(|s| s.as_str() == "available"))
+        {
+            net.nat_gateway_id = nat.nat_gateway_id().map(str::to_string);
+            net.eip_allocation_id = nat
+                .nat_gateway_addresses()
+                .first()
+                .and_then(|a| a.allocation_id())
+                .map(str::to_string);
+        }
+        let endpoints = self
+            .client
+            .describe_vpc_endpoints()
+            .filters(in_vpc())
+            .send()
+            .await
+            .map_err(|e| self.err("describing VPC endpoints", &e))?;
+        net.s3_endpoint_id = endpoints
+            .vpc_endpoints()
+            .iter()
+            .find(|e| e.service_name().is_some_and(|s| s.ends_with(".s3")))
+            .and_then(|e| e.vpc_endpoint_id())
+            .map(str::to_string);
+        let groups = self
+            .client
+            .describe_security_groups()
+            .filters(in_vpc())
+            .filters(filter("group-name", &[&format!("{name}-cluster")]))
+            .send()
+            .await
+            .map_err(|e| self.err("describing security groups", &e))?;
+        net.security_group_id = groups
+            .security_groups()
+            .first()
+            .and_then(|g| g.group_id())
+            .unwrap_or_default()
+            .to_string();
+        let cidr = vpc.cidr_block().unwrap_or_default().to_string();
+        Ok(Some((name, net, cidr, tags)))
+    }
+
     /// True when the VPC still exists.
     pub async fn vpc_exists(&self, vpc_id: &str) -> Result<bool> {
         match self.client.describe_vpcs().vpc_ids(vpc_id).send().await {

@@ -230,6 +230,26 @@ fn doc_of(v: &Value, clients_region: &str, munge_arn: &str, password_arn: Option
             })
             .collect(),
         mfa_pam_module: string(v.attr("mfa").attr("pam_module")),
+        mfa_config: string(v.attr("mfa").attr("config")),
+        subnet_id: string(v.attr("subnet_id")).unwrap_or_default(),
+        head_node: {
+            let h = v.attr("head_node");
+            desired_state::HeadNodeDoc {
+                ami_id: string(h.attr("ami_id")).unwrap_or_default(),
+                instance_type: string(h.attr("instance_type")).unwrap_or_else(|| "c7i.2xlarge".into()),
+                root_volume_size: int(h.attr("root_volume_size")).unwrap_or(100),
+                root_volume_type: string(h.attr("root_volume_type")).unwrap_or_else(|| "gp3".into()),
+                root_volume_encrypted: boolean(h.attr("root_volume_encrypted")).unwrap_or(true),
+                key_name: string(h.attr("key_name")),
+                allowed_ssh_cidrs: strings(h.attr("allowed_ssh_cidrs")).unwrap_or_default(),
+                instance_profile_arn: string(h.attr("instance_profile_arn")),
+            }
+        },
+        login_count: int(v.attr("login_nodes").attr("count"))
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0),
+        login_instance_type: string(v.attr("login_nodes").attr("instance_type")).unwrap_or_else(|| "c7i.xlarge".into()),
+        tags: pairs(v.attr("tags_all")).unwrap_or_default().into_iter().collect(),
         mounts: v
             .attr("storage")
             .elements()
@@ -729,15 +749,199 @@ impl Resource for HpcCluster {
     }
 
     async fn import(&self, req: ImportRequest) -> Result<Value, Diagnostics> {
-        Err(Diagnostic::error(
-            "hpc_cluster import is not supported yet",
-            format!(
-                "Cluster {:?} cannot be imported by this provider version; it can only be created by Terraform.",
-                req.id
-            ),
-        )
-        .into())
+        let clients = req.ctx.provider::<Clients>().map_err(Diagnostics::from)?;
+        let name = req.id.trim();
+        let param = clients
+            .ssm
+            .get(&desired_state::cluster_param(name))
+            .await
+            .map_err(|e| aws_diag("Cannot read cluster", &e))?
+            .ok_or_else(|| {
+                Diagnostics::from(Diagnostic::error(
+                    "Cluster not found",
+                    format!(
+                        "No cluster {name:?} is published in {}; import by cluster name.",
+                        clients.aws.region
+                    ),
+                ))
+            })?;
+        let doc: ClusterDoc = serde_json::from_str(&param.value).map_err(|e| {
+            Diagnostics::from(Diagnostic::error(
+                "The cluster's desired state is not readable",
+                e.to_string(),
+            ))
+        })?;
+        let head = role_instances(clients, name, "head").await?;
+        let logins = role_instances(clients, name, "login").await?;
+        let mut v = import_value(&doc, param.version, &clients.default_tags);
+        v.set_attr("head_node_instance_id", convert::of_string(head.first().cloned()));
+        let mut ips = Vec::new();
+        for id in &logins {
+            let info = clients
+                .ec2
+                .find_instance(id)
+                .await
+                .map_err(|e| aws_diag("Cannot read login node", &e))?;
+            ips.push(info.and_then(|i| i.private_ip).unwrap_or_default());
+        }
+        if let Some(h) = head.first() {
+            let info = clients
+                .ec2
+                .find_instance(h)
+                .await
+                .map_err(|e| aws_diag("Cannot read head node", &e))?;
+            v.set_attr(
+                "head_node_private_ip",
+                convert::of_string(info.and_then(|i| i.private_ip)),
+            );
+        }
+        v.set_attr("login_node_ids", of_list(Some(&logins)));
+        v.set_attr("login_node_private_ips", of_list(Some(&ips)));
+        if let Ok(conf) = render(&doc) {
+            v.set_attr("slurm_conf", Value::string(conf));
+        }
+        v.set_attr("estimated_hourly_cost", fixed_cost(&v, &clients.price_overrides));
+        Ok(v)
     }
+}
+
+/// State from a published cluster document (import). Blocks left at their defaults come
+/// back as absent, the way a configuration that omits them reads.
+fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections::BTreeMap<String, String>) -> Value {
+    use crate::convert::object;
+    let mut v = Value::null_object(&schema().ty());
+    let h = &doc.head_node;
+    v.set_attr("id", Value::string(&doc.name));
+    v.set_attr("name", Value::string(&doc.name));
+    v.set_attr("subnet_id", Value::string(&doc.subnet_id));
+    v.set_attr("vpc_id", Value::string(&doc.vpc_id));
+    v.set_attr("security_group_ids", of_list(Some(&doc.security_group_ids)));
+    v.set_attr("munge_key_secret_arn", Value::string(&doc.munge_key_secret_arn));
+    v.set_attr(
+        "desired_state_parameter",
+        Value::string(desired_state::cluster_param(&doc.name)),
+    );
+    v.set_attr("desired_state_version", Value::int(version));
+    v.set_attr(
+        "instance_profile_policy",
+        Value::string(instance_profile_policy(&doc.name)),
+    );
+    let list_or_null = |l: &[String]| if l.is_empty() { Value::Null } else { of_list(Some(l)) };
+    v.set_attr(
+        "head_node",
+        object(vec![
+            ("ami_id", Value::string(&h.ami_id)),
+            ("instance_type", Value::string(&h.instance_type)),
+            ("root_volume_size", Value::int(h.root_volume_size)),
+            ("root_volume_type", Value::string(&h.root_volume_type)),
+            ("root_volume_encrypted", Value::Bool(h.root_volume_encrypted)),
+            ("key_name", convert::of_string(h.key_name.clone())),
+            ("allowed_ssh_cidrs", list_or_null(&h.allowed_ssh_cidrs)),
+            (
+                "instance_profile_arn",
+                convert::of_string(h.instance_profile_arn.clone()),
+            ),
+        ]),
+    );
+    let idle = desired_state::duration_text(doc.scaledown_idletime_s);
+    let resume = desired_state::duration_text(doc.resume_timeout_s);
+    if doc.slurm_version != "24.11" || idle != "10m" || resume != "10m" || !doc.extra.is_empty() {
+        let extra: Vec<(String, String)> = doc.extra.clone().into_iter().collect();
+        v.set_attr(
+            "slurm",
+            object(vec![
+                ("version", Value::string(&doc.slurm_version)),
+                ("scaledown_idletime", Value::string(idle)),
+                ("resume_timeout", Value::string(resume)),
+                ("extra", if extra.is_empty() { Value::Null } else { of_map(&extra) }),
+            ]),
+        );
+    }
+    let a = &doc.accounting;
+    let generated = format!("hpcforge/{}/db-password", doc.name);
+    let external_password = a.password_secret_arn.clone().filter(|arn| !arn.contains(&generated));
+    if a.mode != "local" || a.host.is_some() {
+        v.set_attr(
+            "accounting",
+            object(vec![
+                ("mode", Value::string(&a.mode)),
+                ("host", convert::of_string(a.host.clone())),
+                ("port", convert::of_int(a.port.map(i64::from))),
+                ("user", convert::of_string(a.user.clone())),
+                ("database", convert::of_string(a.database.clone())),
+                ("password_secret_arn", convert::of_string(external_password)),
+                ("password", Value::Null),
+            ]),
+        );
+    }
+    if doc.login_count > 0 || doc.login_instance_type != "c7i.xlarge" {
+        v.set_attr(
+            "login_nodes",
+            object(vec![
+                ("count", Value::int(i64::from(doc.login_count))),
+                ("instance_type", Value::string(&doc.login_instance_type)),
+            ]),
+        );
+    }
+    let users = doc
+        .users
+        .iter()
+        .map(|u| {
+            object(vec![
+                ("name", Value::string(&u.name)),
+                ("uid", Value::int(i64::from(u.uid))),
+                (
+                    "gid",
+                    if u.gid == u.uid {
+                        Value::Null
+                    } else {
+                        Value::int(i64::from(u.gid))
+                    },
+                ),
+                ("ssh_public_keys", list_or_null(&u.ssh_public_keys)),
+                ("sudo", Value::Bool(u.sudo)),
+            ])
+        })
+        .collect();
+    v.set_attr("user", Value::List(users));
+    if let Some(m) = &doc.mfa_pam_module {
+        v.set_attr(
+            "mfa",
+            object(vec![
+                ("pam_module", Value::string(m)),
+                ("config", convert::of_string(doc.mfa_config.clone())),
+            ]),
+        );
+    }
+    let mounts = doc
+        .mounts
+        .iter()
+        .map(|m| {
+            object(vec![
+                ("lustre_id", convert::of_string(m.lustre_id.clone())),
+                ("dns_name", convert::of_string(m.dns_name.clone())),
+                ("mount_name", convert::of_string(m.mount_name.clone())),
+                ("mount_point", Value::string(&m.mount_point)),
+            ])
+        })
+        .collect();
+    v.set_attr("storage", Value::List(mounts));
+    let tags_all: Vec<(String, String)> = doc.tags.clone().into_iter().collect();
+    let user_tags: Vec<(String, String)> = tags_all
+        .iter()
+        .filter(|(k, val)| default_tags.get(k) != Some(val))
+        .cloned()
+        .collect();
+    v.set_attr("tags_all", of_map(&tags_all));
+    v.set_attr(
+        "tags",
+        if user_tags.is_empty() {
+            Value::Null
+        } else {
+            of_map(&user_tags)
+        },
+    );
+    v
 }
 
 fn looks_like_cidr(s: &str) -> bool {

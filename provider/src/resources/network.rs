@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use hpc_aws::ec2::{network_cidrs, Network, NetworkSpec};
 use tfplugin::{
     timeouts, ApplyOutcome, Attribute, AttributePath, Block, CreateRequest, DeleteRequest, Diagnostic, Diagnostics,
-    PlanRequest, ReadRequest, Resource, Schema, Type, UpdateRequest, ValidateRequest, Value,
+    ImportRequest, PlanRequest, ReadRequest, Resource, Schema, Type, UpdateRequest, ValidateRequest, Value,
 };
 
 use crate::convert::{self, boolean, of_map, pairs, string, strings};
@@ -307,6 +307,31 @@ impl Resource for HpcNetwork {
         }
     }
 
+    async fn import(&self, req: ImportRequest) -> Result<Value, Diagnostics> {
+        let id = req.id.trim();
+        if !id.starts_with("vpc-") {
+            return Err(Diagnostic::error(
+                "Invalid import id",
+                format!("{id:?}: import an hpc_network by its VPC id (vpc-...)."),
+            )
+            .into());
+        }
+        let clients = req.ctx.provider::<Clients>().map_err(Diagnostics::from)?;
+        let found = clients
+            .ec2
+            .discover_network(id)
+            .await
+            .map_err(|e| aws_diag("Cannot import network", &e))?;
+        let Some((name, net, cidr, tags)) = found else {
+            return Err(Diagnostic::error(
+                "Network not found",
+                format!("VPC {id} does not exist in {}.", clients.aws.region),
+            )
+            .into());
+        };
+        Ok(import_value(&name, &net, &cidr, &tags, clients))
+    }
+
     async fn delete(&self, req: DeleteRequest) -> Diagnostics {
         let clients = match req.ctx.provider::<Clients>() {
             Ok(c) => c,
@@ -319,6 +344,24 @@ impl Resource for HpcNetwork {
             Err(e) => aws_diag("Cannot delete network", &e),
         }
     }
+}
+
+fn import_value(name: &str, net: &Network, cidr: &str, tags: &[(String, String)], clients: &Clients) -> Value {
+    let mut v = Value::null_object(&schema().ty());
+    v.set_attr("name", Value::string(name));
+    v.set_attr("cidr_block", Value::string(cidr));
+    let zones: Vec<String> = net.private_subnets.iter().map(|(az, _)| az.clone()).collect();
+    v.set_attr("availability_zones", convert::of_list(Some(&zones)));
+    v.set_attr("nat_gateway", Value::Bool(net.nat_gateway_id.is_some()));
+    v.set_attr("s3_endpoint", Value::Bool(net.s3_endpoint_id.is_some()));
+    let user: Vec<(String, String)> = tags
+        .iter()
+        .filter(|(k, val)| clients.default_tags.get(k) != Some(val))
+        .cloned()
+        .collect();
+    v.set_attr("tags", if user.is_empty() { Value::Null } else { of_map(&user) });
+    v.set_attr("tags_all", of_map(tags));
+    state_of(net, &v)
 }
 
 #[cfg(test)]
