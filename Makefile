@@ -39,7 +39,7 @@ emulator-test: emulator-venv
 
 ## tf-check: terraform fmt and validate for every example and module
 tf-check: build
-	terraform fmt -check -recursive examples modules
+	terraform fmt -check -recursive $(wildcard examples modules)
 	scripts/tf-validate.sh $(PROVIDER_DIR)
 
 ## emulator: run the emulator in the foreground on port 4566
@@ -57,7 +57,7 @@ demo-destroy:
 
 fmt:
 	$(CARGO) fmt --all
-	terraform fmt -recursive examples modules
+	terraform fmt -recursive $(wildcard examples modules)
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -143,21 +143,4 @@ impl Aws {
             self.region.clone(),
         )
     }
-
-    /// The account and ARN the credentials act as (one STS call).
-    pub async fn caller_identity(&self) -> Result<(String, String)> {
-        let mut conf = aws_sdk_sts::config::Builder::from(&self.sdk);
-        if let Some(url) = self.endpoint("sts") {
-            conf = conf.endpoint_url(url);
-        }
-        let out = aws_sdk_sts::Client::from_conf(conf.build())
-            .get_caller_identity()
-            .send()
-            .await
-            .map_err(|e| AwsError::from_sdk(format!("checking credentials ({})", self.region), &e))?;
-        Ok((
-            out.account().unwrap_or_default().to_string(),
-            out.arn().unwrap_or_default().to_string(),
-        ))
-    }
 }

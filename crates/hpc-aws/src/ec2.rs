@@ -706,21 +706,6 @@ impl Ec2 {
         Ok(Some((name, net, cidr, tags)))
     }
 
-    /// True when the VPC still exists.
-    pub async fn vpc_exists(&self, vpc_id: &str) -> Result<bool> {
-        match self.client.describe_vpcs().vpc_ids(vpc_id).send().await {
-            Ok(out) => Ok(!out.vpcs().is_empty()),
-            Err(e) => {
-                let err = self.err("describing VPC", &e);
-                if err.code_is(&["InvalidVpcID.NotFound"]) {
-                    Ok(false)
-                } else {
-                    Err(err)
-                }
-            }
-        }
-    }
-
     /// Deletes a network made by [`Ec2::create_network`], in reverse order; missing parts are skipped.
     pub async fn delete_network(&self, net: &Network, timeout: Duration) -> Result<()> {
         let gone = |e: &AwsError| {
@@ -865,14 +850,9 @@ impl Ec2 {
                 t.sort();
                 t
             })),
-            Err(e) => {
-                let err = self.err("describing VPC", &e);
-                if err.code_is(&["InvalidVpcID.NotFound"]) {
-                    Ok(None)
-                } else {
-                    Err(err)
-                }
-            }
+            Err(e) => self
+                .err("describing VPC", &e)
+                .or_ok_if(&["InvalidVpcID.NotFound"], None),
         }
     }
 
@@ -942,14 +922,9 @@ impl Ec2 {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) => {
-                let err = self.err("allowing egress within the group", &e);
-                if err.code_is(&["InvalidPermission.Duplicate"]) {
-                    Ok(())
-                } else {
-                    Err(err)
-                }
-            }
+            Err(e) => self
+                .err("allowing egress within the group", &e)
+                .or_ok_if(&["InvalidPermission.Duplicate"], ()),
         }
     }
 
@@ -963,28 +938,9 @@ impl Ec2 {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) => {
-                let err = self.err("adding a security group rule", &e);
-                if err.code_is(&["InvalidPermission.Duplicate"]) {
-                    Ok(())
-                } else {
-                    Err(err)
-                }
-            }
-        }
-    }
-
-    pub async fn security_group_exists(&self, id: &str) -> Result<bool> {
-        match self.client.describe_security_groups().group_ids(id).send().await {
-            Ok(out) => Ok(!out.security_groups().is_empty()),
-            Err(e) => {
-                let err = self.err("describing security group", &e);
-                if err.code_is(&["InvalidGroup.NotFound"]) {
-                    Ok(false)
-                } else {
-                    Err(err)
-                }
-            }
+            Err(e) => self
+                .err("adding a security group rule", &e)
+                .or_ok_if(&["InvalidPermission.Duplicate"], ()),
         }
     }
 
@@ -1174,17 +1130,13 @@ impl Ec2 {
                 .first()
                 .and_then(|l| l.launch_template_id())
                 .map(str::to_string)),
-            Err(e) => {
-                let err = self.err("looking up launch template", &e);
-                if err.code_is(&[
+            Err(e) => self.err("looking up launch template", &e).or_ok_if(
+                &[
                     "InvalidLaunchTemplateName.NotFoundException",
                     "InvalidLaunchTemplateId.NotFound",
-                ]) {
-                    Ok(None)
-                } else {
-                    Err(err)
-                }
-            }
+                ],
+                None,
+            ),
         }
     }
 
@@ -1197,17 +1149,13 @@ impl Ec2 {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) => {
-                let err = self.err(&format!("deleting launch template {name}"), &e);
-                if err.code_is(&[
+            Err(e) => self.err(&format!("deleting launch template {name}"), &e).or_ok_if(
+                &[
                     "InvalidLaunchTemplateName.NotFoundException",
                     "InvalidLaunchTemplateId.NotFound",
-                ]) {
-                    Ok(())
-                } else {
-                    Err(err)
-                }
-            }
+                ],
+                (),
+            ),
         }
     }
 
@@ -1223,42 +1171,18 @@ impl Ec2 {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) => {
-                let err = self.err(&format!("creating placement group {name}"), &e);
-                if err.code_is(&["InvalidPlacementGroup.Duplicate"]) {
-                    Ok(())
-                } else {
-                    Err(err)
-                }
-            }
-        }
-    }
-
-    pub async fn placement_group_exists(&self, name: &str) -> Result<bool> {
-        match self.client.describe_placement_groups().group_names(name).send().await {
-            Ok(out) => Ok(!out.placement_groups().is_empty()),
-            Err(e) => {
-                let err = self.err("describing placement group", &e);
-                if err.code_is(&["InvalidPlacementGroup.Unknown"]) {
-                    Ok(false)
-                } else {
-                    Err(err)
-                }
-            }
+            Err(e) => self
+                .err(&format!("creating placement group {name}"), &e)
+                .or_ok_if(&["InvalidPlacementGroup.Duplicate"], ()),
         }
     }
 
     pub async fn delete_placement_group(&self, name: &str) -> Result<()> {
         match self.client.delete_placement_group().group_name(name).send().await {
             Ok(_) => Ok(()),
-            Err(e) => {
-                let err = self.err(&format!("deleting placement group {name}"), &e);
-                if err.code_is(&["InvalidPlacementGroup.Unknown"]) {
-                    Ok(())
-                } else {
-                    Err(err)
-                }
-            }
+            Err(e) => self
+                .err(&format!("deleting placement group {name}"), &e)
+                .or_ok_if(&["InvalidPlacementGroup.Unknown"], ()),
         }
     }
 
@@ -1309,14 +1233,9 @@ impl Ec2 {
                 .find(|i| i.instance_id() == Some(id))
                 .map(instance_info)
                 .filter(|i| i.state != InstanceStateName::Terminated.as_str())),
-            Err(e) => {
-                let err = self.err("describing instance", &e);
-                if err.code_is(&["InvalidInstanceID.NotFound"]) {
-                    Ok(None)
-                } else {
-                    Err(err)
-                }
-            }
+            Err(e) => self
+                .err("describing instance", &e)
+                .or_ok_if(&["InvalidInstanceID.NotFound"], None),
         }
     }
 

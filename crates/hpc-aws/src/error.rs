@@ -42,6 +42,16 @@ impl AwsError {
     pub fn code_is(&self, codes: &[&str]) -> bool {
         self.code.as_deref().is_some_and(|c| codes.contains(&c))
     }
+
+    /// `Ok(value)` when the error has one of `codes` (not-found on delete or read, duplicate
+    /// on create), the error otherwise.
+    pub fn or_ok_if<T>(self, codes: &[&str], value: T) -> Result<T> {
+        if self.code_is(codes) {
+            Ok(value)
+        } else {
+            Err(self)
+        }
+    }
 }
 
 impl fmt::Display for AwsError {

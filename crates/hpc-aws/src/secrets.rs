@@ -85,30 +85,9 @@ impl Secrets {
         match self.client.describe_secret().secret_id(name_or_arn).send().await {
             Ok(out) if out.deleted_date().is_none() => Ok(out.arn().map(str::to_string)),
             Ok(_) => Ok(None),
-            Err(e) => {
-                let err = AwsError::from_sdk(self.ctx("reading secret", name_or_arn), &e);
-                if err.code_is(&["ResourceNotFoundException"]) {
-                    Ok(None)
-                } else {
-                    Err(err)
-                }
-            }
+            Err(e) => AwsError::from_sdk(self.ctx("reading secret", name_or_arn), &e)
+                .or_ok_if(&["ResourceNotFoundException"], None),
         }
-    }
-
-    /// The secret's value (binary or string), for the node agent on the head node.
-    pub async fn value(&self, name_or_arn: &str) -> Result<Vec<u8>> {
-        let out = self
-            .client
-            .get_secret_value()
-            .secret_id(name_or_arn)
-            .send()
-            .await
-            .map_err(|e| AwsError::from_sdk(self.ctx("reading secret value of", name_or_arn), &e))?;
-        if let Some(b) = out.secret_binary() {
-            return Ok(b.as_ref().to_vec());
-        }
-        Ok(out.secret_string().unwrap_or_default().as_bytes().to_vec())
     }
 
     /// Deletes the secret at once (no recovery window: the key is regenerated on re-create).
@@ -122,14 +101,8 @@ impl Secrets {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) => {
-                let err = AwsError::from_sdk(self.ctx("deleting secret", name_or_arn), &e);
-                if err.code_is(&["ResourceNotFoundException"]) {
-                    Ok(())
-                } else {
-                    Err(err)
-                }
-            }
+            Err(e) => AwsError::from_sdk(self.ctx("deleting secret", name_or_arn), &e)
+                .or_ok_if(&["ResourceNotFoundException"], ()),
         }
     }
 }

@@ -81,14 +81,7 @@ impl Ssm {
                 value: p.value().unwrap_or_default().to_string(),
                 version: p.version(),
             })),
-            Err(e) => {
-                let err = AwsError::from_sdk(self.ctx("reading", name), &e);
-                if err.code_is(&["ParameterNotFound"]) {
-                    Ok(None)
-                } else {
-                    Err(err)
-                }
-            }
+            Err(e) => AwsError::from_sdk(self.ctx("reading", name), &e).or_ok_if(&["ParameterNotFound"], None),
         }
     }
 
@@ -124,14 +117,7 @@ impl Ssm {
     pub async fn delete(&self, name: &str) -> Result<()> {
         match self.client.delete_parameter().name(name).send().await {
             Ok(_) => Ok(()),
-            Err(e) => {
-                let err = AwsError::from_sdk(self.ctx("deleting", name), &e);
-                if err.code_is(&["ParameterNotFound"]) {
-                    Ok(())
-                } else {
-                    Err(err)
-                }
-            }
+            Err(e) => AwsError::from_sdk(self.ctx("deleting", name), &e).or_ok_if(&["ParameterNotFound"], ()),
         }
     }
 }
