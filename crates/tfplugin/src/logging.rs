@@ -92,16 +92,6 @@ fn rfc3339(secs: u64, micros: u32) -> String {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn timestamps_are_rfc3339() {
-        assert_eq!(super::rfc3339(0, 0), "1970-01-01T00:00:00.000000Z");
-        assert_eq!(super::rfc3339(1_796_224_930, 944_999), "2026-12-02T15:22:10.944999Z");
-        assert_eq!(super::rfc3339(951_782_400, 1), "2000-02-29T00:00:00.000001Z");
-    }
-}
-
 /// Installs the logger. The level comes from TF_LOG_PROVIDER or TF_LOG (default: info,
 /// which Terraform hides unless asked). AWS SDK internals are capped at info.
 pub fn init() {
@@ -124,4 +114,14 @@ pub fn init() {
     let _ = tracing_subscriber::registry()
         .with(HclogLayer { max: level }.with_filter(filter))
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn timestamps_are_rfc3339() {
+        assert_eq!(super::rfc3339(0, 0), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(super::rfc3339(1_796_224_930, 944_999), "2026-12-02T15:22:10.944999Z");
+        assert_eq!(super::rfc3339(951_782_400, 1), "2000-02-29T00:00:00.000001Z");
+    }
 }

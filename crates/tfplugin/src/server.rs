@@ -229,7 +229,8 @@ trait FromDiagnostics {
 
 macro_rules! from_diags {
     ($($t:ty),*) => {
-        $(impl FromDiagnostics for $t {
+                $(#[allow(clippy::needless_update)]
+        impl FromDiagnostics for $t {
             fn from_diagnostics(d: Diagnostics) -> Self {
                 Self { diagnostics: d.to_proto(), ..Default::default() }
             }

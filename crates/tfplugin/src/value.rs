@@ -370,6 +370,16 @@ impl CodecError {
     }
 }
 
+pub(crate) fn path_join(path: &str, step: &str) -> String {
+    if path.is_empty() {
+        step.to_string()
+    } else if step.starts_with('[') {
+        format!("{path}{step}")
+    } else {
+        format!("{path}.{step}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,15 +447,5 @@ mod tests {
         let b = Value::set(vec![Value::string("a"), Value::string("b")]);
         assert_eq!(a, b);
         assert_eq!(a.elements().len(), 2);
-    }
-}
-
-pub(crate) fn path_join(path: &str, step: &str) -> String {
-    if path.is_empty() {
-        step.to_string()
-    } else if step.starts_with('[') {
-        format!("{path}{step}")
-    } else {
-        format!("{path}.{step}")
     }
 }

@@ -417,7 +417,7 @@ impl Fsx {
             let mut req = self.client.update_file_system().file_system_id(id);
             req = match step {
                 UpdateStep::Capacity(c) => req.storage_capacity(c),
-                UpdateStep::Lustre(conf) => req.lustre_configuration(conf),
+                UpdateStep::Lustre(conf) => req.lustre_configuration(*conf),
                 UpdateStep::Version(v) => req.file_system_type_version(v),
             };
             req.send()
@@ -639,7 +639,7 @@ impl Fsx {
 #[derive(Debug, Clone, PartialEq)]
 enum UpdateStep {
     Capacity(i32),
-    Lustre(UpdateFileSystemLustreConfiguration),
+    Lustre(Box<UpdateFileSystemLustreConfiguration>),
     Version(String),
 }
 
@@ -689,20 +689,20 @@ fn update_steps(old: &LustreSpec, new: &LustreSpec) -> Vec<UpdateStep> {
         )))
         .build();
     if small != UpdateFileSystemLustreConfiguration::builder().build() {
-        steps.push(UpdateStep::Lustre(small));
+        steps.push(UpdateStep::Lustre(Box::new(small)));
     }
     if let Some(t) = i32_of(changed(
         &old.per_unit_storage_throughput,
         &new.per_unit_storage_throughput,
     )) {
-        steps.push(UpdateStep::Lustre(
+        steps.push(UpdateStep::Lustre(Box::new(
             UpdateFileSystemLustreConfiguration::builder()
                 .per_unit_storage_throughput(t)
                 .build(),
-        ));
+        )));
     }
     if let Some(m) = changed(&old.metadata_configuration, &new.metadata_configuration) {
-        steps.push(UpdateStep::Lustre(
+        steps.push(UpdateStep::Lustre(Box::new(
             UpdateFileSystemLustreConfiguration::builder()
                 .metadata_configuration(
                     UpdateFileSystemLustreMetadataConfiguration::builder()
@@ -711,7 +711,7 @@ fn update_steps(old: &LustreSpec, new: &LustreSpec) -> Vec<UpdateStep> {
                         .build(),
                 )
                 .build(),
-        ));
+        )));
     }
     if let Some(c) = i32_of(changed(&old.storage_capacity, &new.storage_capacity)) {
         steps.push(UpdateStep::Capacity(c));
