@@ -681,3 +681,81 @@ resource "hpc_cluster" "{alias}" {{
     ws.assert_no_changes();
     ws.destroy();
 }
+
+#[test]
+fn cluster_settings_update_in_place_and_renames_replace() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("cluster-lifecycle", &emu);
+    let part = partition("cpu", "\"c7i.2xlarge\"", 8, "");
+    ws.write(&format!("{}{}{part}", network(), cluster("")));
+    ws.apply();
+    let before = ws.resource("hpc_cluster.main");
+    let part_version = ws.resource("hpc_partition.cpu")["desired_state_version"].clone();
+
+    // More login nodes, another user, home on EFS: an in-place update of the cluster only.
+    let changed = cluster("  home {\n    storage = \"efs\"\n    efs_id  = \"fs-0123456789abcdef0\"\n  }\n  user {\n    name = \"bob\"\n    uid  = 2002\n  }")
+        .replace("count = 1", "count = 2");
+    ws.write(&format!("{}{changed}{part}", network()));
+    let plan = ws.plan();
+    assert!(
+        plan.stdout.contains("Plan: 0 to add, 1 to change, 0 to destroy."),
+        "{}",
+        plan.text()
+    );
+    assert!(
+        plan.stdout.contains("hpc_cluster.main will be updated in-place"),
+        "{}",
+        plan.text()
+    );
+    emu.reset_calls();
+    ws.apply();
+    let after = ws.resource("hpc_cluster.main");
+    assert_eq!(
+        after["head_node_instance_id"], before["head_node_instance_id"],
+        "the head node stays"
+    );
+    assert_eq!(after["login_node_ids"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        emu.mutating_calls().get("ec2:RunInstances"),
+        Some(&1),
+        "one new login node: {:?}",
+        emu.mutating_calls()
+    );
+    assert_ne!(after["desired_state_version"], before["desired_state_version"]);
+    assert_eq!(
+        ws.resource("hpc_partition.cpu")["desired_state_version"],
+        part_version,
+        "the partition is untouched"
+    );
+    ws.assert_no_changes();
+
+    // Renaming a partition, the cluster or the network's range plans a replacement.
+    ws.write(&format!(
+        "{}{changed}{}",
+        network(),
+        part.replace("name           = \"cpu\"", "name           = \"compute\"")
+    ));
+    let plan = ws.plan().text();
+    assert!(
+        plan.contains("hpc_partition.cpu must be replaced") && plan.contains("# forces replacement"),
+        "{plan}"
+    );
+    ws.write(&format!(
+        "{}{}{part}",
+        network(),
+        changed.replace("name      = \"research\"", "name      = \"physics\"")
+    ));
+    let plan = ws.plan().text();
+    assert!(plan.contains("hpc_cluster.main must be replaced"), "{plan}");
+    ws.write(&format!(
+        "{}{changed}{part}",
+        network().replace(
+            "name = \"research\"",
+            "name = \"research\"\n  cidr_block = \"10.1.0.0/16\""
+        )
+    ));
+    let plan = ws.plan().text();
+    assert!(plan.contains("hpc_network.net must be replaced"), "{plan}");
+    ws.write(&format!("{}{changed}{part}", network()));
+    ws.destroy();
+}

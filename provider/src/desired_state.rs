@@ -89,6 +89,9 @@ pub struct ClusterDoc {
     pub mfa_pam_module: Option<String>,
     pub mfa_config: Option<String>,
     pub mounts: Vec<MountDoc>,
+    /// Where /home lives: `head_node` (exported by the head node over NFS) or `efs`.
+    pub home: String,
+    pub home_efs_id: Option<String>,
     pub subnet_id: String,
     pub head_node: HeadNodeDoc,
     pub login_count: u32,

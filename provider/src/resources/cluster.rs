@@ -104,6 +104,12 @@ fn schema() -> Schema {
             .description("Passwordless sudo. Default false.")
             .default(Value::Bool(false)),
     ]);
+    let home = Block::new(vec![
+        Attribute::optional("storage", Type::String)
+            .description("`head_node` (default: the head node's disk, NFS-exported to the nodes) or `efs`.")
+            .default(Value::string("head_node")),
+        Attribute::optional("efs_id", Type::String).description("EFS file system id (`fs-...`) when storage is `efs`."),
+    ]);
     let mfa = Block::new(vec![
         Attribute::required("pam_module", Type::String)
             .description("PAM module for the second factor, e.g. `pam_google_authenticator.so`."),
@@ -176,6 +182,7 @@ fn schema() -> Schema {
             NestedBlock::new("login_nodes", BlockNesting::Single, login),
             NestedBlock::new("user", BlockNesting::List, user),
             NestedBlock::new("mfa", BlockNesting::Single, mfa),
+            NestedBlock::new("home", BlockNesting::Single, home),
             NestedBlock::new("storage", BlockNesting::List, storage),
             timeouts::block(&["create", "update", "delete"]),
         ])
@@ -231,6 +238,8 @@ fn doc_of(v: &Value, clients_region: &str, munge_arn: &str, password_arn: Option
             .collect(),
         mfa_pam_module: string(v.attr("mfa").attr("pam_module")),
         mfa_config: string(v.attr("mfa").attr("config")),
+        home: string(v.attr("home").attr("storage")).unwrap_or_else(|| "head_node".into()),
+        home_efs_id: string(v.attr("home").attr("efs_id")),
         subnet_id: string(v.attr("subnet_id")).unwrap_or_default(),
         head_node: {
             let h = v.attr("head_node");
@@ -512,6 +521,30 @@ impl Resource for HpcCluster {
                     );
                 }
             }
+        }
+        let home = c.attr("home");
+        match (home.attr("storage").as_str(), home.attr("efs_id").as_str()) {
+            (Some("efs"), None) => diags.error_at(
+                AttributePath::root("home").attr("efs_id"),
+                "home on EFS needs efs_id",
+                "Give the EFS file system id (fs-...), or use storage = \"head_node\".",
+            ),
+            (Some("efs"), Some(id)) if !id.starts_with("fs-") => diags.error_at(
+                AttributePath::root("home").attr("efs_id"),
+                format!("{id:?} is not an EFS file system id"),
+                "Use an id like fs-0123456789abcdef0.",
+            ),
+            (Some("head_node"), Some(_)) => diags.error_at(
+                AttributePath::root("home").attr("efs_id"),
+                "efs_id is only used with storage = \"efs\"",
+                "Remove efs_id, or set storage = \"efs\".",
+            ),
+            (Some(other), _) if other != "efs" && other != "head_node" => diags.error_at(
+                AttributePath::root("home").attr("storage"),
+                format!("unknown home storage {other:?}"),
+                "Use head_node or efs.",
+            ),
+            _ => {}
         }
         for (i, m) in c.attr("storage").elements().iter().enumerate() {
             if let Some(p) = m.attr("mount_point").as_str() {
@@ -904,6 +937,15 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
         })
         .collect();
     v.set_attr("user", Value::List(users));
+    if doc.home != "head_node" || doc.home_efs_id.is_some() {
+        v.set_attr(
+            "home",
+            object(vec![
+                ("storage", Value::string(&doc.home)),
+                ("efs_id", convert::of_string(doc.home_efs_id.clone())),
+            ]),
+        );
+    }
     if let Some(m) = &doc.mfa_pam_module {
         v.set_attr(
             "mfa",

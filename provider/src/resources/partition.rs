@@ -297,6 +297,8 @@ fn slurm_checks(doc: &PartitionDoc) -> Diagnostics {
         mfa_pam_module: None,
         mfa_config: None,
         mounts: vec![],
+        home: "head_node".into(),
+        home_efs_id: None,
         subnet_id: String::new(),
         head_node: desired_state::HeadNodeDoc {
             ami_id: String::new(),
