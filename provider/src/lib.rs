@@ -1,7 +1,7 @@
 //! terraform-provider-hpc: the `hpc` provider (registry address `hpcforge/hpc`).
 
 pub mod convert;
-pub mod desired_state;
+pub use hpc_desired_state as desired_state;
 pub mod pricing;
 pub mod provider;
 pub mod resources;
