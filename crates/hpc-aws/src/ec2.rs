@@ -104,6 +104,48 @@ pub struct InstanceInfo {
     pub tags: Vec<(String, String)>,
 }
 
+/// One launch choice of an instant fleet: a launch template (which fixes the instance type's
+/// interfaces), the type, a subnet, and its priority (lower first).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetOverride {
+    pub launch_template_id: String,
+    pub instance_type: String,
+    pub subnet_id: String,
+    pub priority: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetRequest {
+    pub overrides: Vec<FleetOverride>,
+    pub count: i32,
+    pub spot: bool,
+    /// `prioritized`, `lowest-price`, `capacity-optimized` or `price-capacity-optimized`.
+    pub allocation_strategy: String,
+    pub tags: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetInstance {
+    pub id: String,
+    pub instance_type: String,
+    pub subnet_id: Option<String>,
+}
+
+/// A capacity failure EC2 reports inside a successful instant-fleet answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetError {
+    pub code: String,
+    pub message: String,
+    pub instance_type: Option<String>,
+    pub subnet_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FleetOutcome {
+    pub instances: Vec<FleetInstance>,
+    pub errors: Vec<FleetError>,
+}
+
 #[derive(Clone, Debug)]
 pub struct Ec2 {
     client: Client,
@@ -116,11 +158,20 @@ fn sdk_tags(tags: &[(String, String)]) -> Vec<Tag> {
         .collect()
 }
 
-fn tag_spec(kind: ResourceType, tags: &[(String, String)]) -> TagSpecification {
-    TagSpecification::builder()
-        .resource_type(kind)
-        .set_tags(Some(sdk_tags(tags)))
-        .build()
+/// Tag specifications for the given resource kinds; none when there are no tags (EC2
+/// rejects an empty specification).
+fn tag_specs(kinds: &[ResourceType], tags: &[(String, String)]) -> Option<Vec<TagSpecification>> {
+    (!tags.is_empty()).then(|| {
+        kinds
+            .iter()
+            .map(|k| {
+                TagSpecification::builder()
+                    .resource_type(k.clone())
+                    .set_tags(Some(sdk_tags(tags)))
+                    .build()
+            })
+            .collect()
+    })
 }
 
 fn filter(name: &str, values: &[&str]) -> Filter {
@@ -319,7 +370,7 @@ impl Ec2 {
             .client
             .create_vpc()
             .cidr_block(&spec.cidr_block)
-            .tag_specifications(tag_spec(ResourceType::Vpc, &name_tags("vpc")))
+            .set_tag_specifications(tag_specs(&[ResourceType::Vpc], &name_tags("vpc")))
             .send()
             .await
             .map_err(|e| self.err("creating VPC", &e))?;
@@ -338,7 +389,7 @@ impl Ec2 {
         let igw = self
             .client
             .create_internet_gateway()
-            .tag_specifications(tag_spec(ResourceType::InternetGateway, &name_tags("igw")))
+            .set_tag_specifications(tag_specs(&[ResourceType::InternetGateway], &name_tags("igw")))
             .send()
             .await
             .map_err(|e| self.err("creating internet gateway", &e))?;
@@ -371,7 +422,7 @@ impl Ec2 {
                     .vpc_id(&net.vpc_id)
                     .cidr_block(&cidr)
                     .availability_zone(az)
-                    .tag_specifications(tag_spec(ResourceType::Subnet, &name_tags(&label)))
+                    .set_tag_specifications(tag_specs(&[ResourceType::Subnet], &name_tags(&label)))
                     .send()
                     .await
                     .map_err(|e| self.err(&format!("creating subnet {cidr} in {az}"), &e))?;
@@ -406,7 +457,7 @@ impl Ec2 {
                 .client
                 .allocate_address()
                 .domain(DomainType::Vpc)
-                .tag_specifications(tag_spec(ResourceType::ElasticIp, &name_tags("nat")))
+                .set_tag_specifications(tag_specs(&[ResourceType::ElasticIp], &name_tags("nat")))
                 .send()
                 .await
                 .map_err(|e| self.err("allocating the NAT gateway's address", &e))?;
@@ -417,7 +468,7 @@ impl Ec2 {
                 .create_nat_gateway()
                 .subnet_id(subnet)
                 .set_allocation_id(net.eip_allocation_id.clone())
-                .tag_specifications(tag_spec(ResourceType::Natgateway, &name_tags("nat")))
+                .set_tag_specifications(tag_specs(&[ResourceType::Natgateway], &name_tags("nat")))
                 .send()
                 .await
                 .map_err(|e| self.err("creating NAT gateway", &e))?;
@@ -447,7 +498,7 @@ impl Ec2 {
                 .service_name(format!("com.amazonaws.{}.s3", self.region))
                 .route_table_ids(&net.private_route_table_id)
                 .route_table_ids(&net.public_route_table_id)
-                .tag_specifications(tag_spec(ResourceType::VpcEndpoint, &name_tags("s3")))
+                .set_tag_specifications(tag_specs(&[ResourceType::VpcEndpoint], &name_tags("s3")))
                 .send()
                 .await
                 .map_err(|e| self.err("creating the S3 gateway endpoint", &e))?;
@@ -472,7 +523,7 @@ impl Ec2 {
             .client
             .create_route_table()
             .vpc_id(vpc_id)
-            .tag_specifications(tag_spec(ResourceType::RouteTable, tags))
+            .set_tag_specifications(tag_specs(&[ResourceType::RouteTable], tags))
             .send()
             .await
             .map_err(|e| self.err("creating route table", &e))?;
@@ -887,7 +938,7 @@ impl Ec2 {
                     .group_name(name)
                     .description(description)
                     .vpc_id(vpc_id)
-                    .tag_specifications(tag_spec(ResourceType::SecurityGroup, tags))
+                    .set_tag_specifications(tag_specs(&[ResourceType::SecurityGroup], tags))
                     .send()
                     .await
                     .map_err(|e| self.err(&format!("creating security group {name}"), &e))?;
@@ -995,18 +1046,17 @@ impl Ec2 {
                     .arn(arn)
                     .build()
             }))
-            .tag_specifications(
-                LaunchTemplateTagSpecificationRequest::builder()
-                    .resource_type(ResourceType::Instance)
-                    .set_tags(Some(sdk_tags(&spec.tags)))
-                    .build(),
-            )
-            .tag_specifications(
-                LaunchTemplateTagSpecificationRequest::builder()
-                    .resource_type(ResourceType::Volume)
-                    .set_tags(Some(sdk_tags(&spec.tags)))
-                    .build(),
-            );
+            .set_tag_specifications((!spec.tags.is_empty()).then(|| {
+                [ResourceType::Instance, ResourceType::Volume]
+                    .into_iter()
+                    .map(|k| {
+                        LaunchTemplateTagSpecificationRequest::builder()
+                            .resource_type(k)
+                            .set_tags(Some(sdk_tags(&spec.tags)))
+                            .build()
+                    })
+                    .collect()
+            }));
         if let Some(root) = &spec.root_volume {
             data = data.block_device_mappings(
                 LaunchTemplateBlockDeviceMappingRequest::builder()
@@ -1082,7 +1132,7 @@ impl Ec2 {
                     .create_launch_template()
                     .launch_template_name(&spec.name)
                     .launch_template_data(data)
-                    .tag_specifications(tag_spec(ResourceType::LaunchTemplate, &spec.tags))
+                    .set_tag_specifications(tag_specs(&[ResourceType::LaunchTemplate], &spec.tags))
                     .send()
                     .await
                     .map_err(|e| self.err(&format!("creating launch template {}", spec.name), &e))?;
@@ -1166,7 +1216,7 @@ impl Ec2 {
             .create_placement_group()
             .group_name(name)
             .strategy(PlacementStrategy::Cluster)
-            .tag_specifications(tag_spec(ResourceType::PlacementGroup, tags))
+            .set_tag_specifications(tag_specs(&[ResourceType::PlacementGroup], tags))
             .send()
             .await
         {
@@ -1202,8 +1252,7 @@ impl Ec2 {
         let out = self
             .client
             .run_instances()
-            .tag_specifications(tag_spec(ResourceType::Instance, tags))
-            .tag_specifications(tag_spec(ResourceType::Volume, tags))
+            .set_tag_specifications(tag_specs(&[ResourceType::Instance, ResourceType::Volume], tags))
             .launch_template(
                 LaunchTemplateSpecification::builder()
                     .launch_template_id(template_id)
@@ -1255,23 +1304,28 @@ impl Ec2 {
         .await
     }
 
-    /// Terminates instances and waits until they are gone; missing ones count as gone.
-    pub async fn terminate(&self, ids: &[String], timeout: Duration) -> Result<()> {
+    /// Asks EC2 to terminate instances without waiting; missing ones count as terminated.
+    pub async fn request_termination(&self, ids: &[String]) -> Result<()> {
         if ids.is_empty() {
             return Ok(());
         }
-        if let Err(e) = self
+        match self
             .client
             .terminate_instances()
             .set_instance_ids(Some(ids.to_vec()))
             .send()
             .await
         {
-            let err = self.err("terminating instances", &e);
-            if !err.code_is(&["InvalidInstanceID.NotFound"]) {
-                return Err(err);
-            }
+            Ok(_) => Ok(()),
+            Err(e) => self
+                .err("terminating instances", &e)
+                .or_ok_if(&["InvalidInstanceID.NotFound"], ()),
         }
+    }
+
+    /// Terminates instances and waits until they are gone; missing ones count as gone.
+    pub async fn terminate(&self, ids: &[String], timeout: Duration) -> Result<()> {
+        self.request_termination(ids).await?;
         for id in ids {
             wait::until(&format!("termination of {id}"), timeout, Backoff::default(), || async {
                 Ok(match self.find_instance(id).await? {
@@ -1282,6 +1336,116 @@ impl Ec2 {
             .await?;
         }
         Ok(())
+    }
+
+    /// Launches up to `count` instances with an instant fleet. EC2 answers capacity problems
+    /// per override inside a successful response; they come back in `errors`.
+    pub async fn launch_fleet(&self, req: &FleetRequest) -> Result<FleetOutcome> {
+        use aws_sdk_ec2::types::{
+            DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest,
+            FleetLaunchTemplateSpecificationRequest, FleetOnDemandAllocationStrategy, FleetType,
+            OnDemandOptionsRequest, SpotAllocationStrategy, SpotOptionsRequest, TargetCapacitySpecificationRequest,
+        };
+        let mut templates: Vec<(String, Vec<&FleetOverride>)> = Vec::new();
+        for o in &req.overrides {
+            match templates.iter_mut().find(|(id, _)| *id == o.launch_template_id) {
+                Some((_, list)) => list.push(o),
+                None => templates.push((o.launch_template_id.clone(), vec![o])),
+            }
+        }
+        let configs = templates
+            .iter()
+            .map(|(id, list)| {
+                FleetLaunchTemplateConfigRequest::builder()
+                    .launch_template_specification(
+                        FleetLaunchTemplateSpecificationRequest::builder()
+                            .launch_template_id(id)
+                            .version("$Default")
+                            .build(),
+                    )
+                    .set_overrides(Some(
+                        list.iter()
+                            .map(|o| {
+                                FleetLaunchTemplateOverridesRequest::builder()
+                                    .instance_type(InstanceType::from(o.instance_type.as_str()))
+                                    .subnet_id(&o.subnet_id)
+                                    .priority(o.priority)
+                                    .build()
+                            })
+                            .collect(),
+                    ))
+                    .build()
+            })
+            .collect();
+        let capacity = TargetCapacitySpecificationRequest::builder()
+            .total_target_capacity(req.count)
+            .default_target_capacity_type(if req.spot {
+                DefaultTargetCapacityType::Spot
+            } else {
+                DefaultTargetCapacityType::OnDemand
+            })
+            .build();
+        let mut call = self
+            .client
+            .create_fleet()
+            .r#type(FleetType::Instant)
+            .set_launch_template_configs(Some(configs))
+            .target_capacity_specification(capacity)
+            .set_tag_specifications(tag_specs(&[ResourceType::Instance], &req.tags));
+        call = if req.spot {
+            let strategy = match req.allocation_strategy.as_str() {
+                "lowest-price" => SpotAllocationStrategy::LowestPrice,
+                "capacity-optimized" => SpotAllocationStrategy::CapacityOptimized,
+                "prioritized" => SpotAllocationStrategy::CapacityOptimizedPrioritized,
+                _ => SpotAllocationStrategy::PriceCapacityOptimized,
+            };
+            call.spot_options(SpotOptionsRequest::builder().allocation_strategy(strategy).build())
+        } else {
+            let strategy = if req.allocation_strategy == "lowest-price" {
+                FleetOnDemandAllocationStrategy::LowestPrice
+            } else {
+                FleetOnDemandAllocationStrategy::Prioritized
+            };
+            call.on_demand_options(OnDemandOptionsRequest::builder().allocation_strategy(strategy).build())
+        };
+        let out = call
+            .send()
+            .await
+            .map_err(|e| self.err("launching an instant fleet", &e))?;
+        let instances = out
+            .instances()
+            .iter()
+            .flat_map(|group| {
+                let subnet = group
+                    .launch_template_and_overrides()
+                    .and_then(|l| l.overrides())
+                    .and_then(|o| o.subnet_id())
+                    .map(str::to_string);
+                let itype = group
+                    .instance_type()
+                    .map(|t| t.as_str().to_string())
+                    .unwrap_or_default();
+                group.instance_ids().iter().map(move |id| FleetInstance {
+                    id: id.clone(),
+                    instance_type: itype.clone(),
+                    subnet_id: subnet.clone(),
+                })
+            })
+            .collect();
+        let errors = out
+            .errors()
+            .iter()
+            .map(|e| {
+                let o = e.launch_template_and_overrides().and_then(|l| l.overrides());
+                FleetError {
+                    code: e.error_code().unwrap_or_default().to_string(),
+                    message: e.error_message().unwrap_or_default().to_string(),
+                    instance_type: o.and_then(|o| o.instance_type()).map(|t| t.as_str().to_string()),
+                    subnet_id: o.and_then(|o| o.subnet_id()).map(str::to_string),
+                }
+            })
+            .collect();
+        Ok(FleetOutcome { instances, errors })
     }
 
     /// Instances (not terminated) carrying a tag.

@@ -1,0 +1,219 @@
+//! The hpc-node command: `hpc-node resume|suspend <hostlist> --cluster NAME [--region R]`.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+use hpc_aws::ec2::Ec2;
+use hpc_aws::{Aws, Settings};
+use hpc_desired_state::{partitions_path, PartitionDoc, PoolDoc};
+use hpc_node::hostlist;
+use hpc_node::resume::{group_nodes, launch_group, now_s, Cooldowns, PoolClients};
+
+const USAGE: &str = "usage: hpc-node resume|suspend <hostlist> --cluster NAME [--region REGION] [--state-dir DIR]";
+
+struct Args {
+    command: String,
+    hosts: String,
+    cluster: String,
+    region: Option<String>,
+    state_dir: PathBuf,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let command = it.next().ok_or(USAGE)?;
+    let hosts = it.next().ok_or(USAGE)?;
+    let (mut cluster, mut region, mut state_dir) = (None, None, PathBuf::from("/var/lib/hpc-node"));
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        match flag.as_str() {
+            "--cluster" => cluster = Some(value),
+            "--region" => region = Some(value),
+            "--state-dir" => state_dir = PathBuf::from(value),
+            _ => return Err(format!("unknown option {flag}\n{USAGE}")),
+        }
+    }
+    let cluster = cluster.ok_or_else(|| format!("--cluster is required\n{USAGE}"))?;
+    Ok(Args {
+        command,
+        hosts,
+        cluster,
+        region,
+        state_dir,
+    })
+}
+
+struct Regions {
+    aws: Aws,
+}
+
+impl PoolClients for Regions {
+    fn ec2_for(&self, pool: &PoolDoc) -> Ec2 {
+        if pool.region == self.aws.region {
+            self.aws.ec2()
+        } else {
+            self.aws.ec2_in(&pool.region)
+        }
+    }
+}
+
+fn scontrol(args: &[String]) {
+    match Command::new("scontrol").args(args).status() {
+        Ok(s) if s.success() => {}
+        Ok(s) => eprintln!("hpc-node: scontrol {} exited with {s}", args.join(" ")),
+        Err(e) => eprintln!("hpc-node: cannot run scontrol: {e}"),
+    }
+}
+
+async fn partitions(aws: &Aws, cluster: &str) -> Result<Vec<PartitionDoc>, String> {
+    let params = aws
+        .ssm()
+        .list(&partitions_path(cluster))
+        .await
+        .map_err(|e| e.to_string())?;
+    params
+        .iter()
+        .map(|p| serde_json::from_str(&p.value).map_err(|e| format!("{}: {e}", p.name)))
+        .collect()
+}
+
+async fn resume(args: &Args, aws: &Aws) -> Result<(), String> {
+    let nodes = hostlist::expand(&args.hosts)?;
+    let docs = partitions(aws, &args.cluster).await?;
+    let (groups, unknown) = group_nodes(&docs, &nodes);
+    let mut cooldowns = Cooldowns::load(&args.state_dir.join("cooldowns.json"));
+    let now = now_s();
+    let clients = Regions { aws: aws.clone() };
+    let mut down: Vec<String> = unknown;
+    for group in &groups {
+        let Some(doc) = docs.iter().find(|d| d.name == group.partition) else {
+            continue;
+        };
+        let outcome = launch_group(&clients, &args.cluster, doc, group, &mut cooldowns, now)
+            .await
+            .map_err(|e| e.to_string())?;
+        for a in &outcome.attempts {
+            let errors: Vec<String> = a.errors.iter().map(|e| format!("{}: {}", e.code, e.message)).collect();
+            eprintln!(
+                "hpc-node: {} {} pool {}: asked {}, launched {}{}{}",
+                group.partition,
+                group.instance_type,
+                a.pool,
+                a.requested,
+                a.launched,
+                if a.skipped_cooldown {
+                    " (skipped: cooling down after no capacity)"
+                } else {
+                    ""
+                },
+                if errors.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", errors.join("; "))
+                }
+            );
+        }
+        for p in &outcome.placed {
+            let ec2 = clients.ec2_for(&doc.pools[p.pool]);
+            ec2.retag(
+                &[p.instance.id.clone()],
+                &[],
+                &[("hpcforge:node".to_string(), p.node.clone())],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            let info = ec2.find_instance(&p.instance.id).await.map_err(|e| e.to_string())?;
+            if let Some(ip) = info.and_then(|i| i.private_ip) {
+                scontrol(&[
+                    "update".into(),
+                    format!("nodename={}", p.node),
+                    format!("nodeaddr={ip}"),
+                    format!("nodehostname={}", p.node),
+                ]);
+            }
+        }
+        down.extend(outcome.unplaced);
+    }
+    if !down.is_empty() {
+        eprintln!("hpc-node: no capacity for {} node(s): {}", down.len(), down.join(","));
+        scontrol(&[
+            "update".into(),
+            format!("nodename={}", down.join(",")),
+            "state=down".into(),
+            "reason=hpc-node: no capacity in any pool".into(),
+        ]);
+    }
+    cooldowns
+        .save(now)
+        .map_err(|e| format!("saving cool-downs in {}: {e}", args.state_dir.display()))
+}
+
+async fn suspend(args: &Args, aws: &Aws) -> Result<(), String> {
+    let nodes: BTreeSet<String> = hostlist::expand(&args.hosts)?.into_iter().collect();
+    let docs = partitions(aws, &args.cluster).await?;
+    let mut regions: BTreeSet<String> = docs
+        .iter()
+        .flat_map(|d| d.pools.iter().map(|p| p.region.clone()))
+        .collect();
+    regions.insert(aws.region.clone());
+    for region in regions {
+        let ec2 = if region == aws.region {
+            aws.ec2()
+        } else {
+            aws.ec2_in(&region)
+        };
+        let running = ec2
+            .instances_tagged("hpcforge:cluster", &args.cluster)
+            .await
+            .map_err(|e| e.to_string())?;
+        let ids: Vec<String> = running
+            .into_iter()
+            .filter(|i| i.tags.iter().any(|(k, v)| k == "hpcforge:node" && nodes.contains(v)))
+            .map(|i| i.id)
+            .collect();
+        if !ids.is_empty() {
+            eprintln!("hpc-node: terminating {} instance(s) in {region}", ids.len());
+            ec2.request_termination(&ids).await.map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("hpc-node: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let aws = Aws::connect(&Settings {
+            region: args.region.clone(),
+            max_retries: 5,
+            ..Settings::default()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        match args.command.as_str() {
+            "resume" => resume(&args, &aws).await,
+            "suspend" => suspend(&args, &aws).await,
+            other => Err(format!("unknown command {other:?}\n{USAGE}")),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hpc-node: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! Resume across capacity pools against the local emulator: an Availability Zone without
+//! capacity is skipped within the same invocation, cooled down for the next ones, and nodes
+//! no pool can place are reported; the hpc-node binary tags and terminates what it launched.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use acceptance_tests::Emulator;
+use hpc_aws::ec2::{Ec2, LaunchTemplateSpec};
+use hpc_aws::{Aws, Settings};
+use hpc_desired_state::{PartitionDoc, PoolDoc};
+use hpc_node::resume::{group_nodes, launch_group, Cooldowns, PoolClients};
+use serde_json::json;
+
+const AMI: &str = "ami-03cf127a";
+const TYPE: &str = "p5.48xlarge";
+
+struct One(Ec2);
+
+impl PoolClients for One {
+    fn ec2_for(&self, _pool: &PoolDoc) -> Ec2 {
+        self.0.clone()
+    }
+}
+
+/// (zone, subnet) of the default subnets, from DescribeSubnets XML.
+fn subnets(emu: &Emulator) -> BTreeMap<String, String> {
+    let xml = emu.ec2("Action=DescribeSubnets");
+    let field = |item: &str, tag: &str| {
+        let open = format!("<{tag}>");
+        item.find(&open).map(|i| {
+            item[i + open.len()..]
+                .chars()
+                .take_while(|c| *c != '<')
+                .collect::<String>()
+        })
+    };
+    xml.split("<item>")
+        .filter_map(|item| Some((field(item, "availabilityZone")?, field(item, "subnetId")?)))
+        .collect()
+}
+
+async fn connect(emu: &Emulator) -> Aws {
+    std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+    let endpoints = ["ec2", "ssm"].iter().map(|s| (s.to_string(), emu.url())).collect();
+    Aws::connect(&Settings {
+        region: Some("us-east-1".into()),
+        endpoints,
+        max_retries: 2,
+        ..Settings::default()
+    })
+    .await
+    .expect("connect to the emulator")
+}
+
+async fn partition(aws: &Aws, emu: &Emulator) -> PartitionDoc {
+    let zones = subnets(emu);
+    let template = LaunchTemplateSpec {
+        name: "hpc-c-gpu-p5".into(),
+        image_id: AMI.into(),
+        instance_type: Some(TYPE.into()),
+        key_name: None,
+        security_group_ids: vec![],
+        instance_profile_arn: None,
+        user_data: None,
+        root_volume: None,
+        efa_network_cards: vec![],
+        placement_group: None,
+        tags: vec![],
+    };
+    let (lt, _) = aws
+        .ec2()
+        .ensure_launch_template(&template)
+        .await
+        .expect("launch template");
+    let pool = |zone: &str| PoolDoc {
+        region: "us-east-1".into(),
+        subnet_ids: vec![zones.get(zone).cloned().expect("default subnet in zone")],
+        capacity_type: "on_demand".into(),
+        capacity_reservation_id: None,
+        launch_templates: BTreeMap::from([(TYPE.to_string(), lt.clone())]),
+        placement_group: None,
+    };
+    let mut doc: PartitionDoc = serde_json::from_value(json!({
+        "schema": 1, "cluster": "c", "name": "gpu",
+        "shapes": [{"instance_type": TYPE, "vcpus": 192, "cores": 96, "threads_per_core": 2, "memory_mib": 2097152,
+                    "gpus": 8, "gpu_model": "H100", "gpu_memory_mib": 81920, "efa": false}],
+        "min_nodes": 0, "max_nodes": 16, "pools": [], "allocation_strategy": "prioritized",
+        "provision_timeout_s": 600, "ice_cooldown_s": 600, "max_time": null, "default_time": null,
+        "max_nodes_per_job": null, "min_nodes_per_job": null, "allow_accounts": [], "allow_groups": [],
+        "allow_qos": [], "priority_tier": null, "oversubscribe": null, "exclusive": false, "default": false,
+        "extra": {}, "ami_id": AMI, "root_volume_size": 100, "instance_profile_arn": null,
+        "user_data_extra": null, "tags": {}
+    }))
+    .expect("partition document");
+    doc.pools = vec![pool("us-east-1a"), pool("us-east-1b")];
+    doc
+}
+
+fn nodes(list: &str) -> Vec<String> {
+    hpc_node::hostlist::expand(list).expect("host list")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_capacity_in_one_zone_fails_over_to_the_next_pool_and_cools_it_down() {
+    let emu = Emulator::start();
+    let aws = connect(&emu).await;
+    let doc = partition(&aws, &emu).await;
+    let zone_b_subnet = doc.pools[1].subnet_ids[0].clone();
+    emu.add_fault(
+        json!({"service": "ec2", "action": "CreateFleet", "code": "InsufficientInstanceCapacity",
+                         "match": {"AvailabilityZone": "us-east-1a"}}),
+    );
+    let clients = One(aws.ec2());
+    let dir = std::env::temp_dir().join(format!("hpc-node-failover-{}", std::process::id()));
+    let mut cooldowns = Cooldowns::load(&dir.join("cooldowns.json"));
+
+    let (groups, unknown) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[1-3]"));
+    assert!(unknown.is_empty());
+    emu.reset_calls();
+    let out = launch_group(&clients, "c", &doc, &groups[0], &mut cooldowns, 1_000)
+        .await
+        .expect("resume");
+    assert_eq!(out.placed.len(), 3, "{out:?}");
+    assert!(out.unplaced.is_empty());
+    assert_eq!(out.attempts.len(), 2, "both pools tried in one invocation: {out:?}");
+    assert_eq!(out.attempts[0].launched, 0);
+    assert_eq!(out.attempts[0].errors[0].code, "InsufficientInstanceCapacity");
+    assert!(
+        out.placed
+            .iter()
+            .all(|p| p.pool == 1 && p.instance.subnet_id.as_deref() == Some(zone_b_subnet.as_str())),
+        "{out:?}"
+    );
+    assert_eq!(emu.calls().get("ec2:CreateFleet"), Some(&2));
+    assert!(cooldowns.active(&Cooldowns::key("gpu", 0, TYPE), 1_100));
+
+    // The next resume skips the cooling pool: one fleet call.
+    emu.reset_calls();
+    let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[4-5]"));
+    let out = launch_group(&clients, "c", &doc, &groups[0], &mut cooldowns, 1_100)
+        .await
+        .expect("resume");
+    assert_eq!(out.placed.len(), 2);
+    assert!(out.attempts[0].skipped_cooldown);
+    assert_eq!(emu.calls().get("ec2:CreateFleet"), Some(&1));
+
+    // No zone has capacity: nothing is placed and the nodes are reported.
+    emu.add_fault(
+        json!({"service": "ec2", "action": "CreateFleet", "code": "InsufficientInstanceCapacity",
+                         "match": {"AvailabilityZone": "us-east-1b"}}),
+    );
+    let mut fresh = Cooldowns::default();
+    let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[6-7]"));
+    let out = launch_group(&clients, "c", &doc, &groups[0], &mut fresh, 2_000)
+        .await
+        .expect("resume");
+    assert!(out.placed.is_empty());
+    assert_eq!(out.unplaced, vec!["gpu-p5-48xl-6", "gpu-p5-48xl-7"]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_resumes_and_suspends_nodes_from_the_published_partition() {
+    let emu = Emulator::start();
+    let aws = connect(&emu).await;
+    let doc = partition(&aws, &emu).await;
+    aws.ssm()
+        .put(
+            "/hpcforge/clusters/c/partitions/gpu",
+            &serde_json::to_string(&doc).expect("json"),
+            &[],
+        )
+        .await
+        .expect("publish");
+    emu.add_fault(
+        json!({"service": "ec2", "action": "CreateFleet", "code": "InsufficientInstanceCapacity",
+                         "match": {"AvailabilityZone": "us-east-1a"}}),
+    );
+    let state = std::env::temp_dir().join(format!("hpc-node-bin-{}", std::process::id()));
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_hpc-node"))
+            .args(args)
+            .args(["--cluster", "c", "--region", "us-east-1", "--state-dir"])
+            .arg(&state)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_ENDPOINT_URL", emu.url())
+            .output()
+            .expect("run hpc-node")
+    };
+    let out = run(&["resume", "gpu-p5-48xl-[1-2],nope-1"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("pool 0: asked 2, launched 0 (InsufficientInstanceCapacity"),
+        "{log}"
+    );
+    assert!(log.contains("pool 1: asked 2, launched 2"), "{log}");
+    assert!(
+        log.contains("no capacity for 1 node(s): nope-1"),
+        "unknown nodes are set down: {log}"
+    );
+    let tagged = aws
+        .ec2()
+        .instances_tagged("hpcforge:cluster", "c")
+        .await
+        .expect("instances");
+    let names: Vec<String> = tagged
+        .iter()
+        .flat_map(|i| {
+            i.tags
+                .iter()
+                .filter(|(k, _)| k == "hpcforge:node")
+                .map(|(_, v)| v.clone())
+        })
+        .collect();
+    assert_eq!(names.len(), 2, "{tagged:?}");
+    assert!(
+        state.join("cooldowns.json").exists(),
+        "the cool-down is kept for the next resume"
+    );
+
+    let out = run(&["suspend", "gpu-p5-48xl-[1-2]"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let left = aws
+        .ec2()
+        .instances_tagged("hpcforge:cluster", "c")
+        .await
+        .expect("instances");
+    assert!(
+        left.iter()
+            .all(|i| i.state == "shutting-down" || i.state == "terminated"),
+        "{left:?}"
+    );
+    let bad = Command::new(env!("CARGO_BIN_EXE_hpc-node"))
+        .args(["resume", "x-1"])
+        .output()
+        .expect("run");
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--cluster is required"));
+    let _ = std::fs::remove_dir_all(state);
+}
