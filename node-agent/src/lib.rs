@@ -4,8 +4,10 @@
 //! - [`resume`]: Slurm's ResumeProgram: launch instances for nodes across capacity pools, with
 //!   failover within one invocation and a cool-down for pools without capacity.
 //!
-//! Still to come (issue 5): reconcile of the head node's Slurm configuration, time-based
-//! failover, health checks and Lustre eviction.
+//! - [`reconcile`]: the head node's Slurm configuration from the published desired state.
+//!
+//! Still to come (issue 5): time-based failover, orphan sweep, health checks and Lustre eviction.
 
 pub mod hostlist;
+pub mod reconcile;
 pub mod resume;

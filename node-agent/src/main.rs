@@ -8,9 +8,10 @@ use hpc_aws::ec2::Ec2;
 use hpc_aws::{Aws, Settings};
 use hpc_desired_state::{partitions_path, PartitionDoc, PoolDoc};
 use hpc_node::hostlist;
+use hpc_node::reconcile::{reconcile_once, Layout, Outcome};
 use hpc_node::resume::{group_nodes, launch_group, now_s, Cooldowns, PoolClients};
 
-const USAGE: &str = "usage: hpc-node resume|suspend <hostlist> --cluster NAME [--region REGION] [--state-dir DIR]";
+const USAGE: &str = "usage: hpc-node resume|suspend <hostlist> --cluster NAME [--region REGION] [--state-dir DIR]\n       hpc-node reconcile --cluster NAME [--region REGION] [--layout FILE] [--once] [--interval SECONDS]";
 
 struct Args {
     command: String,
@@ -18,19 +19,37 @@ struct Args {
     cluster: String,
     region: Option<String>,
     state_dir: PathBuf,
+    layout: Option<PathBuf>,
+    once: bool,
+    interval_s: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let command = it.next().ok_or(USAGE)?;
-    let hosts = it.next().ok_or(USAGE)?;
+    let hosts = if command == "reconcile" {
+        String::new()
+    } else {
+        it.next().ok_or(USAGE)?
+    };
     let (mut cluster, mut region, mut state_dir) = (None, None, PathBuf::from("/var/lib/hpc-node"));
+    let (mut layout, mut once, mut interval_s) = (None, false, 30);
     while let Some(flag) = it.next() {
+        if flag == "--once" {
+            once = true;
+            continue;
+        }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
         match flag.as_str() {
             "--cluster" => cluster = Some(value),
             "--region" => region = Some(value),
             "--state-dir" => state_dir = PathBuf::from(value),
+            "--layout" => layout = Some(PathBuf::from(value)),
+            "--interval" => {
+                interval_s = value
+                    .parse()
+                    .map_err(|_| format!("--interval takes seconds, not {value:?}"))?
+            }
             _ => return Err(format!("unknown option {flag}\n{USAGE}")),
         }
     }
@@ -41,6 +60,9 @@ fn parse_args() -> Result<Args, String> {
         cluster,
         region,
         state_dir,
+        layout,
+        once,
+        interval_s,
     })
 }
 
@@ -149,6 +171,34 @@ async fn resume(args: &Args, aws: &Aws) -> Result<(), String> {
         .map_err(|e| format!("saving cool-downs in {}: {e}", args.state_dir.display()))
 }
 
+async fn reconcile(args: &Args, aws: &Aws) -> Result<(), String> {
+    let layout = match &args.layout {
+        Some(path) => Layout::from_json(
+            &std::fs::read_to_string(path).map_err(|e| format!("reading layout {}: {e}", path.display()))?,
+        )?,
+        None => Layout::default(),
+    };
+    let slurmctld = PathBuf::from(std::env::var("HPC_NODE_SLURMCTLD").unwrap_or_else(|_| "/usr/sbin/slurmctld".into()));
+    loop {
+        let result = reconcile_once(aws, &args.cluster, &layout, &slurmctld).await;
+        match &result {
+            Ok(Outcome::Unchanged) => {}
+            Ok(Outcome::Applied {
+                reconfigured,
+                restarted,
+            }) => eprintln!(
+                "hpc-node: applied the desired state of {} (reconfigured: {reconfigured}, restarted: {restarted})",
+                args.cluster
+            ),
+            Err(e) => eprintln!("hpc-node: kept the running configuration: {e}"),
+        }
+        if args.once {
+            return result.map(|_| ());
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(args.interval_s.max(1))).await;
+    }
+}
+
 async fn suspend(args: &Args, aws: &Aws) -> Result<(), String> {
     let nodes: BTreeSet<String> = hostlist::expand(&args.hosts)?.into_iter().collect();
     let docs = partitions(aws, &args.cluster).await?;
@@ -206,6 +256,7 @@ fn main() -> ExitCode {
         match args.command.as_str() {
             "resume" => resume(&args, &aws).await,
             "suspend" => suspend(&args, &aws).await,
+            "reconcile" => reconcile(&args, &aws).await,
             other => Err(format!("unknown command {other:?}\n{USAGE}")),
         }
     });

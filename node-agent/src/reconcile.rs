@@ -1,0 +1,375 @@
+//! Reconcile on the head node: the published desired state becomes slurm.conf and friends.
+//!
+//! Render with the one Slurm model, check the result on a throwaway slurmctld (its own port
+//! and state directory) so the live controller is never handed a configuration it would die
+//! on, install the files atomically, `scontrol reconfigure`, and report what was applied (or
+//! why not) to `/hpcforge/clusters/<cluster>/status`. A bad desired state leaves the running
+//! configuration alone.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hpc_aws::Aws;
+use hpc_desired_state::{cluster_param, cluster_prefix, partitions_path, ClusterDoc, PartitionDoc};
+use serde_json::json;
+use slurm_model::Cluster;
+
+/// Where this head node keeps Slurm's files, and how it reaches the controller. Defaults are
+/// the image's layout; a JSON file can override any field (other layouts, tests).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layout {
+    pub conf_dir: PathBuf,
+    pub controller_host: Option<String>,
+    pub controller_addr: Option<String>,
+    pub state_dir: Option<String>,
+    pub spool_dir: Option<String>,
+    pub log_dir: Option<String>,
+    pub run_dir: Option<String>,
+    pub slurm_user: Option<String>,
+    pub munge_socket: Option<String>,
+    pub ports: Option<(u16, u16)>,
+    pub power_programs: Option<(String, String, String)>,
+    pub extra: BTreeMap<String, String>,
+    /// How to restart slurmctld when nodes were added or removed (a reconfigure cannot do that
+    /// before Slurm 23.02's dynamic nodes).
+    pub restart_command: Vec<String>,
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Layout {
+            conf_dir: PathBuf::from("/etc/slurm"),
+            controller_host: None,
+            controller_addr: None,
+            state_dir: None,
+            spool_dir: None,
+            log_dir: None,
+            run_dir: None,
+            slurm_user: None,
+            munge_socket: None,
+            ports: None,
+            power_programs: None,
+            extra: BTreeMap::new(),
+            restart_command: vec!["systemctl".into(), "restart".into(), "slurmctld".into()],
+        }
+    }
+}
+
+impl Layout {
+    /// Reads overrides from a JSON object (`{"conf_dir": "...", "ports": [6817, 6818], ...}`).
+    pub fn from_json(text: &str) -> Result<Layout, String> {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("layout is not JSON: {e}"))?;
+        let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
+        let mut l = Layout::default();
+        if let Some(d) = s("conf_dir") {
+            l.conf_dir = PathBuf::from(d);
+        }
+        l.controller_host = s("controller_host");
+        l.controller_addr = s("controller_addr");
+        l.state_dir = s("state_dir");
+        l.spool_dir = s("spool_dir");
+        l.log_dir = s("log_dir");
+        l.run_dir = s("run_dir");
+        l.slurm_user = s("slurm_user");
+        l.munge_socket = s("munge_socket");
+        l.ports = v.get("ports").and_then(|p| {
+            let a = p.get(0)?.as_u64().and_then(|x| u16::try_from(x).ok())?;
+            let b = p.get(1)?.as_u64().and_then(|x| u16::try_from(x).ok())?;
+            Some((a, b))
+        });
+        l.power_programs = v.get("power_programs").and_then(|p| {
+            Some((
+                p.get(0)?.as_str()?.to_string(),
+                p.get(1)?.as_str()?.to_string(),
+                p.get(2)?.as_str()?.to_string(),
+            ))
+        });
+        if let Some(cmd) = v.get("restart_command").and_then(|c| c.as_array()) {
+            l.restart_command = cmd.iter().filter_map(|x| x.as_str().map(str::to_string)).collect();
+        }
+        if let Some(extra) = v.get("extra").and_then(|e| e.as_object()) {
+            for (k, x) in extra {
+                let value = x
+                    .as_str()
+                    .ok_or_else(|| format!("layout extra {k}: values are strings"))?;
+                l.extra.insert(k.clone(), value.to_string());
+            }
+        }
+        Ok(l)
+    }
+
+    fn apply(&self, model: &mut Cluster) {
+        let set = |slot: &mut String, v: &Option<String>| {
+            if let Some(v) = v {
+                *slot = v.clone();
+            }
+        };
+        set(&mut model.controller_host, &self.controller_host);
+        if self.controller_addr.is_some() {
+            model.controller_addr = self.controller_addr.clone();
+        }
+        set(&mut model.state_dir, &self.state_dir);
+        set(&mut model.spool_dir, &self.spool_dir);
+        set(&mut model.log_dir, &self.log_dir);
+        set(&mut model.run_dir, &self.run_dir);
+        set(&mut model.slurm_user, &self.slurm_user);
+        if self.munge_socket.is_some() {
+            model.munge_socket = self.munge_socket.clone();
+        }
+        if self.ports.is_some() {
+            model.ports = self.ports;
+        }
+        if let Some((resume, suspend, fail)) = &self.power_programs {
+            model.power_save.resume_program = resume.clone();
+            model.power_save.suspend_program = suspend.clone();
+            model.power_save.resume_fail_program = fail.clone();
+        }
+        model.extra.extend(self.extra.clone());
+    }
+}
+
+/// What one reconcile did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The files already matched the desired state.
+    Unchanged,
+    /// New files installed; `reconfigured`/`restarted` say how a running slurmctld took them.
+    Applied { reconfigured: bool, restarted: bool },
+}
+
+/// The versions a reconcile worked from: cluster document and each partition's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Versions {
+    pub cluster: i64,
+    pub partitions: BTreeMap<String, i64>,
+}
+
+async fn read_state(aws: &Aws, cluster: &str) -> Result<(ClusterDoc, Vec<PartitionDoc>, Versions), String> {
+    let ssm = aws.ssm();
+    let param = ssm
+        .get(&cluster_param(cluster))
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| {
+            format!(
+                "cluster {cluster} has no published desired state ({})",
+                cluster_param(cluster)
+            )
+        })?;
+    let doc: ClusterDoc = serde_json::from_str(&param.value).map_err(|e| format!("{}: {e}", param.name))?;
+    let mut versions = Versions {
+        cluster: param.version,
+        ..Versions::default()
+    };
+    let mut parts = Vec::new();
+    for p in ssm.list(&partitions_path(cluster)).await.map_err(|e| e.to_string())? {
+        let d: PartitionDoc = serde_json::from_str(&p.value).map_err(|e| format!("{}: {e}", p.name))?;
+        versions.partitions.insert(d.name.clone(), p.version);
+        parts.push(d);
+    }
+    Ok((doc, parts, versions))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+/// Runs a throwaway slurmctld on the candidate (own ports, state and logs in a temp dir): a
+/// configuration it exits on within `grace` is refused with its `fatal:` lines.
+pub fn check_on_throwaway_controller(model: &Cluster, slurmctld: &Path, grace: Duration) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("hpc-node-check-{}-{}", std::process::id(), free_port()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for sub in ["state", "spool", "log", "run", "etc"] {
+        std::fs::create_dir_all(dir.join(sub)).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    let mut probe = model.clone();
+    let p = |s: &str| dir.join(s).display().to_string();
+    probe.state_dir = p("state");
+    probe.spool_dir = p("spool");
+    probe.log_dir = p("log");
+    probe.run_dir = p("run");
+    probe.ports = Some((free_port(), free_port()));
+    probe.accounting = slurm_model::Accounting::None;
+    let rendered = slurm_model::render_unvalidated(&probe);
+    let conf = dir.join("etc/slurm.conf");
+    for file in rendered.files() {
+        std::fs::write(dir.join("etc").join(file.name), file.contents)
+            .map_err(|e| format!("writing check files: {e}"))?;
+    }
+    let mut child = Command::new(slurmctld)
+        .args(["-D", "-i", "-f"])
+        .arg(&conf)
+        .env("SLURM_CONF", &conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting the check controller {}: {e}", slurmctld.display()))?;
+    let deadline = Instant::now() + grace;
+    let verdict = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    use std::io::Read as _;
+                    let _ = e.read_to_string(&mut err);
+                }
+                let fatal: Vec<&str> = err
+                    .lines()
+                    .filter(|l| l.contains("fatal") || l.contains("error"))
+                    .collect();
+                break Err(format!(
+                    "slurmctld refused the new configuration ({status}): {}",
+                    fatal.join(" | ")
+                ));
+            }
+            Ok(None) if Instant::now() >= deadline => break Ok(()),
+            Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => break Err(format!("waiting for the check controller: {e}")),
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    verdict
+}
+
+/// Writes files whose content differs, atomically (temp file + rename). Returns whether any changed.
+fn install(conf_dir: &Path, rendered: &slurm_model::Rendered) -> Result<bool, String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::create_dir_all(conf_dir).map_err(|e| format!("creating {}: {e}", conf_dir.display()))?;
+    let mut changed = false;
+    for file in rendered.files() {
+        let path = conf_dir.join(file.name);
+        if std::fs::read_to_string(&path).ok().as_deref() == Some(file.contents) {
+            continue;
+        }
+        let tmp = conf_dir.join(format!(".{}.new", file.name));
+        std::fs::write(&tmp, file.contents).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(file.mode))
+            .map_err(|e| format!("chmod {}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).map_err(|e| format!("installing {}: {e}", path.display()))?;
+        changed = true;
+    }
+    Ok(changed)
+}
+
+/// The node definitions of a slurm.conf: adding or removing nodes needs a restart.
+fn node_lines(conf: &str) -> Vec<&str> {
+    conf.lines()
+        .filter(|l| l.starts_with("NodeName=") || l.starts_with("SuspendExcNodes="))
+        .collect()
+}
+
+/// Whether slurmctld accepts connections (a quick TCP check: `scontrol ping` against a
+/// stopped controller waits out its message timeouts, about a minute).
+fn controller_listening(model: &Cluster) -> bool {
+    use std::net::ToSocketAddrs as _;
+    let host = model
+        .controller_addr
+        .clone()
+        .unwrap_or_else(|| model.controller_host.clone());
+    let port = model.ports.map(|p| p.0).unwrap_or(6817);
+    (host.as_str(), port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|addr| std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok())
+}
+
+/// Writes what was applied (or the error) where the provider and people can read it.
+async fn report(aws: &Aws, cluster: &str, versions: &Versions, error: Option<&str>) -> Result<(), String> {
+    let status = json!({
+        "cluster_version": versions.cluster,
+        "partition_versions": versions.partitions,
+        "error": error,
+        "at": crate::resume::now_s(),
+    });
+    aws.ssm()
+        .put(&format!("{}/status", cluster_prefix(cluster)), &status.to_string(), &[])
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// One reconcile pass. Errors in the desired state are reported and returned; the running
+/// configuration is not touched.
+pub async fn reconcile_once(aws: &Aws, cluster: &str, layout: &Layout, slurmctld: &Path) -> Result<Outcome, String> {
+    let (doc, parts, versions) = read_state(aws, cluster).await?;
+    let result = async {
+        let mut model = doc
+            .to_model(&parts)
+            .map_err(|e| format!("{}: {}", e.summary, e.detail))?;
+        layout.apply(&mut model);
+        let rendered = slurm_model::render(&model).map_err(|errors| {
+            errors
+                .iter()
+                .map(|e| format!("{}: {} ({})", e.path.join("."), e.summary, e.detail))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })?;
+        let conf = layout.conf_dir.join("slurm.conf");
+        let current = std::fs::read_to_string(&conf).ok();
+        if current.as_deref() == Some(rendered.slurm_conf.as_str()) {
+            return Ok(Outcome::Unchanged);
+        }
+        check_on_throwaway_controller(&model, slurmctld, Duration::from_secs(3))?;
+        let nodes_changed = node_lines(current.as_deref().unwrap_or("")) != node_lines(&rendered.slurm_conf);
+        let running = current.is_some() && controller_listening(&model);
+        install(&layout.conf_dir, &rendered)?;
+        if !running {
+            return Ok(Outcome::Applied {
+                reconfigured: false,
+                restarted: false,
+            });
+        }
+        if nodes_changed {
+            let (program, args) = layout
+                .restart_command
+                .split_first()
+                .ok_or("no restart_command in the layout")?;
+            let ok = Command::new(program).args(args).status().is_ok_and(|s| s.success());
+            if !ok {
+                return Err(format!("restarting slurmctld with {:?} failed", layout.restart_command));
+            }
+            return Ok(Outcome::Applied {
+                reconfigured: false,
+                restarted: true,
+            });
+        }
+        let reconfigured = Command::new("scontrol")
+            .arg("reconfigure")
+            .env("SLURM_CONF", &conf)
+            .status()
+            .is_ok_and(|s| s.success());
+        Ok(Outcome::Applied {
+            reconfigured,
+            restarted: false,
+        })
+    }
+    .await;
+    let error = result.as_ref().err().map(String::as_str);
+    report(aws, cluster, &versions, error).await?;
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_overrides_parse() {
+        let l =
+            Layout::from_json(r#"{"conf_dir": "/tmp/x", "ports": [7000, 7001], "extra": {"TaskPlugin": "task/none"}}"#)
+                .expect("layout");
+        assert_eq!(l.conf_dir, PathBuf::from("/tmp/x"));
+        assert_eq!(l.ports, Some((7000, 7001)));
+        assert_eq!(l.extra.get("TaskPlugin").map(String::as_str), Some("task/none"));
+        assert!(Layout::from_json("{\"extra\": {\"A\": 1}}").is_err());
+        assert!(Layout::from_json("nope").is_err());
+    }
+}

@@ -1,0 +1,291 @@
+//! Reconcile against real Slurm: the desired state in the emulator becomes a running
+//! slurmctld's configuration; a partition added there shows up in sinfo; a broken desired
+//! state is reported and leaves the running configuration alone.
+//!
+//! Needs root and Debian's slurmctld, slurm-client and munge (.ci/run installs them).
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use acceptance_tests::Emulator;
+use hpc_aws::{Aws, Settings};
+use serde_json::json;
+
+const PACKAGES: &str = "apt-get install slurmctld slurm-client munge";
+
+fn program(name: &str) -> PathBuf {
+    for dir in ["/usr/sbin", "/usr/bin", "/sbin", "/bin"] {
+        let p = Path::new(dir).join(name);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("{name} is not installed: this test runs real Slurm ({PACKAGES}; .ci/run does it)");
+}
+
+/// munged (a child) and slurmctld (a daemon found by its pid file), stopped on drop.
+struct Daemons {
+    munged: Child,
+    slurmctld_pid_file: PathBuf,
+}
+
+impl Drop for Daemons {
+    fn drop(&mut self) {
+        if let Ok(pid) = fs::read_to_string(&self.slurmctld_pid_file) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let _ = self.munged.kill();
+        let _ = self.munged.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+fn partition_doc(name: &str, max_time: &str) -> String {
+    json!({
+        "schema": 1, "cluster": "lab", "name": name,
+        "shapes": [{"instance_type": "c7i.2xlarge", "vcpus": 8, "cores": 4, "threads_per_core": 2,
+                    "memory_mib": 16384, "gpus": 0, "gpu_model": null, "gpu_memory_mib": null, "efa": false}],
+        "min_nodes": 0, "max_nodes": 4, "pools": [], "allocation_strategy": "prioritized",
+        "provision_timeout_s": 600, "ice_cooldown_s": 600, "max_time": max_time, "default_time": null,
+        "max_nodes_per_job": null, "min_nodes_per_job": null, "allow_accounts": [], "allow_groups": [],
+        "allow_qos": [], "priority_tier": null, "oversubscribe": null, "exclusive": false, "default": false,
+        "extra": {}, "ami_id": "ami-1", "root_volume_size": 100, "instance_profile_arn": null,
+        "user_data_extra": null, "tags": {}
+    })
+    .to_string()
+}
+
+fn cluster_doc() -> String {
+    json!({
+        "schema": 1, "name": "lab", "region": "us-east-1", "slurm_version": "22.05",
+        "scaledown_idletime_s": 600, "resume_timeout_s": 600,
+        "accounting": {"mode": "none", "host": null, "port": null, "user": null, "database": null, "password_secret_arn": null},
+        "munge_key_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:hpcforge/lab/munge-key",
+        "security_group_ids": [], "vpc_id": "vpc-1", "extra": {}, "users": [], "mfa_pam_module": null,
+        "mfa_config": null, "mounts": [], "home": "head_node", "home_efs_id": null, "subnet_id": "subnet-1",
+        "head_node": {"ami_id": "ami-1", "instance_type": "c7i.2xlarge", "root_volume_size": 100,
+                      "root_volume_type": "gp3", "root_volume_encrypted": true, "key_name": null,
+                      "allowed_ssh_cidrs": [], "instance_profile_arn": null},
+        "login_count": 0, "login_instance_type": "c7i.xlarge", "tags": {},
+        "max_hourly_cost": null, "max_gpus": null
+    })
+    .to_string()
+}
+
+fn sinfo_partitions(conf: &Path) -> String {
+    let out = Command::new(program("sinfo"))
+        .args(["-h", "-o", "%R"])
+        .env("SLURM_CONF", conf)
+        .output()
+        .expect("sinfo");
+    let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.dedup();
+    names.join(",")
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {}s",
+            timeout.as_secs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn desired_state_becomes_the_running_slurm_config_and_bad_state_is_refused() {
+    let (slurmctld, munged, scontrol) = (program("slurmctld"), program("munged"), program("scontrol"));
+    let emu = Emulator::start();
+    std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+    let endpoints = [("ssm".to_string(), emu.url())].into_iter().collect();
+    let aws = Aws::connect(&Settings {
+        region: Some("us-east-1".into()),
+        endpoints,
+        ..Settings::default()
+    })
+    .await
+    .expect("connect");
+
+    let dir = std::env::temp_dir().join(format!("hpc-node-reconcile-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    for sub in ["state", "spool", "log", "run", "etc"] {
+        fs::create_dir_all(dir.join(sub)).expect("dirs");
+    }
+    let key = dir.join("munge.key");
+    fs::write(&key, hpc_aws::secrets::random_bytes(1024).expect("random")).expect("key");
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o400)).expect("chmod key");
+    let socket = dir.join("munge.sock");
+    let daemons = Daemons {
+        slurmctld_pid_file: dir.join("run/slurmctld.pid"),
+        munged: Command::new(&munged)
+            .arg("--foreground")
+            .arg(format!("--socket={}", socket.display()))
+            .arg(format!("--key-file={}", key.display()))
+            .arg(format!("--pid-file={}", dir.join("munged.pid").display()))
+            .arg(format!("--seed-file={}", dir.join("munged.seed").display()))
+            .arg(format!("--log-file={}", dir.join("log/munged.log").display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("munged"),
+    };
+    wait_for("munged socket", Duration::from_secs(10), || socket.exists());
+
+    let p = |s: &str| dir.join(s).display().to_string();
+    let layout = json!({
+        "conf_dir": p("etc"), "controller_host": "localhost", "controller_addr": "127.0.0.1",
+        "state_dir": p("state"), "spool_dir": p("spool"), "log_dir": p("log"), "run_dir": p("run"),
+        "slurm_user": "root", "munge_socket": socket.display().to_string(), "ports": [free_port(), free_port()],
+        "power_programs": ["/bin/true", "/bin/true", "/bin/true"],
+                "extra": {"ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/none", "MailProg": "/bin/true"},
+        "restart_command": [p("restart-slurmctld")]
+    });
+    // What systemctl restart does on a head node: stop the daemon, start it with its state.
+    let conf = dir.join("etc/slurm.conf");
+    fs::write(
+        dir.join("restart-slurmctld"),
+        format!(
+            "#!/bin/sh\npid=$(cat {run}/slurmctld.pid)\nkill $pid\nwhile kill -0 $pid 2>/dev/null; do sleep 0.1; done\nSLURM_CONF={conf} exec {ctld} -f {conf}\n",
+            run = p("run"),
+            conf = conf.display(),
+            ctld = slurmctld.display()
+        ),
+    )
+    .expect("restart script");
+    fs::set_permissions(dir.join("restart-slurmctld"), fs::Permissions::from_mode(0o755)).expect("chmod script");
+    fs::write(dir.join("layout.json"), layout.to_string()).expect("layout");
+    let ssm = aws.ssm();
+    ssm.put("/hpcforge/clusters/lab/cluster", &cluster_doc(), &[])
+        .await
+        .expect("publish cluster");
+    ssm.put(
+        "/hpcforge/clusters/lab/partitions/cpu",
+        &partition_doc("cpu", "1-00:00:00"),
+        &[],
+    )
+    .await
+    .expect("publish cpu");
+
+    let reconcile = || {
+        Command::new(env!("CARGO_BIN_EXE_hpc-node"))
+            .args([
+                "reconcile",
+                "--once",
+                "--cluster",
+                "lab",
+                "--region",
+                "us-east-1",
+                "--layout",
+            ])
+            .arg(dir.join("layout.json"))
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_ENDPOINT_URL", emu.url())
+            .env("HPC_NODE_SLURMCTLD", &slurmctld)
+            .output()
+            .expect("run hpc-node reconcile")
+    };
+    let out = reconcile();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        fs::read_to_string(&conf).is_ok_and(|c| c.contains("PartitionName=cpu")),
+        "slurm.conf installed"
+    );
+    let started = Command::new(&slurmctld)
+        .args(["-i", "-f"])
+        .arg(&conf)
+        .env("SLURM_CONF", &conf)
+        .status();
+    assert!(started.is_ok_and(|s| s.success()), "slurmctld daemonized");
+    wait_for("slurmctld", Duration::from_secs(20), || {
+        Command::new(&scontrol)
+            .arg("ping")
+            .env("SLURM_CONF", &conf)
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("is UP"))
+    });
+    assert_eq!(sinfo_partitions(&conf), "cpu");
+
+    // A partition added to the desired state is reconciled into the live controller.
+    ssm.put(
+        "/hpcforge/clusters/lab/partitions/gpu",
+        &partition_doc("gpu", "2-00:00:00"),
+        &[],
+    )
+    .await
+    .expect("publish gpu");
+    let started = Instant::now();
+    let out = reconcile();
+    let log = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        out.status.success() && log.contains("restarted: true"),
+        "new nodes need a restart in 22.05: {log}"
+    );
+    wait_for("gpu in sinfo", Duration::from_secs(10), || {
+        sinfo_partitions(&conf) == "cpu,gpu"
+    });
+    eprintln!("partition visible in sinfo {:?} after publishing", started.elapsed());
+    let status = ssm
+        .get("/hpcforge/clusters/lab/status")
+        .await
+        .expect("status")
+        .expect("status written");
+    assert!(
+        status.value.contains("\"error\":null") && status.value.contains("\"gpu\":1"),
+        "{}",
+        status.value
+    );
+
+    // A broken desired state is refused: reported, and the running configuration kept.
+    let before = fs::read_to_string(&conf).expect("conf");
+    ssm.put(
+        "/hpcforge/clusters/lab/partitions/bad",
+        &partition_doc("bad", "forever"),
+        &[],
+    )
+    .await
+    .expect("publish bad");
+    let out = reconcile();
+    let log = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success() && log.contains("kept the running configuration"),
+        "{log}"
+    );
+    assert_eq!(fs::read_to_string(&conf).expect("conf"), before, "slurm.conf untouched");
+    let status = ssm
+        .get("/hpcforge/clusters/lab/status")
+        .await
+        .expect("status")
+        .expect("status");
+    assert!(
+        status.value.contains("forever"),
+        "the error names the bad value: {}",
+        status.value
+    );
+    assert_eq!(
+        sinfo_partitions(&conf),
+        "cpu,gpu",
+        "slurmctld still serves the old configuration"
+    );
+
+    drop(daemons);
+    let _ = fs::remove_dir_all(&dir);
+}
