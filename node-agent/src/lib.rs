@@ -8,6 +8,7 @@
 //!
 //! Still to come (issue 5): time-based failover, orphan sweep, health checks and Lustre eviction.
 
+pub mod guardrail;
 pub mod hostlist;
 pub mod reconcile;
 pub mod resume;

@@ -6,7 +6,8 @@ use std::process::{Command, ExitCode};
 
 use hpc_aws::ec2::Ec2;
 use hpc_aws::{Aws, Settings};
-use hpc_desired_state::{partitions_path, PartitionDoc, PoolDoc};
+use hpc_desired_state::{cluster_param, partitions_path, ClusterDoc, PartitionDoc, PoolDoc};
+use hpc_node::guardrail::Budget;
 use hpc_node::hostlist;
 use hpc_node::reconcile::{reconcile_once, Layout, Outcome};
 use hpc_node::resume::{group_nodes, launch_group, now_s, Cooldowns, PoolClients};
@@ -107,11 +108,33 @@ async fn resume(args: &Args, aws: &Aws) -> Result<(), String> {
     let mut cooldowns = Cooldowns::load(&args.state_dir.join("cooldowns.json"));
     let now = now_s();
     let clients = Regions { aws: aws.clone() };
-    let mut down: Vec<String> = unknown;
+    let mut down: Vec<(String, String)> = unknown
+        .into_iter()
+        .map(|n| (n, "hpc-node: not a node of this cluster".into()))
+        .collect();
+    let mut budget = budget(aws, &args.cluster, &docs).await?;
     for group in &groups {
         let Some(doc) = docs.iter().find(|d| d.name == group.partition) else {
             continue;
         };
+        let Some(shape) = doc.shapes.iter().find(|s| s.instance_type == group.instance_type) else {
+            continue;
+        };
+        let (fit, refused) = budget.admit(shape, group.nodes.len());
+        let mut group = group.clone();
+        if let Some(why) = refused {
+            eprintln!(
+                "hpc-node: guardrail: {} {}: {why}",
+                group.partition, group.instance_type
+            );
+            for n in group.nodes.split_off(fit) {
+                down.push((n, "hpc-node: cluster cost guardrail".into()));
+            }
+        }
+        if group.nodes.is_empty() {
+            continue;
+        }
+        let group = &group;
         let outcome = launch_group(&clients, &args.cluster, doc, group, &mut cooldowns, now)
             .await
             .map_err(|e| e.to_string())?;
@@ -155,15 +178,28 @@ async fn resume(args: &Args, aws: &Aws) -> Result<(), String> {
                 ]);
             }
         }
-        down.extend(outcome.unplaced);
+        down.extend(
+            outcome
+                .unplaced
+                .into_iter()
+                .map(|n| (n, "hpc-node: no capacity in any pool".into())),
+        );
     }
-    if !down.is_empty() {
-        eprintln!("hpc-node: no capacity for {} node(s): {}", down.len(), down.join(","));
+    let mut by_reason: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
+    for (node, reason) in down {
+        by_reason.entry(reason).or_default().push(node);
+    }
+    for (reason, nodes) in by_reason {
+        eprintln!(
+            "hpc-node: setting {} node(s) down ({reason}): {}",
+            nodes.len(),
+            nodes.join(",")
+        );
         scontrol(&[
             "update".into(),
-            format!("nodename={}", down.join(",")),
+            format!("nodename={}", nodes.join(",")),
             "state=down".into(),
-            "reason=hpc-node: no capacity in any pool".into(),
+            format!("reason={reason}"),
         ]);
     }
     cooldowns
@@ -197,6 +233,34 @@ async fn reconcile(args: &Args, aws: &Aws) -> Result<(), String> {
         }
         tokio::time::sleep(std::time::Duration::from_secs(args.interval_s.max(1))).await;
     }
+}
+
+/// What the cluster may still launch, from its published limits and the compute nodes running now.
+async fn budget(aws: &Aws, cluster: &str, docs: &[PartitionDoc]) -> Result<Budget, String> {
+    let doc = match aws
+        .ssm()
+        .get(&cluster_param(cluster))
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        Some(p) => serde_json::from_str::<ClusterDoc>(&p.value).map_err(|e| format!("{}: {e}", p.name))?,
+        None => ClusterDoc::default(),
+    };
+    let shapes: std::collections::BTreeMap<String, hpc_desired_state::ShapeDoc> = docs
+        .iter()
+        .flat_map(|d| d.shapes.iter().map(|s| (s.instance_type.clone(), s.clone())))
+        .collect();
+    let running = aws
+        .ec2()
+        .instances_tagged("hpcforge:cluster", cluster)
+        .await
+        .map_err(|e| e.to_string())?;
+    let types: Vec<String> = running
+        .into_iter()
+        .filter(|i| i.tags.iter().any(|(k, _)| k == "hpcforge:partition"))
+        .map(|i| i.instance_type)
+        .collect();
+    Ok(Budget::new(&doc, &types, &shapes))
 }
 
 async fn suspend(args: &Args, aws: &Aws) -> Result<(), String> {

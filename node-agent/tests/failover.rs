@@ -199,8 +199,8 @@ async fn the_binary_resumes_and_suspends_nodes_from_the_published_partition() {
     );
     assert!(log.contains("pool 1: asked 2, launched 2"), "{log}");
     assert!(
-        log.contains("no capacity for 1 node(s): nope-1"),
-        "unknown nodes are set down: {log}"
+        log.contains("setting 1 node(s) down (hpc-node: not a node of this cluster): nope-1"),
+        "{log}"
     );
     let tagged = aws
         .ec2()
@@ -239,5 +239,72 @@ async fn the_binary_resumes_and_suspends_nodes_from_the_published_partition() {
         .output()
         .expect("run");
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--cluster is required"));
+    let _ = std::fs::remove_dir_all(state);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_past_the_gpu_guardrail_launches_what_fits_and_refuses_the_rest() {
+    let emu = Emulator::start();
+    let aws = connect(&emu).await;
+    let doc = partition(&aws, &emu).await;
+    let ssm = aws.ssm();
+    ssm.put(
+        "/hpcforge/clusters/c/partitions/gpu",
+        &serde_json::to_string(&doc).expect("json"),
+        &[],
+    )
+    .await
+    .expect("publish");
+    let cluster = hpc_desired_state::ClusterDoc {
+        name: "c".into(),
+        max_gpus: Some(16),
+        ..Default::default()
+    };
+    ssm.put(
+        "/hpcforge/clusters/c/cluster",
+        &serde_json::to_string(&cluster).expect("json"),
+        &[],
+    )
+    .await
+    .expect("publish");
+    let state = std::env::temp_dir().join(format!("hpc-node-guard-{}", std::process::id()));
+    let run = |hosts: &str| {
+        Command::new(env!("CARGO_BIN_EXE_hpc-node"))
+            .args([
+                "resume",
+                hosts,
+                "--cluster",
+                "c",
+                "--region",
+                "us-east-1",
+                "--state-dir",
+            ])
+            .arg(&state)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_ENDPOINT_URL", emu.url())
+            .output()
+            .expect("run hpc-node")
+    };
+    // 16 GPUs allowed: one 8-GPU node runs, a resume of three more fits only one.
+    let out = run("gpu-p5-48xl-1");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run("gpu-p5-48xl-[2-4]");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("2 of 3 node(s) refused: max_gpus_per_cluster 16: 8 GPU(s) left, 8 per p5.48xlarge node"),
+        "{log}"
+    );
+    assert!(
+        log.contains("setting 2 node(s) down (hpc-node: cluster cost guardrail): gpu-p5-48xl-3,gpu-p5-48xl-4"),
+        "{log}"
+    );
+    let running = aws
+        .ec2()
+        .instances_tagged("hpcforge:cluster", "c")
+        .await
+        .expect("instances");
+    assert_eq!(running.len(), 2, "{running:?}");
     let _ = std::fs::remove_dir_all(state);
 }

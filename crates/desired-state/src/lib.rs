@@ -28,7 +28,7 @@ pub fn partition_param(cluster: &str, partition: &str) -> String {
     format!("{}/{partition}", partitions_path(cluster))
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AccountingDoc {
     /// `none`, `local` or `external`.
     pub mode: String,
@@ -58,7 +58,7 @@ pub struct MountDoc {
 }
 
 /// How the head node is built (also what an import reads back).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeadNodeDoc {
     pub ami_id: String,
     pub instance_type: String,
@@ -71,7 +71,7 @@ pub struct HeadNodeDoc {
 }
 
 /// The cluster-wide document.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterDoc {
     pub schema: u32,
     pub name: String,
@@ -99,6 +99,9 @@ pub struct ClusterDoc {
     pub tags: BTreeMap<String, String>,
     pub max_hourly_cost: Option<String>,
     pub max_gpus: Option<u64>,
+    /// USD/hour of the head and login nodes, counted against `max_hourly_cost`.
+    #[serde(default)]
+    pub fixed_hourly_cost: Option<String>,
 }
 
 /// One capacity pool of a partition: where to launch, tried in order.
@@ -124,6 +127,10 @@ pub struct ShapeDoc {
     pub gpu_model: Option<String>,
     pub gpu_memory_mib: Option<u64>,
     pub efa: bool,
+    /// On-demand USD/hour the provider priced this type at (decimal text), for the agent's
+    /// run-time cost guardrail; absent when unknown.
+    #[serde(default)]
+    pub hourly_price: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -272,6 +272,7 @@ fn doc_of(v: &Value, clients_region: &str, munge_arn: &str, password_arn: Option
             .collect(),
         max_hourly_cost: None,
         max_gpus: None,
+        fixed_hourly_cost: None,
     }
 }
 
@@ -1086,6 +1087,10 @@ async fn publish(
     let mut doc = doc_of(state, &clients.aws.region, munge, password_arn);
     doc.max_hourly_cost = clients.limits.max_hourly_cost_per_cluster.map(|c| format!("{c:.2}"));
     doc.max_gpus = clients.limits.max_gpus_per_cluster;
+    doc.fixed_hourly_cost = match fixed_cost(state, &clients.price_overrides) {
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    };
     let json = serde_json::to_string(&doc)
         .map_err(|e| Diagnostics::from(Diagnostic::error("Cannot encode desired state", e.to_string())))?;
     let version = clients

@@ -144,6 +144,7 @@ fn shape_of(t: &InstanceTypeInfo, efa: bool) -> ShapeDoc {
         gpu_model: t.gpu_model.clone(),
         gpu_memory_mib: t.gpu_memory_mib,
         efa: efa && t.efa_supported,
+        hourly_price: None,
     }
 }
 
@@ -277,44 +278,15 @@ fn slurm_checks(doc: &PartitionDoc) -> Diagnostics {
     let cluster = ClusterDoc {
         schema: SCHEMA,
         name: "check".into(),
-        region: String::new(),
         slurm_version: "24.11".into(),
         scaledown_idletime_s: 600,
         resume_timeout_s: 600,
         accounting: desired_state::AccountingDoc {
             mode: "none".into(),
-            host: None,
-            port: None,
-            user: None,
-            database: None,
-            password_secret_arn: None,
+            ..Default::default()
         },
-        munge_key_secret_arn: String::new(),
-        security_group_ids: vec![],
-        vpc_id: String::new(),
-        extra: BTreeMap::new(),
-        users: vec![],
-        mfa_pam_module: None,
-        mfa_config: None,
-        mounts: vec![],
         home: "head_node".into(),
-        home_efs_id: None,
-        subnet_id: String::new(),
-        head_node: desired_state::HeadNodeDoc {
-            ami_id: String::new(),
-            instance_type: String::new(),
-            root_volume_size: 0,
-            root_volume_type: String::new(),
-            root_volume_encrypted: true,
-            key_name: None,
-            allowed_ssh_cidrs: vec![],
-            instance_profile_arn: None,
-        },
-        login_count: 0,
-        login_instance_type: String::new(),
-        tags: BTreeMap::new(),
-        max_hourly_cost: None,
-        max_gpus: None,
+        ..ClusterDoc::default()
     };
     let mut probe = doc.clone();
     if probe.shapes.is_empty() {
@@ -329,6 +301,7 @@ fn slurm_checks(doc: &PartitionDoc) -> Diagnostics {
             gpu_model: None,
             gpu_memory_mib: None,
             efa: false,
+            hourly_price: None,
         }];
     }
     match cluster.to_model(std::slice::from_ref(&probe)) {
@@ -1068,7 +1041,11 @@ async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome
         }
         state.set_attr("launch_template_ids", of_map(&lts));
         state.set_attr("placement_group_names", of_list(Some(&pgs)));
-        let doc = doc_of(&state, &cluster, &infos, &clients.aws.region);
+        let mut doc = doc_of(&state, &cluster, &infos, &clients.aws.region);
+        for shape in &mut doc.shapes {
+            shape.hourly_price =
+                pricing::on_demand_price(&shape.instance_type, &clients.price_overrides).map(|p| format!("{p:.4}"));
+        }
         let json = serde_json::to_string(&doc)
             .map_err(|e| Diagnostics::from(Diagnostic::error("Cannot encode desired state", e.to_string())))?;
         let version = clients
