@@ -102,6 +102,13 @@ fn schema() -> Schema {
             Attribute::optional("ice_cooldown", Type::String)
                 .description("How long a pool that reported no capacity is skipped. Default `10m`.")
                 .default(Value::string("10m")),
+                        Attribute::optional("wait_for_apply", Type::Bool)
+                .description(
+                    "After publishing, wait (within the create/update timeout) until the cluster's node agent reports \
+                     this version applied to Slurm, and fail with the agent's error if it refused it. Skipped, with a \
+                     warning, while no agent has reported for the cluster. Default true.",
+                )
+                .default(Value::Bool(true)),
             Attribute::optional("tags", Type::map(Type::String)).description("Tags of launch templates, placement groups and instances."),
             computed("tags_all", Type::map(Type::String), "`tags` merged over the provider's `default_tags`."),
             computed("node_names", Type::list(Type::String), "Slurm node names, one host list per instance type."),
@@ -956,7 +963,7 @@ async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome
     let name = string(planned.attr("name")).unwrap_or_default();
     let mut state = planned.clone();
     state.set_attr("id", Value::string(format!("{cluster}/{name}")));
-    let result: Result<(), Diagnostics> = async {
+    let result: Result<i64, Diagnostics> = async {
         let (cdoc, _) = cluster_doc(clients, &cluster)
             .await?
             .ok_or_else(|| cluster_missing(&cluster))?;
@@ -1063,17 +1070,84 @@ async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome
                 .await
                 .map_err(|e| aws_diag("Cannot remove old launch templates", &e))?;
         }
-        Ok(())
+        Ok(version)
     }
     .await;
+    let op = if prior.is_null() { "create" } else { "update" };
+    let result = match result {
+        Ok(version) if boolean(planned.attr("wait_for_apply")).unwrap_or(true) => {
+            let timeout = timeouts::get(&planned, op, APPLY_TIMEOUT);
+            match wait_applied(&ctx, clients, &cluster, &name, version, timeout).await {
+                Ok(warning) => Ok(warning),
+                // Published but refused (or not applied in time): the new document is what exists.
+                Err(d) => return ApplyOutcome::failed(state, d),
+            }
+        }
+        Ok(_) => Ok(None),
+        Err(d) => Err(d),
+    };
     match result {
-        Ok(()) => ApplyOutcome::ok(state),
+        Ok(None) => ApplyOutcome::ok(state),
+        Ok(Some(warning)) => ApplyOutcome {
+            state,
+            diagnostics: warning.into(),
+        },
         Err(d) if prior.is_null() => {
             // Record what exists so nothing leaks; Terraform taints it.
             let made = !state.attr("launch_template_ids").is_unknown() && !state.attr("launch_template_ids").is_null();
             ApplyOutcome::failed(if made { state } else { Value::Null }, d)
         }
         Err(d) => ApplyOutcome::failed(prior, d),
+    }
+}
+
+/// Waits until the cluster's agent reports `version` of this partition applied. No report at
+/// all (no agent yet) is a warning, not a wait.
+async fn wait_applied(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    cluster: &str,
+    name: &str,
+    version: i64,
+    timeout: Duration,
+) -> Result<Option<Diagnostic>, Diagnostics> {
+    let status = format!("{}/status", desired_state::cluster_prefix(cluster));
+    let ssm = clients.ssm.clone();
+    if ssm
+        .get(&status)
+        .await
+        .map_err(|e| aws_diag("Cannot read the agent's status", &e))?
+        .is_none()
+    {
+        return Ok(Some(Diagnostic::warning(
+            format!("not waiting for cluster {cluster}'s node agent"),
+            format!("No agent has reported to {status} yet (the head node may still be booting); partition {name} is published and will be applied when it starts."),
+        )));
+    }
+    let what = format!("cluster {cluster}'s node agent to apply partition {name} version {version}");
+    let poll = hpc_aws::wait::until(&what, timeout, hpc_aws::wait::Backoff::default(), || {
+        let ssm = ssm.clone();
+        let status = status.clone();
+        async move {
+            let Some(p) = ssm.get(&status).await? else {
+                return Ok(hpc_aws::wait::Poll::Pending("no report".into()));
+            };
+            let v: serde_json::Value = serde_json::from_str(&p.value).unwrap_or_default();
+            let seen = v["partition_versions"][name].as_i64().unwrap_or(0);
+            if seen < version {
+                return Ok(hpc_aws::wait::Poll::Pending(format!("agent at version {seen}")));
+            }
+            Ok(hpc_aws::wait::Poll::Done(v["error"].as_str().map(str::to_string)))
+        }
+    });
+    match or_stop(ctx, "waiting for the node agent", poll).await {
+        Ok(None) => Ok(None),
+        Ok(Some(error)) => Err(Diagnostic::error(
+            format!("the node agent refused partition {name}"),
+            format!("Slurm keeps its previous configuration. The agent reported: {error}"),
+        )
+        .into()),
+        Err(e) => Err(aws_diag("The node agent did not apply the partition", &e)),
     }
 }
 
