@@ -12,7 +12,7 @@ status=0
 (cd "$root/acceptance-tests/emulator" && .venv/bin/python -m pytest -q -p no:cacheprovider) 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
-(cd "$root" && HPC_PROVIDER_DIR="$provider_dir" cargo test --workspace --lib --bins --tests 2>&1) | tee -a "$log"
+(cd "$root" && HPC_PROVIDER_DIR="$provider_dir" cargo test --workspace --no-fail-fast --lib --bins --tests 2>&1) | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 # cargo: "test result: ok. 35 passed; 0 failed; ..."   pytest: "38 passed in 21.2s" / "1 failed, 37 passed in ..."
