@@ -162,7 +162,7 @@ async fn resume(args: &Args, aws: &Aws) -> Result<(), String> {
         for p in &outcome.placed {
             let ec2 = clients.ec2_for(&doc.pools[p.pool]);
             ec2.retag(
-                &[p.instance.id.clone()],
+                std::slice::from_ref(&p.instance.id),
                 &[],
                 &[("hpcforge:node".to_string(), p.node.clone())],
             )
