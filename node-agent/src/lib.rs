@@ -12,3 +12,4 @@ pub mod guardrail;
 pub mod hostlist;
 pub mod reconcile;
 pub mod resume;
+pub mod sweep;

@@ -12,7 +12,7 @@ use hpc_node::hostlist;
 use hpc_node::reconcile::{reconcile_once, Layout, Outcome};
 use hpc_node::resume::{group_nodes, launch_group, now_s, Cooldowns, PoolClients};
 
-const USAGE: &str = "usage: hpc-node resume|suspend <hostlist> --cluster NAME [--region REGION] [--state-dir DIR]\n       hpc-node reconcile --cluster NAME [--region REGION] [--layout FILE] [--once] [--interval SECONDS]";
+const USAGE: &str = "usage: hpc-node resume|suspend <hostlist> --cluster NAME [--region REGION] [--state-dir DIR]\n       hpc-node reconcile --cluster NAME [--region REGION] [--layout FILE] [--once] [--interval SECONDS]\n       hpc-node sweep --cluster NAME [--region REGION]";
 
 struct Args {
     command: String,
@@ -28,7 +28,7 @@ struct Args {
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let command = it.next().ok_or(USAGE)?;
-    let hosts = if command == "reconcile" {
+    let hosts = if command == "reconcile" || command == "sweep" {
         String::new()
     } else {
         it.next().ok_or(USAGE)?
@@ -235,6 +235,52 @@ async fn reconcile(args: &Args, aws: &Aws) -> Result<(), String> {
     }
 }
 
+/// Slurm's view of a node: whether it is powered down (None when scontrol cannot say).
+fn slurm_powered_down(node: &str) -> Option<bool> {
+    let out = Command::new("scontrol")
+        .args(["show", "node", node, "-o"])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let state = text.split_whitespace().find_map(|f| f.strip_prefix("State="))?;
+    Some(state.contains("POWERED_DOWN") || state.contains("POWER_DOWN"))
+}
+
+/// Terminates the cluster's compute instances Slurm has no use for.
+async fn sweep(args: &Args, aws: &Aws) -> Result<(), String> {
+    let docs = partitions(aws, &args.cluster).await?;
+    let known = hpc_node::sweep::known_nodes(&docs);
+    let now = i64::try_from(now_s()).unwrap_or(i64::MAX);
+    let mut regions: BTreeSet<String> = docs
+        .iter()
+        .flat_map(|d| d.pools.iter().map(|p| p.region.clone()))
+        .collect();
+    regions.insert(aws.region.clone());
+    for region in regions {
+        let ec2 = if region == aws.region {
+            aws.ec2()
+        } else {
+            aws.ec2_in(&region)
+        };
+        let instances = ec2
+            .instances_tagged("hpcforge:cluster", &args.cluster)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut orphans = Vec::new();
+        for i in &instances {
+            if let Some(why) = hpc_node::sweep::orphan_reason(i, &known, now, slurm_powered_down) {
+                eprintln!("hpc-node: orphan {} in {region}: {why}", i.id);
+                orphans.push(i.id.clone());
+            }
+        }
+        ec2.request_termination(&orphans).await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// What the cluster may still launch, from its published limits and the compute nodes running now.
 async fn budget(aws: &Aws, cluster: &str, docs: &[PartitionDoc]) -> Result<Budget, String> {
     let doc = match aws
@@ -321,6 +367,7 @@ fn main() -> ExitCode {
             "resume" => resume(&args, &aws).await,
             "suspend" => suspend(&args, &aws).await,
             "reconcile" => reconcile(&args, &aws).await,
+            "sweep" => sweep(&args, &aws).await,
             other => Err(format!("unknown command {other:?}\n{USAGE}")),
         }
     });

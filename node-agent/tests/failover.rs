@@ -308,3 +308,54 @@ async fn a_resume_past_the_gpu_guardrail_launches_what_fits_and_refuses_the_rest
     assert_eq!(running.len(), 2, "{running:?}");
     let _ = std::fs::remove_dir_all(state);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_terminates_instances_of_nodes_the_desired_state_dropped() {
+    let emu = Emulator::start();
+    let aws = connect(&emu).await;
+    let mut doc = partition(&aws, &emu).await;
+    let ssm = aws.ssm();
+    let param = "/hpcforge/clusters/c/partitions/gpu";
+    ssm.put(param, &serde_json::to_string(&doc).expect("json"), &[])
+        .await
+        .expect("publish");
+    let state = std::env::temp_dir().join(format!("hpc-node-sweep-{}", std::process::id()));
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_hpc-node"))
+            .args(args)
+            .args(["--cluster", "c", "--region", "us-east-1", "--state-dir"])
+            .arg(&state)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_ENDPOINT_URL", emu.url())
+            .output()
+            .expect("run hpc-node")
+    };
+    assert!(run(&["resume", "gpu-p5-48xl-[1-2]"]).status.success());
+    // The partition shrinks to one node: gpu-p5-48xl-2 has no place in Slurm any more.
+    doc.max_nodes = 1;
+    ssm.put(param, &serde_json::to_string(&doc).expect("json"), &[])
+        .await
+        .expect("publish");
+    let out = run(&["sweep"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("node gpu-p5-48xl-2 is not in the desired state"), "{log}");
+    let left = aws
+        .ec2()
+        .instances_tagged("hpcforge:cluster", "c")
+        .await
+        .expect("instances");
+    let alive: Vec<String> = left
+        .iter()
+        .filter(|i| i.state == "running" || i.state == "pending")
+        .flat_map(|i| {
+            i.tags
+                .iter()
+                .filter(|(k, _)| k == "hpcforge:node")
+                .map(|(_, v)| v.clone())
+        })
+        .collect();
+    assert_eq!(alive, vec!["gpu-p5-48xl-1"], "{left:?}");
+    let _ = std::fs::remove_dir_all(state);
+}

@@ -102,6 +102,8 @@ pub struct InstanceInfo {
     pub subnet_id: Option<String>,
     pub instance_type: String,
     pub tags: Vec<(String, String)>,
+    /// Launch time, unix seconds (0 when EC2 did not say).
+    pub launched_at: i64,
 }
 
 /// One launch choice of an instant fleet: a launch template (which fixes the instance type's
@@ -1483,6 +1485,7 @@ fn instance_info(i: &aws_sdk_ec2::types::Instance) -> InstanceInfo {
         subnet_id: i.subnet_id().map(str::to_string),
         instance_type: i.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
         tags: instance_tags(i),
+        launched_at: i.launch_time().map(|t| t.secs()).unwrap_or(0),
     }
 }
 

@@ -799,8 +799,12 @@ fn value_of_doc(doc: &PartitionDoc, version: i64, prior: &Value, default_tags: &
     set(&mut v, "exclusive", Value::Bool(doc.exclusive));
     set(&mut v, "default", Value::Bool(doc.default));
     set(&mut v, "desired_state_version", Value::int(version));
-        set(&mut v, "ami_id", Value::string(&doc.ami_id));
-    let wait = if prior.attr("wait_for_apply").is_null() { Value::Bool(true) } else { prior.attr("wait_for_apply").clone() };
+    set(&mut v, "ami_id", Value::string(&doc.ami_id));
+    let wait = if prior.attr("wait_for_apply").is_null() {
+        Value::Bool(true)
+    } else {
+        prior.attr("wait_for_apply").clone()
+    };
     set(&mut v, "wait_for_apply", wait);
     set(&mut v, "root_volume_size", Value::int(i64::from(doc.root_volume_size)));
     set(

@@ -1,0 +1,88 @@
+//! The orphan sweep: instances tagged for the cluster that Slurm has no use for are
+//! terminated. An instance is an orphan when its node name is not in the desired state any
+//! more (partition removed or shrunk), when it never got a node name (a resume that died
+//! between launch and tagging) and is older than a grace period, or when Slurm reports its
+//! node powered down.
+
+use std::collections::BTreeSet;
+
+use hpc_aws::ec2::InstanceInfo;
+use hpc_desired_state::PartitionDoc;
+
+/// Seconds an untagged instance may exist before it counts as an orphan.
+pub const UNTAGGED_GRACE_S: i64 = 600;
+
+/// Every node name the desired state defines.
+pub fn known_nodes(partitions: &[PartitionDoc]) -> BTreeSet<String> {
+    partitions
+        .iter()
+        .flat_map(|p| p.to_model().node_sets)
+        .flat_map(|s| (1..=s.max_nodes).map(move |n| slurm_model::node_name(&s.name, n)))
+        .collect()
+}
+
+/// Why `instance` is an orphan, or None. `powered_down` says whether Slurm reports a node
+/// powered down (None when Slurm could not be asked).
+pub fn orphan_reason(
+    instance: &InstanceInfo,
+    known: &BTreeSet<String>,
+    now: i64,
+    powered_down: impl Fn(&str) -> Option<bool>,
+) -> Option<String> {
+    if !instance.tags.iter().any(|(k, _)| k == "hpcforge:partition") {
+        return None; // head and login nodes are the cluster's, not the agent's
+    }
+    let node = instance
+        .tags
+        .iter()
+        .find(|(k, _)| k == "hpcforge:node")
+        .map(|(_, v)| v.as_str());
+    match node {
+        None if instance.launched_at > 0 && now - instance.launched_at > UNTAGGED_GRACE_S => {
+            Some(format!("never got a node name in {}s", now - instance.launched_at))
+        }
+        None => None,
+        Some(n) if !known.contains(n) => Some(format!("node {n} is not in the desired state")),
+        Some(n) if powered_down(n) == Some(true) => Some(format!("Slurm has node {n} powered down")),
+        Some(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instance(tags: &[(&str, &str)], launched_at: i64) -> InstanceInfo {
+        InstanceInfo {
+            id: "i-1".into(),
+            state: "running".into(),
+            private_ip: None,
+            public_ip: None,
+            subnet_id: None,
+            instance_type: "c7i.2xlarge".into(),
+            tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            launched_at,
+        }
+    }
+
+    #[test]
+    fn orphans_are_recognised() {
+        let known: BTreeSet<String> = ["cpu-c7i-2xl-1".to_string()].into_iter().collect();
+        let compute = |node: &str| instance(&[("hpcforge:partition", "c/cpu"), ("hpcforge:node", node)], 1000);
+        let up = |_: &str| Some(false);
+        assert_eq!(orphan_reason(&compute("cpu-c7i-2xl-1"), &known, 2000, up), None);
+        assert!(orphan_reason(&compute("cpu-c7i-2xl-9"), &known, 2000, up)
+            .is_some_and(|r| r.contains("not in the desired state")));
+        assert!(orphan_reason(&compute("cpu-c7i-2xl-1"), &known, 2000, |_| Some(true))
+            .is_some_and(|r| r.contains("powered down")));
+        let untagged = instance(&[("hpcforge:partition", "c/cpu")], 1000);
+        assert_eq!(
+            orphan_reason(&untagged, &known, 1500, up),
+            None,
+            "within the grace period"
+        );
+        assert!(orphan_reason(&untagged, &known, 1000 + UNTAGGED_GRACE_S + 1, up).is_some());
+        let head = instance(&[("hpcforge:role", "head")], 1);
+        assert_eq!(orphan_reason(&head, &known, 1_000_000, up), None);
+    }
+}
