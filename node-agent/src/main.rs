@@ -104,15 +104,26 @@ async fn partitions(aws: &Aws, cluster: &str) -> Result<Vec<PartitionDoc>, Strin
 async fn resume(args: &Args, aws: &Aws) -> Result<(), String> {
     let nodes = hostlist::expand(&args.hosts)?;
     let docs = partitions(aws, &args.cluster).await?;
-    let (groups, unknown) = group_nodes(&docs, &nodes);
     let mut cooldowns = Cooldowns::load(&args.state_dir.join("cooldowns.json"));
+    resume_nodes(args, aws, &docs, &nodes, &mut cooldowns).await
+}
+
+/// Launches instances for `nodes`, pool after pool, skipping pools in `cooldowns`.
+async fn resume_nodes(
+    args: &Args,
+    aws: &Aws,
+    docs: &[PartitionDoc],
+    nodes: &[String],
+    cooldowns: &mut Cooldowns,
+) -> Result<(), String> {
+    let (groups, unknown) = group_nodes(docs, nodes);
     let now = now_s();
     let clients = Regions { aws: aws.clone() };
     let mut down: Vec<(String, String)> = unknown
         .into_iter()
         .map(|n| (n, "hpc-node: not a node of this cluster".into()))
         .collect();
-    let mut budget = budget(aws, &args.cluster, &docs).await?;
+    let mut budget = budget(aws, &args.cluster, docs).await?;
     for group in &groups {
         let Some(doc) = docs.iter().find(|d| d.name == group.partition) else {
             continue;
@@ -135,7 +146,7 @@ async fn resume(args: &Args, aws: &Aws) -> Result<(), String> {
             continue;
         }
         let group = &group;
-        let outcome = launch_group(&clients, &args.cluster, doc, group, &mut cooldowns, now)
+        let outcome = launch_group(&clients, &args.cluster, doc, group, cooldowns, now)
             .await
             .map_err(|e| e.to_string())?;
         for a in &outcome.attempts {
@@ -235,8 +246,8 @@ async fn reconcile(args: &Args, aws: &Aws) -> Result<(), String> {
     }
 }
 
-/// Slurm's view of a node: whether it is powered down (None when scontrol cannot say).
-fn slurm_powered_down(node: &str) -> Option<bool> {
+/// Slurm's state of a node, e.g. `IDLE+CLOUD+POWERING_UP` (None when scontrol cannot say).
+fn slurm_state(node: &str) -> Option<String> {
     let out = Command::new("scontrol")
         .args(["show", "node", node, "-o"])
         .output()
@@ -245,8 +256,13 @@ fn slurm_powered_down(node: &str) -> Option<bool> {
         return None;
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    let state = text.split_whitespace().find_map(|f| f.strip_prefix("State="))?;
-    Some(state.contains("POWERED_DOWN") || state.contains("POWER_DOWN"))
+    text.split_whitespace()
+        .find_map(|f| f.strip_prefix("State="))
+        .map(str::to_string)
+}
+
+fn slurm_powered_down(node: &str) -> Option<bool> {
+    slurm_state(node).map(|s| s.contains("POWERED_DOWN") || s.contains("POWER_DOWN"))
 }
 
 /// Terminates the cluster's compute instances Slurm has no use for.
@@ -254,6 +270,8 @@ async fn sweep(args: &Args, aws: &Aws) -> Result<(), String> {
     let docs = partitions(aws, &args.cluster).await?;
     let known = hpc_node::sweep::known_nodes(&docs);
     let now = i64::try_from(now_s()).unwrap_or(i64::MAX);
+    let mut cooldowns = Cooldowns::load(&args.state_dir.join("cooldowns.json"));
+    let mut relaunch: Vec<String> = Vec::new();
     let mut regions: BTreeSet<String> = docs
         .iter()
         .flat_map(|d| d.pools.iter().map(|p| p.region.clone()))
@@ -274,11 +292,59 @@ async fn sweep(args: &Args, aws: &Aws) -> Result<(), String> {
             if let Some(why) = hpc_node::sweep::orphan_reason(i, &known, now, slurm_powered_down) {
                 eprintln!("hpc-node: orphan {} in {region}: {why}", i.id);
                 orphans.push(i.id.clone());
+            } else if let Some((node, pool, doc)) = late(i, &docs, now) {
+                // Launched but not registered in time: this pool does not deliver; try the next.
+                eprintln!(
+                    "hpc-node: {node} ({}) not registered {}s after launch; replacing it from the next pool",
+                    i.id,
+                    now - i.launched_at
+                );
+                orphans.push(i.id.clone());
+                cooldowns.start(
+                    Cooldowns::key(&doc.name, pool, &i.instance_type),
+                    now_s(),
+                    u64::from(doc.ice_cooldown_s),
+                );
+                relaunch.push(node);
             }
         }
         ec2.request_termination(&orphans).await.map_err(|e| e.to_string())?;
     }
-    Ok(())
+    if !relaunch.is_empty() {
+        resume_nodes(args, aws, &docs, &relaunch, &mut cooldowns).await?;
+    }
+    cooldowns
+        .save(now_s())
+        .map_err(|e| format!("saving cool-downs in {}: {e}", args.state_dir.display()))
+}
+
+/// A compute node Slurm still sees powering up after its partition's provision_timeout:
+/// (node, pool index it was launched in, partition).
+fn late<'a>(
+    i: &hpc_aws::ec2::InstanceInfo,
+    docs: &'a [PartitionDoc],
+    now: i64,
+) -> Option<(String, usize, &'a PartitionDoc)> {
+    let node = i
+        .tags
+        .iter()
+        .find(|(k, _)| k == "hpcforge:node")
+        .map(|(_, v)| v.clone())?;
+    let (groups, _) = group_nodes(docs, std::slice::from_ref(&node));
+    let partition = groups.first()?.partition.clone();
+    let doc = docs.iter().find(|d| d.name == partition)?;
+    if i.launched_at == 0 || now - i.launched_at < i64::from(doc.provision_timeout_s) {
+        return None;
+    }
+    if !slurm_state(&node)?.contains("POWERING_UP") {
+        return None;
+    }
+    let subnet = i.subnet_id.as_deref()?;
+    let pool = doc
+        .pools
+        .iter()
+        .position(|p| p.subnet_ids.iter().any(|s| s == subnet))?;
+    Some((node, pool, doc))
 }
 
 /// What the cluster may still launch, from its published limits and the compute nodes running now.

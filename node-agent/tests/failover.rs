@@ -359,3 +359,181 @@ async fn the_sweep_terminates_instances_of_nodes_the_desired_state_dropped() {
     assert_eq!(alive, vec!["gpu-p5-48xl-1"], "{left:?}");
     let _ = std::fs::remove_dir_all(state);
 }
+
+/// Real Slurm asks for a node (ResumeProgram = hpc-node resume); the instance never registers;
+/// after the partition's provision_timeout the sweep replaces it from the next pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_does_not_register_in_time_is_replaced_from_the_next_pool() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let slurmctld = ["/usr/sbin/slurmctld", "/usr/bin/slurmctld"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            panic!("slurmctld is not installed: apt-get install slurmctld slurm-client munge (.ci/run does it)")
+        });
+    let emu = Emulator::start();
+    let aws = connect(&emu).await;
+    let mut doc = partition(&aws, &emu).await;
+    doc.provision_timeout_s = 3;
+    let (zone_a, zone_b) = (doc.pools[0].subnet_ids[0].clone(), doc.pools[1].subnet_ids[0].clone());
+    let ssm = aws.ssm();
+    ssm.put(
+        "/hpcforge/clusters/c/partitions/gpu",
+        &serde_json::to_string(&doc).expect("json"),
+        &[],
+    )
+    .await
+    .expect("publish");
+    let cluster = hpc_desired_state::ClusterDoc {
+        name: "c".into(),
+        slurm_version: "22.05".into(),
+        scaledown_idletime_s: 600,
+        resume_timeout_s: 600,
+        accounting: hpc_desired_state::AccountingDoc {
+            mode: "none".into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    ssm.put(
+        "/hpcforge/clusters/c/cluster",
+        &serde_json::to_string(&cluster).expect("json"),
+        &[],
+    )
+    .await
+    .expect("publish");
+
+    let dir = std::env::temp_dir().join(format!("hpc-node-late-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for sub in ["etc", "state", "spool", "log", "run", "agent"] {
+        std::fs::create_dir_all(dir.join(sub)).expect("dirs");
+    }
+    let munge = acceptance_tests::Munge::start(&dir);
+    let p = |s: &str| dir.join(s).display().to_string();
+    let node_bin = env!("CARGO_BIN_EXE_hpc-node");
+    let script = |name: &str, verb: &str| {
+        let path = dir.join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\nexport AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_ENDPOINT_URL={}\nexec {node_bin} {verb} \"$1\" --cluster c --region us-east-1 --state-dir {} >> {} 2>&1\n",
+                emu.url(),
+                p("agent"),
+                p(&format!("log/{verb}.log"))
+            ),
+        )
+        .expect("script");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        path.display().to_string()
+    };
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or(0)
+    };
+    let layout = json!({
+        "conf_dir": p("etc"), "controller_host": "localhost", "controller_addr": "127.0.0.1",
+        "state_dir": p("state"), "spool_dir": p("spool"), "log_dir": p("log"), "run_dir": p("run"),
+        "slurm_user": "root", "munge_socket": munge.socket.display().to_string(), "ports": [free(), free()],
+        "power_programs": [script("resume", "resume"), script("suspend", "suspend"), "/bin/true"],
+        "extra": {"ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/none", "MailProg": "/bin/true"}
+    });
+    std::fs::write(dir.join("layout.json"), layout.to_string()).expect("layout");
+    let conf = dir.join("etc/slurm.conf");
+    let agent = |args: &[&str]| {
+        Command::new(node_bin)
+            .args(args)
+            .args(["--cluster", "c", "--region", "us-east-1", "--state-dir"])
+            .arg(dir.join("agent"))
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_ENDPOINT_URL", emu.url())
+            .env("HPC_NODE_SLURMCTLD", &slurmctld)
+            .env("SLURM_CONF", &conf)
+            .output()
+            .expect("run hpc-node")
+    };
+    let out = agent(&["reconcile", "--once", "--layout", &p("layout.json")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let started = Command::new(&slurmctld)
+        .args(["-i", "-f"])
+        .arg(&conf)
+        .env("SLURM_CONF", &conf)
+        .status();
+    assert!(started.is_ok_and(|s| s.success()), "slurmctld started");
+    struct Stop(std::path::PathBuf);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            if let Ok(pid) = std::fs::read_to_string(&self.0) {
+                let _ = Command::new("kill").arg(pid.trim()).status();
+            }
+        }
+    }
+    let _stop = Stop(dir.join("run/slurmctld.pid"));
+    let scontrol = |args: &[&str]| {
+        Command::new("scontrol")
+            .args(args)
+            .env("SLURM_CONF", &conf)
+            .output()
+            .expect("scontrol")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !String::from_utf8_lossy(&scontrol(&["ping"]).stdout).contains("is UP") {
+        assert!(std::time::Instant::now() < deadline, "slurmctld did not come up");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+
+    // Slurm powers the node up: its ResumeProgram (hpc-node resume) launches in the first pool.
+    let up = scontrol(&["update", "nodename=gpu-p5-48xl-1", "state=power_up"]);
+    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    let node_instances = || async {
+        aws.ec2()
+            .instances_tagged("hpcforge:cluster", "c")
+            .await
+            .expect("instances")
+            .into_iter()
+            .filter(|i| i.tags.iter().any(|(k, v)| k == "hpcforge:node" && v == "gpu-p5-48xl-1"))
+            .collect::<Vec<_>>()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let first = loop {
+        if let Some(i) = node_instances().await.into_iter().next() {
+            break i;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Slurm never called hpc-node resume: {}",
+            std::fs::read_to_string(dir.join("log/resume.log")).unwrap_or_default()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(first.subnet_id.as_deref(), Some(zone_a.as_str()));
+
+    // No slurmd ever registers. Past provision_timeout, the sweep replaces it from pool 2.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let out = agent(&["sweep"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("gpu-p5-48xl-1")
+            && log.contains("not registered")
+            && log.contains("replacing it from the next pool"),
+        "{log}"
+    );
+    let all = node_instances().await;
+    let alive: Vec<_> = all
+        .iter()
+        .filter(|i| i.state == "running" || i.state == "pending")
+        .collect();
+    assert_eq!(alive.len(), 1, "{all:?}");
+    assert_eq!(
+        alive[0].subnet_id.as_deref(),
+        Some(zone_b.as_str()),
+        "relaunched in the next pool"
+    );
+    assert_ne!(alive[0].id, first.id);
+    drop(_stop);
+    let _ = std::fs::remove_dir_all(&dir);
+}
