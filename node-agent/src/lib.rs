@@ -9,6 +9,7 @@
 //! Still to come (issue 5): time-based failover, orphan sweep, health checks and Lustre eviction.
 
 pub mod guardrail;
+pub mod health;
 pub mod hostlist;
 pub mod reconcile;
 pub mod resume;

@@ -12,7 +12,7 @@ use hpc_node::hostlist;
 use hpc_node::reconcile::{reconcile_once, Layout, Outcome};
 use hpc_node::resume::{group_nodes, launch_group, now_s, Cooldowns, PoolClients};
 
-const USAGE: &str = "usage: hpc-node resume|suspend <hostlist> --cluster NAME [--region REGION] [--state-dir DIR]\n       hpc-node reconcile --cluster NAME [--region REGION] [--layout FILE] [--once] [--interval SECONDS]\n       hpc-node sweep --cluster NAME [--region REGION]";
+const USAGE: &str = "usage: hpc-node resume|suspend <hostlist> --cluster NAME [--region REGION] [--state-dir DIR]\n       hpc-node reconcile --cluster NAME [--region REGION] [--layout FILE] [--once] [--interval SECONDS]\n       hpc-node sweep --cluster NAME [--region REGION]\n       hpc-node health <node name> --cluster NAME [--region REGION]";
 
 struct Args {
     command: String,
@@ -246,6 +246,48 @@ async fn reconcile(args: &Args, aws: &Aws) -> Result<(), String> {
     }
 }
 
+/// HealthCheckProgram: checks this node against its partition's shape and the cluster's
+/// mounts; a failing node is drained with the problems as the reason.
+async fn health(args: &Args, aws: &Aws) -> Result<(), String> {
+    let node = args.hosts.clone();
+    let docs = partitions(aws, &args.cluster).await?;
+    let (groups, _) = group_nodes(&docs, std::slice::from_ref(&node));
+    let group = groups
+        .first()
+        .ok_or_else(|| format!("{node} is not a node of cluster {}", args.cluster))?;
+    let shape = docs
+        .iter()
+        .find(|d| d.name == group.partition)
+        .and_then(|d| d.shapes.iter().find(|s| s.instance_type == group.instance_type))
+        .ok_or_else(|| format!("no shape for {node}"))?;
+    let mounts = match aws
+        .ssm()
+        .get(&cluster_param(&args.cluster))
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        Some(p) => {
+            serde_json::from_str::<ClusterDoc>(&p.value)
+                .map_err(|e| format!("{}: {e}", p.name))?
+                .mounts
+        }
+        None => Vec::new(),
+    };
+    let problems = hpc_node::health::check(shape, &mounts, &hpc_node::health::System);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let reason = format!("hpc-node health: {}", problems.join("; "));
+    eprintln!("hpc-node: draining {node}: {reason}");
+    scontrol(&[
+        "update".into(),
+        format!("nodename={node}"),
+        "state=drain".into(),
+        format!("reason={reason}"),
+    ]);
+    Err(reason)
+}
+
 /// Slurm's state of a node, e.g. `IDLE+CLOUD+POWERING_UP` (None when scontrol cannot say).
 fn slurm_state(node: &str) -> Option<String> {
     let out = Command::new("scontrol")
@@ -434,6 +476,7 @@ fn main() -> ExitCode {
             "suspend" => suspend(&args, &aws).await,
             "reconcile" => reconcile(&args, &aws).await,
             "sweep" => sweep(&args, &aws).await,
+            "health" => health(&args, &aws).await,
             other => Err(format!("unknown command {other:?}\n{USAGE}")),
         }
     });

@@ -537,3 +537,75 @@ async fn a_node_that_does_not_register_in_time_is_replaced_from_the_next_pool() 
     drop(_stop);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_check_drains_a_node_missing_its_gpus_or_mounts_and_passes_a_healthy_one() {
+    let emu = Emulator::start();
+    let aws = connect(&emu).await;
+    let gpu = partition(&aws, &emu).await;
+    let mut cpu = gpu.clone();
+    cpu.name = "cpu".into();
+    cpu.shapes[0].instance_type = "c7i.2xlarge".into();
+    cpu.shapes[0].gpus = 0;
+    let ssm = aws.ssm();
+    for d in [&gpu, &cpu] {
+        ssm.put(
+            &format!("/hpcforge/clusters/c/partitions/{}", d.name),
+            &serde_json::to_string(d).expect("json"),
+            &[],
+        )
+        .await
+        .expect("publish");
+    }
+    let mut cluster = hpc_desired_state::ClusterDoc {
+        name: "c".into(),
+        ..Default::default()
+    };
+    let run = |node: &str| {
+        Command::new(env!("CARGO_BIN_EXE_hpc-node"))
+            .args(["health", node, "--cluster", "c", "--region", "us-east-1"])
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_ENDPOINT_URL", emu.url())
+            .output()
+            .expect("run hpc-node health")
+    };
+    ssm.put(
+        "/hpcforge/clusters/c/cluster",
+        &serde_json::to_string(&cluster).expect("json"),
+        &[],
+    )
+    .await
+    .expect("publish");
+    let out = run("cpu-c7i-2xl-1");
+    assert!(
+        out.status.success(),
+        "a CPU node with no mounts is healthy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    cluster.mounts = vec![hpc_desired_state::MountDoc {
+        lustre_id: Some("fs-0123456789abcdef0".into()),
+        dns_name: None,
+        mount_name: None,
+        mount_point: "/hpcforge-test-not-mounted".into(),
+    }];
+    ssm.put(
+        "/hpcforge/clusters/c/cluster",
+        &serde_json::to_string(&cluster).expect("json"),
+        &[],
+    )
+    .await
+    .expect("publish");
+    let out = run("gpu-p5-48xl-1");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{log}");
+    assert!(log.contains("draining gpu-p5-48xl-1"), "{log}");
+    assert!(
+        log.contains("GPU") || log.contains("nvidia-smi"),
+        "the GPU check reports: {log}"
+    );
+    assert!(log.contains("/hpcforge-test-not-mounted is not mounted"), "{log}");
+    let unknown = run("nope-1");
+    assert!(!unknown.status.success() && String::from_utf8_lossy(&unknown.stderr).contains("not a node of cluster c"));
+}
