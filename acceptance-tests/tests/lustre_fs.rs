@@ -489,3 +489,51 @@ fn a_failed_file_system_fails_the_apply_with_fsx_details_and_is_tainted() {
     let plan = ws.plan().text();
     assert!(plan.contains("is tainted, so must be replaced"), "{plan}");
 }
+
+#[test]
+fn release_policy_is_kept_on_the_file_system_for_the_node_agent() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("release-policy", &emu);
+    let subnet = emu.default_subnet();
+    let policy = "  release_policy {\n    unaccessed_days = 30\n    usage_percent   = 85\n  }\n";
+    ws.write(&persistent(&subnet, 1200, &format!("{REPO_NS1}{policy}")));
+    ws.apply();
+    let fs = ws.resource("hpc_lustre_fs.main");
+    assert_eq!(
+        fs["release_policy"],
+        json!({"unaccessed_days": 30, "usage_percent": 85})
+    );
+    assert!(
+        !fs["tags_all"].to_string().contains("hpcforge:"),
+        "policy tags stay out of tags_all: {fs}"
+    );
+    let remote = emu.file_systems()[0]["Tags"].to_string();
+    assert!(
+        remote.contains("hpcforge:release-unaccessed-days") && remote.contains("\"85\""),
+        "{remote}"
+    );
+    ws.assert_no_changes();
+    ws.write(&persistent(
+        &subnet,
+        1200,
+        &format!("{REPO_NS1}{}", policy.replace("30", "7")),
+    ));
+    ws.apply();
+    assert!(emu.file_systems()[0]["Tags"].to_string().contains("\"7\""));
+    ws.assert_no_changes();
+    // Releasing needs somewhere for the data to stay.
+    ws.write(&persistent(&subnet, 1200, policy));
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(
+        !out.success && out.text().contains("release_policy needs an S3 data repository"),
+        "{}",
+        out.text()
+    );
+    ws.write(&persistent(&subnet, 1200, REPO_NS1));
+    ws.apply();
+    assert!(
+        !emu.file_systems()[0]["Tags"].to_string().contains("hpcforge:release"),
+        "policy removed"
+    );
+    ws.destroy();
+}

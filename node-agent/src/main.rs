@@ -12,7 +12,7 @@ use hpc_node::hostlist;
 use hpc_node::reconcile::{reconcile_once, Layout, Outcome};
 use hpc_node::resume::{group_nodes, launch_group, now_s, Cooldowns, PoolClients};
 
-const USAGE: &str = "usage: hpc-node resume|suspend <hostlist> --cluster NAME [--region REGION] [--state-dir DIR]\n       hpc-node reconcile --cluster NAME [--region REGION] [--layout FILE] [--once] [--interval SECONDS]\n       hpc-node sweep --cluster NAME [--region REGION]\n       hpc-node health <node name> --cluster NAME [--region REGION]";
+const USAGE: &str = "usage: hpc-node resume|suspend <hostlist> --cluster NAME [--region REGION] [--state-dir DIR]\n       hpc-node reconcile --cluster NAME [--region REGION] [--layout FILE] [--once] [--interval SECONDS]\n       hpc-node sweep --cluster NAME [--region REGION]\n       hpc-node health <node name> --cluster NAME [--region REGION]\n       hpc-node evict --cluster NAME [--region REGION]";
 
 struct Args {
     command: String,
@@ -28,7 +28,7 @@ struct Args {
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     let command = it.next().ok_or(USAGE)?;
-    let hosts = if command == "reconcile" || command == "sweep" {
+    let hosts = if ["reconcile", "sweep", "evict"].contains(&command.as_str()) {
         String::new()
     } else {
         it.next().ok_or(USAGE)?
@@ -288,6 +288,75 @@ async fn health(args: &Args, aws: &Aws) -> Result<(), String> {
     Err(reason)
 }
 
+/// How full the file system holding `path` is, in percent (from df).
+fn usage_percent(path: &str) -> Result<i64, String> {
+    let out = Command::new("df")
+        .args(["--output=pcent", path])
+        .output()
+        .map_err(|e| format!("df: {e}"))?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().trim_end_matches('%').parse().ok())
+        .ok_or_else(|| format!("df gave no usage for {path}"))
+}
+
+/// Lustre eviction: for each mounted file system with a release policy (tags set by
+/// hpc_lustre_fs), when usage passes the threshold, start a task that releases files not
+/// accessed for the policy's days from the file system (they stay in S3).
+async fn evict(args: &Args, aws: &Aws) -> Result<(), String> {
+    let Some(p) = aws
+        .ssm()
+        .get(&cluster_param(&args.cluster))
+        .await
+        .map_err(|e| e.to_string())?
+    else {
+        return Err(format!("cluster {} has no published desired state", args.cluster));
+    };
+    let doc: ClusterDoc = serde_json::from_str(&p.value).map_err(|e| format!("{}: {e}", p.name))?;
+    let fsx = aws.fsx();
+    for mount in doc.mounts.iter() {
+        let Some(id) = &mount.lustre_id else { continue };
+        let Some(fs) = fsx.find_lustre(id).await.map_err(|e| e.to_string())? else {
+            eprintln!("hpc-node: {id} ({}) no longer exists", mount.mount_point);
+            continue;
+        };
+        let tags = fs.spec.tags.clone().unwrap_or_default();
+        let tag = |k: &str| {
+            tags.iter()
+                .find(|(key, _)| key == k)
+                .and_then(|(_, v)| v.parse::<i64>().ok())
+        };
+        let Some(days) = tag("hpcforge:release-unaccessed-days") else {
+            continue;
+        };
+        let threshold = tag("hpcforge:release-usage-percent").unwrap_or(80);
+        if !hpc_node::health::Probe::mounted(&hpc_node::health::System, &mount.mount_point) {
+            eprintln!("hpc-node: {id} is not mounted at {}; not releasing", mount.mount_point);
+            continue;
+        }
+        let used = usage_percent(&mount.mount_point)?;
+        if used < threshold {
+            eprintln!("hpc-node: {id} at {used}% (release above {threshold}%): nothing to do");
+            continue;
+        }
+        let dras = fsx.list_data_repositories(id).await.map_err(|e| e.to_string())?;
+        let mut paths: Vec<String> = dras.iter().filter_map(|d| d.spec.file_system_path.clone()).collect();
+        if paths.is_empty() {
+            paths.push("/".into());
+        }
+        let task = fsx
+            .start_release_task(id, &paths, days)
+            .await
+            .map_err(|e| e.to_string())?;
+        eprintln!(
+            "hpc-node: {id} at {used}% (release above {threshold}%): task {task} releases files unused for {days} days under {}",
+            paths.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// Slurm's state of a node, e.g. `IDLE+CLOUD+POWERING_UP` (None when scontrol cannot say).
 fn slurm_state(node: &str) -> Option<String> {
     let out = Command::new("scontrol")
@@ -477,6 +546,7 @@ fn main() -> ExitCode {
             "reconcile" => reconcile(&args, &aws).await,
             "sweep" => sweep(&args, &aws).await,
             "health" => health(&args, &aws).await,
+            "evict" => evict(&args, &aws).await,
             other => Err(format!("unknown command {other:?}\n{USAGE}")),
         }
     });

@@ -43,7 +43,10 @@ fn subnets(emu: &Emulator) -> BTreeMap<String, String> {
 async fn connect(emu: &Emulator) -> Aws {
     std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
     std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-    let endpoints = ["ec2", "ssm"].iter().map(|s| (s.to_string(), emu.url())).collect();
+    let endpoints = ["ec2", "ssm", "fsx"]
+        .iter()
+        .map(|s| (s.to_string(), emu.url()))
+        .collect();
     Aws::connect(&Settings {
         region: Some("us-east-1".into()),
         endpoints,
@@ -608,4 +611,80 @@ async fn the_health_check_drains_a_node_missing_its_gpus_or_mounts_and_passes_a_
     assert!(log.contains("/hpcforge-test-not-mounted is not mounted"), "{log}");
     let unknown = run("nope-1");
     assert!(!unknown.status.success() && String::from_utf8_lossy(&unknown.stderr).contains("not a node of cluster c"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eviction_starts_a_release_task_when_a_file_system_passes_its_threshold() {
+    let emu = Emulator::start();
+    let aws = connect(&emu).await;
+    let fsx = aws.fsx();
+    let spec = hpc_aws::fsx::LustreSpec {
+        storage_capacity: Some(1200),
+        deployment_type: Some("PERSISTENT_2".into()),
+        per_unit_storage_throughput: Some(125),
+        subnet_ids: Some(vec![emu.default_subnet()]),
+        tags: Some(vec![
+            ("hpcforge:release-unaccessed-days".into(), "30".into()),
+            ("hpcforge:release-usage-percent".into(), "0".into()),
+        ]),
+        ..Default::default()
+    };
+    let fs = fsx.create_lustre(&spec, "evict-test").await.expect("create");
+    fsx.wait_lustre_available(&fs.id, std::time::Duration::from_secs(30))
+        .await
+        .expect("available");
+    let repo = hpc_aws::fsx::DataRepositorySpec {
+        file_system_path: Some("/datasets".into()),
+        data_repository_path: Some("s3://bucket/datasets".into()),
+        ..Default::default()
+    };
+    let dra = fsx
+        .create_data_repository(&fs.id, &repo, "dra-token", &[])
+        .await
+        .expect("dra");
+    fsx.wait_data_repository(&dra.id, false, std::time::Duration::from_secs(30))
+        .await
+        .expect("dra available");
+    // "/" is always mounted here; the threshold 0% makes any usage pass it.
+    let cluster = hpc_desired_state::ClusterDoc {
+        name: "c".into(),
+        mounts: vec![hpc_desired_state::MountDoc {
+            lustre_id: Some(fs.id.clone()),
+            dns_name: None,
+            mount_name: None,
+            mount_point: "/".into(),
+        }],
+        ..Default::default()
+    };
+    aws.ssm()
+        .put(
+            "/hpcforge/clusters/c/cluster",
+            &serde_json::to_string(&cluster).expect("json"),
+            &[],
+        )
+        .await
+        .expect("publish");
+    let out = Command::new(env!("CARGO_BIN_EXE_hpc-node"))
+        .args(["evict", "--cluster", "c", "--region", "us-east-1"])
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_ENDPOINT_URL", emu.url())
+        .output()
+        .expect("run hpc-node evict");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("releases files unused for 30 days under /datasets"),
+        "{log}"
+    );
+    let (status, tasks) = emu.fsx("DescribeDataRepositoryTasks", json!({}));
+    assert_eq!(status, 200, "{tasks}");
+    let task = &tasks["DataRepositoryTasks"][0];
+    assert_eq!(task["Type"], "RELEASE_DATA_FROM_FILESYSTEM", "{tasks}");
+    assert_eq!(task["FileSystemId"], fs.id.as_str());
+    assert_eq!(
+        task["ReleaseConfiguration"]["DurationSinceLastAccess"]["Value"], 30,
+        "{task}"
+    );
+    assert_eq!(task["Paths"], json!(["/datasets"]));
 }

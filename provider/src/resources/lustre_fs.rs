@@ -159,6 +159,18 @@ fn schema() -> Schema {
         ])
         .with_blocks(vec![
             NestedBlock::new("data_repository", BlockNesting::List, data_repository).max_items(8),
+                        NestedBlock::new(
+                "release_policy",
+                BlockNesting::Single,
+                Block::new(vec![
+                    Attribute::required("unaccessed_days", Type::Number).description(
+                        "Release (from the file system, keeping them in S3) files not accessed for this many days.",
+                    ),
+                    Attribute::optional("usage_percent", Type::Number)
+                        .description("Only when the file system is fuller than this. Default 80.")
+                        .default(Value::int(80)),
+                ]),
+            ),
             timeouts::block(&["create", "update", "delete"]),
         ])
         .description(
@@ -271,9 +283,41 @@ fn data_repository_value(d: &DataRepositoryAssociation, prior: &Value) -> Value 
 
 /// State from what FSx reports. Settings FSx does not report (security groups, final backup
 /// settings, timeouts, user tags vs default tags) come from `prior`.
+/// The release policy travels as tags on the file system, where the node agent reads it.
+const RELEASE_DAYS_TAG: &str = "hpcforge:release-unaccessed-days";
+const RELEASE_PERCENT_TAG: &str = "hpcforge:release-usage-percent";
+
+fn policy_tags(v: &Value) -> Vec<(String, String)> {
+    let p = v.attr("release_policy");
+    match (int(p.attr("unaccessed_days")), int(p.attr("usage_percent"))) {
+        (Some(days), percent) => vec![
+            (RELEASE_DAYS_TAG.to_string(), days.to_string()),
+            (RELEASE_PERCENT_TAG.to_string(), percent.unwrap_or(80).to_string()),
+        ],
+        _ => Vec::new(),
+    }
+}
+
 fn state_of(fs: &LustreFileSystem, dras: &[DataRepositoryAssociation], prior: &Value, clients: &Clients) -> Value {
     let sp = &fs.spec;
-    let tags_all = sp.tags.clone().unwrap_or_default();
+    let reported = sp.tags.clone().unwrap_or_default();
+    let tag = |k: &str| {
+        reported
+            .iter()
+            .find(|(key, _)| key == k)
+            .and_then(|(_, v)| v.parse::<i64>().ok())
+    };
+    let release_policy = match (tag(RELEASE_DAYS_TAG), tag(RELEASE_PERCENT_TAG)) {
+        (Some(days), percent) => object(vec![
+            ("unaccessed_days", Value::int(days)),
+            ("usage_percent", Value::int(percent.unwrap_or(80))),
+        ]),
+        _ => Value::Null,
+    };
+    let tags_all: Vec<(String, String)> = reported
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("hpcforge:"))
+        .collect();
     // User tags are the reported tags minus default tags that nobody overrode.
     let tags: Vec<(String, String)> = tags_all
         .iter()
@@ -411,6 +455,7 @@ fn state_of(fs: &LustreFileSystem, dras: &[DataRepositoryAssociation], prior: &V
         ),
         ("data_repository", Value::List(repos)),
         ("timeouts", prior.attr("timeouts").clone()),
+        ("release_policy", release_policy),
     ])
 }
 
@@ -457,7 +502,35 @@ impl Resource for LustreFs {
         if !req.config.is_wholly_known() {
             return Diagnostics::new();
         }
-        violations_to_diags(rules::validate(&config_spec(&req.config)))
+        let mut diags = violations_to_diags(rules::validate(&config_spec(&req.config)));
+        let policy = req.config.attr("release_policy");
+        if !policy.is_null() {
+            let at = |a: &str| tfplugin::AttributePath::root("release_policy").attr(a);
+            if let Some(d) = int(policy.attr("unaccessed_days")).filter(|d| !(1..=3650).contains(d)) {
+                diags.error_at(
+                    at("unaccessed_days"),
+                    format!("unaccessed_days {d} is out of range"),
+                    "Use 1 to 3650 days.",
+                );
+            }
+            if let Some(p) = int(policy.attr("usage_percent")).filter(|p| !(0..=99).contains(p)) {
+                diags.error_at(
+                    at("usage_percent"),
+                    format!("usage_percent {p} is out of range"),
+                    "Use 0 to 99.",
+                );
+            }
+            let linked =
+                !req.config.attr("import_path").is_null() || !req.config.attr("data_repository").elements().is_empty();
+            if !linked {
+                diags.error_at(
+                    tfplugin::AttributePath::root("release_policy"),
+                    "release_policy needs an S3 data repository",
+                    "Releasing keeps files in S3 and frees the file system: add a data_repository block (or import_path).",
+                );
+            }
+        }
+        diags
     }
 
     async fn modify_plan(&self, req: &mut PlanRequest) {
@@ -535,7 +608,9 @@ impl Resource for LustreFs {
         };
         let timeout = timeouts::get(&req.planned, "create", CREATE_TIMEOUT);
         let mut spec = spec_of(&req.planned);
-        spec.tags = Some(clients.tags_all(&spec.tags.clone().unwrap_or_default()));
+        let mut tags = clients.tags_all(&spec.tags.clone().unwrap_or_default());
+        tags.extend(policy_tags(&req.planned));
+        spec.tags = Some(tags);
         let token = uuid_token();
         let created = match clients.fsx.create_lustre(&spec, &token).await {
             Ok(fs) => fs,
@@ -613,8 +688,10 @@ impl Resource for LustreFs {
             )
             .await?;
             let arn = req.prior.attr("arn").as_str().unwrap_or_default().to_string();
-            let old_tags = pairs(req.prior.attr("tags_all")).unwrap_or_default();
-            let new_tags = pairs(req.planned.attr("tags_all")).unwrap_or_default();
+            let mut old_tags = pairs(req.prior.attr("tags_all")).unwrap_or_default();
+            old_tags.extend(policy_tags(&req.prior));
+            let mut new_tags = pairs(req.planned.attr("tags_all")).unwrap_or_default();
+            new_tags.extend(policy_tags(&req.planned));
             if old_tags != new_tags {
                 clients.fsx.update_tags(&arn, &old_tags, &new_tags).await?;
             }

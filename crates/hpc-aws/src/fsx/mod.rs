@@ -488,6 +488,34 @@ impl Fsx {
         Ok(())
     }
 
+    /// Starts a task that releases, from the file system, files under `paths` not accessed
+    /// for `days` (their data stays in S3). Returns the task id.
+    pub async fn start_release_task(&self, fs_id: &str, paths: &[String], days: i64) -> Result<String> {
+        use aws_sdk_fsx::types::{
+            CompletionReport, DataRepositoryTaskType, DurationSinceLastAccess, ReleaseConfiguration, Unit,
+        };
+        let out = self
+            .client
+            .create_data_repository_task()
+            .file_system_id(fs_id)
+            .r#type(DataRepositoryTaskType::Eviction)
+            .set_paths(Some(paths.to_vec()))
+            .release_configuration(
+                ReleaseConfiguration::builder()
+                    .duration_since_last_access(DurationSinceLastAccess::builder().unit(Unit::Days).value(days).build())
+                    .build(),
+            )
+            .report(CompletionReport::builder().enabled(false).build())
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk(self.ctx("starting a release task", fs_id), &e))?;
+        Ok(out
+            .data_repository_task()
+            .and_then(|t| t.task_id())
+            .unwrap_or_default()
+            .to_string())
+    }
+
     /// Every data repository association of a file system.
     pub async fn list_data_repositories(&self, fs_id: &str) -> Result<Vec<DataRepositoryAssociation>> {
         let mut out = Vec::new();
