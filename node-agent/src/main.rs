@@ -12,7 +12,7 @@ use hpc_node::hostlist;
 use hpc_node::reconcile::{reconcile_once, Layout, Outcome};
 use hpc_node::resume::{group_nodes, launch_group, now_s, Cooldowns, PoolClients};
 
-const USAGE: &str = "usage: hpc-node resume|suspend <hostlist> --cluster NAME [--region REGION] [--state-dir DIR]\n       hpc-node reconcile --cluster NAME [--region REGION] [--layout FILE] [--once] [--interval SECONDS]\n       hpc-node sweep --cluster NAME [--region REGION]\n       hpc-node health <node name> --cluster NAME [--region REGION]\n       hpc-node evict --cluster NAME [--region REGION]";
+const USAGE: &str = "usage: hpc-node resume|suspend|resume-fail <hostlist> --cluster NAME [--region REGION] [--state-dir DIR]\n       hpc-node reconcile --cluster NAME [--region REGION] [--layout FILE] [--once] [--interval SECONDS]\n       hpc-node sweep --cluster NAME [--region REGION]\n       hpc-node health <node name> --cluster NAME [--region REGION]\n       hpc-node evict --cluster NAME [--region REGION]";
 
 struct Args {
     command: String,
@@ -542,7 +542,10 @@ fn main() -> ExitCode {
         .map_err(|e| e.to_string())?;
         match args.command.as_str() {
             "resume" => resume(&args, &aws).await,
-            "suspend" => suspend(&args, &aws).await,
+                        "suspend" => suspend(&args, &aws).await,
+            // ResumeFailProgram: Slurm gave up on these nodes (ResumeTimeout); end their instances
+            // so nothing keeps running, and Slurm has already requeued their jobs.
+            "resume-fail" => suspend(&args, &aws).await,
             "reconcile" => reconcile(&args, &aws).await,
             "sweep" => sweep(&args, &aws).await,
             "health" => health(&args, &aws).await,
