@@ -542,7 +542,7 @@ fn main() -> ExitCode {
         .map_err(|e| e.to_string())?;
         match args.command.as_str() {
             "resume" => resume(&args, &aws).await,
-                        "suspend" => suspend(&args, &aws).await,
+            "suspend" => suspend(&args, &aws).await,
             // ResumeFailProgram: Slurm gave up on these nodes (ResumeTimeout); end their instances
             // so nothing keeps running, and Slurm has already requeued their jobs.
             "resume-fail" => suspend(&args, &aws).await,

@@ -237,6 +237,22 @@ async fn the_binary_resumes_and_suspends_nodes_from_the_published_partition() {
             .all(|i| i.state == "shutting-down" || i.state == "terminated"),
         "{left:?}"
     );
+    // ResumeFailProgram: Slurm gave up on a node; its instance is ended.
+    assert!(run(&["resume", "gpu-p5-48xl-3"]).status.success());
+    let out = run(&["resume-fail", "gpu-p5-48xl-3"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let left = aws
+        .ec2()
+        .instances_tagged("hpcforge:cluster", "c")
+        .await
+        .expect("instances");
+    assert!(
+        left.iter()
+            .filter(|i| i.state == "running" || i.state == "pending")
+            .count()
+            == 0,
+        "resume-fail ended the node's instance: {left:?}"
+    );
     let bad = Command::new(env!("CARGO_BIN_EXE_hpc-node"))
         .args(["resume", "x-1"])
         .output()
