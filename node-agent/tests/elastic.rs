@@ -1,0 +1,291 @@
+//! The elastic path end to end with real Slurm: a job is submitted to an empty cloud
+//! partition; slurmctld calls `hpc-node resume`; the first pool has no capacity, so the
+//! instance comes from the second; an impersonated slurmd (standing in for the booted image)
+//! registers; the job completes; after SuspendTime slurmctld calls `hpc-node suspend` and the
+//! instance is terminated.
+//!
+//! Needs root and Debian's slurmctld, slurmd, slurm-client and munge (.ci/run installs them).
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use acceptance_tests::{Emulator, Munge};
+use hpc_aws::ec2::LaunchTemplateSpec;
+use hpc_aws::{Aws, Settings};
+use hpc_desired_state::{AccountingDoc, ClusterDoc, PartitionDoc, PoolDoc};
+use serde_json::json;
+
+fn program(name: &str) -> String {
+    ["/usr/sbin", "/usr/bin"]
+        .iter()
+        .map(|d| format!("{d}/{name}"))
+        .find(|p| std::path::Path::new(p).exists())
+        .unwrap_or_else(|| {
+            panic!("{name} is not installed: apt-get install slurmctld slurmd slurm-client munge (.ci/run does it)")
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_suspended() {
+    let (slurmctld, slurmd) = (program("slurmctld"), program("slurmd"));
+    let emu = Emulator::start();
+    std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+    let endpoints = ["ec2", "ssm"].iter().map(|s| (s.to_string(), emu.url())).collect();
+    let aws = Aws::connect(&Settings {
+        region: Some("us-east-1".into()),
+        endpoints,
+        ..Settings::default()
+    })
+    .await
+    .expect("connect");
+
+    // Two pools in two zones; the first has no capacity.
+    let xml = emu.ec2("Action=DescribeSubnets");
+    let subnet_in = |zone: &str| {
+        xml.split("<item>")
+            .find(|i| i.contains(&format!("<availabilityZone>{zone}</availabilityZone>")))
+            .and_then(|i| i.split("<subnetId>").nth(1))
+            .and_then(|s| s.split('<').next())
+            .map(str::to_string)
+            .expect("default subnet")
+    };
+    let (zone_a, zone_b) = (subnet_in("us-east-1a"), subnet_in("us-east-1b"));
+    let lt = LaunchTemplateSpec {
+        name: "hpc-lab-cpu".into(),
+        image_id: "ami-03cf127a".into(),
+        instance_type: Some("c7i.2xlarge".into()),
+        key_name: None,
+        security_group_ids: vec![],
+        instance_profile_arn: None,
+        user_data: None,
+        root_volume: None,
+        efa_network_cards: vec![],
+        placement_group: None,
+        tags: vec![],
+    };
+    let (lt_id, _) = aws.ec2().ensure_launch_template(&lt).await.expect("launch template");
+    emu.add_fault(
+        json!({"service": "ec2", "action": "CreateFleet", "code": "InsufficientInstanceCapacity",
+                         "match": {"AvailabilityZone": "us-east-1a"}}),
+    );
+    let pool = |subnet: &str| PoolDoc {
+        region: "us-east-1".into(),
+        subnet_ids: vec![subnet.to_string()],
+        capacity_type: "on_demand".into(),
+        capacity_reservation_id: None,
+        launch_templates: [("c7i.2xlarge".to_string(), lt_id.clone())].into_iter().collect(),
+        placement_group: None,
+    };
+    let mut part: PartitionDoc = serde_json::from_value(json!({
+        "schema": 1, "cluster": "lab", "name": "cpu",
+        "shapes": [{"instance_type": "c7i.2xlarge", "vcpus": 1, "cores": 1, "threads_per_core": 1,
+                    "memory_mib": 1024, "gpus": 0, "gpu_model": null, "gpu_memory_mib": null, "efa": false}],
+        "min_nodes": 0, "max_nodes": 1, "pools": [], "allocation_strategy": "prioritized",
+        "provision_timeout_s": 600, "ice_cooldown_s": 600, "max_time": null, "default_time": null,
+        "max_nodes_per_job": null, "min_nodes_per_job": null, "allow_accounts": [], "allow_groups": [],
+        "allow_qos": [], "priority_tier": null, "oversubscribe": null, "exclusive": false, "default": true,
+        "extra": {}, "ami_id": "ami-03cf127a", "root_volume_size": 100, "instance_profile_arn": null,
+        "user_data_extra": null, "tags": {}
+    }))
+    .expect("partition");
+    part.pools = vec![pool(&zone_a), pool(&zone_b)];
+    let cluster = ClusterDoc {
+        name: "lab".into(),
+        slurm_version: "22.05".into(),
+        scaledown_idletime_s: 10,
+        resume_timeout_s: 300,
+        accounting: AccountingDoc {
+            mode: "none".into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let ssm = aws.ssm();
+    ssm.put(
+        "/hpcforge/clusters/lab/cluster",
+        &serde_json::to_string(&cluster).expect("json"),
+        &[],
+    )
+    .await
+    .expect("publish");
+    ssm.put(
+        "/hpcforge/clusters/lab/partitions/cpu",
+        &serde_json::to_string(&part).expect("json"),
+        &[],
+    )
+    .await
+    .expect("publish");
+
+    let dir = std::env::temp_dir().join(format!("hpc-node-elastic-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for sub in ["etc", "state", "spool", "log", "run", "agent", "work"] {
+        std::fs::create_dir_all(dir.join(sub)).expect("dirs");
+    }
+    let munge = Munge::start(&dir);
+    let p = |s: &str| dir.join(s).display().to_string();
+    let conf = dir.join("etc/slurm.conf");
+    let node_bin = env!("CARGO_BIN_EXE_hpc-node");
+    let env = format!(
+        "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_ENDPOINT_URL={} SLURM_CONF={}",
+        emu.url(),
+        conf.display()
+    );
+    // ResumeProgram: hpc-node launches the instance; then, standing in for the image booting, a
+    // slurmd for each node starts (signal mask cleared: slurmctld's children inherit blocked signals).
+    let resume = format!(
+        "#!/bin/sh\n{env}\n{node_bin} resume \"$1\" --cluster lab --region us-east-1 --state-dir {agent} >> {log}/resume.log 2>&1\n\
+         for n in $(scontrol show hostnames \"$1\"); do\n  \
+         perl -MPOSIX -e 'sigprocmask(SIG_SETMASK, POSIX::SigSet->new); exec @ARGV' {slurmd} -b -N $n -f {conf} >> {log}/slurmd.out 2>&1\n\
+         done\n",
+        agent = p("agent"),
+        log = p("log"),
+        conf = conf.display()
+    );
+    let suspend = format!(
+        "#!/bin/sh\n{env}\n{node_bin} suspend \"$1\" --cluster lab --region us-east-1 --state-dir {agent} >> {log}/suspend.log 2>&1\n\
+         for n in $(scontrol show hostnames \"$1\"); do\n  pkill -f \"slurmd -b -N $n \" || true\ndone\n",
+        agent = p("agent"),
+        log = p("log")
+    );
+    for (name, body) in [("resume", &resume), ("suspend", &suspend)] {
+        std::fs::write(dir.join(name), body).expect("script");
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or(0)
+    };
+    let layout = json!({
+        "conf_dir": p("etc"), "controller_host": "localhost", "controller_addr": "127.0.0.1",
+        "state_dir": p("state"), "spool_dir": p("spool"), "log_dir": p("log"), "run_dir": p("run"),
+        "slurm_user": "root", "munge_socket": munge.socket.display().to_string(), "ports": [free(), free()],
+        "power_programs": [p("resume"), p("suspend"), p("suspend")],
+        "extra": {"ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/none", "MailProg": "/bin/true"}
+    });
+    std::fs::write(dir.join("layout.json"), layout.to_string()).expect("layout");
+    let out = Command::new(node_bin)
+        .args([
+            "reconcile",
+            "--once",
+            "--cluster",
+            "lab",
+            "--region",
+            "us-east-1",
+            "--layout",
+            &p("layout.json"),
+        ])
+        .env("AWS_ENDPOINT_URL", emu.url())
+        .env("HPC_NODE_SLURMCTLD", &slurmctld)
+        .output()
+        .expect("reconcile");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(Command::new(&slurmctld)
+        .args(["-i", "-f"])
+        .arg(&conf)
+        .env("SLURM_CONF", &conf)
+        .status()
+        .is_ok_and(|s| s.success()));
+    struct Cleanup(std::path::PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = Command::new("pkill")
+                .args(["-f", &format!("slurmd -b -N cpu-c7i-2xl-1 -f {}", self.0.display())])
+                .status();
+            if let Ok(pid) = std::fs::read_to_string(
+                self.0
+                    .parent()
+                    .and_then(|d| d.parent())
+                    .map(|d| d.join("run/slurmctld.pid"))
+                    .unwrap_or_default(),
+            ) {
+                let _ = Command::new("kill").arg(pid.trim()).status();
+            }
+        }
+    }
+    let _cleanup = Cleanup(conf.clone());
+    let slurm = |prog: &str, args: &[&str]| {
+        let o = Command::new(prog)
+            .args(args)
+            .env("SLURM_CONF", &conf)
+            .current_dir(dir.join("work"))
+            .output()
+            .expect("slurm client");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let wait = |what: &str, secs: u64, f: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while !f() {
+            assert!(
+                Instant::now() < deadline,
+                "{what} did not happen within {secs}s; logs:\n{}\n{}\n{}",
+                std::fs::read_to_string(dir.join("log/resume.log")).unwrap_or_default(),
+                std::fs::read_to_string(dir.join("log/slurmd.out")).unwrap_or_default(),
+                std::fs::read_to_string(dir.join("log/slurmctld.log"))
+                    .unwrap_or_default()
+                    .lines()
+                    .rev()
+                    .take(30)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    wait("slurmctld up", 20, &|| slurm("scontrol", &["ping"]).contains("is UP"));
+
+    let submitted = slurm("sbatch", &["-p", "cpu", "-N", "1", "--wrap", "hostname"]);
+    let job = submitted.split_whitespace().last().unwrap_or_default().to_string();
+    assert!(submitted.contains("Submitted batch job"), "{submitted}");
+    let started = Instant::now();
+    wait("the job to complete", 150, &|| {
+        slurm("scontrol", &["show", "job", &job]).contains("JobState=COMPLETED")
+    });
+    eprintln!("job completed {:?} after submission", started.elapsed());
+    let log = std::fs::read_to_string(dir.join("log/resume.log")).unwrap_or_default();
+    assert!(
+        log.contains("pool 0: asked 1, launched 0 (InsufficientInstanceCapacity"),
+        "{log}"
+    );
+    assert!(log.contains("pool 1: asked 1, launched 1"), "{log}");
+    let instances = aws
+        .ec2()
+        .instances_tagged("hpcforge:cluster", "lab")
+        .await
+        .expect("instances");
+    assert_eq!(instances.len(), 1, "{instances:?}");
+    assert_eq!(
+        instances[0].subnet_id.as_deref(),
+        Some(zone_b.as_str()),
+        "launched in the second pool"
+    );
+
+    // Idle for SuspendTime: Slurm calls hpc-node suspend and the instance goes away.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let alive = aws
+            .ec2()
+            .instances_tagged("hpcforge:cluster", "lab")
+            .await
+            .expect("instances");
+        if alive.iter().all(|i| i.state != "running" && i.state != "pending") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the node was not suspended: {}",
+            std::fs::read_to_string(dir.join("log/suspend.log")).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    drop(_cleanup);
+    drop(munge);
+    let _ = std::fs::remove_dir_all(&dir);
+}
