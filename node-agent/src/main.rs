@@ -170,25 +170,7 @@ async fn resume_nodes(
                 }
             );
         }
-        for p in &outcome.placed {
-            let ec2 = clients.ec2_for(&doc.pools[p.pool]);
-            ec2.retag(
-                std::slice::from_ref(&p.instance.id),
-                &[],
-                &[("hpcforge:node".to_string(), p.node.clone())],
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            let info = ec2.find_instance(&p.instance.id).await.map_err(|e| e.to_string())?;
-            if let Some(ip) = info.and_then(|i| i.private_ip) {
-                scontrol(&[
-                    "update".into(),
-                    format!("nodename={}", p.node),
-                    format!("nodeaddr={ip}"),
-                    format!("nodehostname={}", p.node),
-                ]);
-            }
-        }
+        name_and_address(&clients, doc, &outcome.placed).await?;
         down.extend(
             outcome
                 .unplaced
@@ -353,6 +335,58 @@ async fn evict(args: &Args, aws: &Aws) -> Result<(), String> {
             "hpc-node: {id} at {used}% (release above {threshold}%): task {task} releases files unused for {days} days under {}",
             paths.join(", ")
         );
+    }
+    Ok(())
+}
+
+/// Tags each placed instance with its node name (EC2 takes one value per call, so the calls run
+/// 16 at a time), reads their addresses in a few calls, and tells Slurm in one update.
+async fn name_and_address(
+    clients: &Regions,
+    doc: &PartitionDoc,
+    placed: &[hpc_node::resume::Placement],
+) -> Result<(), String> {
+    let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(16));
+    let mut tasks = tokio::task::JoinSet::new();
+    for p in placed {
+        let ec2 = clients.ec2_for(&doc.pools[p.pool]);
+        let (id, node) = (p.instance.id.clone(), p.node.clone());
+        let permit = limit.clone().acquire_owned().await.map_err(|e| e.to_string())?;
+        tasks.spawn(async move {
+            let _permit = permit;
+            ec2.retag(&[id], &[], &[("hpcforge:node".to_string(), node)]).await
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+    }
+    let mut addresses: Vec<(String, String)> = Vec::new();
+    for (i, pool) in doc.pools.iter().enumerate() {
+        let in_pool: Vec<&hpc_node::resume::Placement> = placed.iter().filter(|p| p.pool == i).collect();
+        if in_pool.is_empty() {
+            continue;
+        }
+        let ids: Vec<String> = in_pool.iter().map(|p| p.instance.id.clone()).collect();
+        let ips = clients
+            .ec2_for(pool)
+            .private_ips(&ids)
+            .await
+            .map_err(|e| e.to_string())?;
+        addresses.extend(
+            in_pool
+                .iter()
+                .filter_map(|p| ips.get(&p.instance.id).map(|ip| (p.node.clone(), ip.clone()))),
+        );
+    }
+    if !addresses.is_empty() {
+        let names: Vec<&str> = addresses.iter().map(|(n, _)| n.as_str()).collect();
+        let ips: Vec<&str> = addresses.iter().map(|(_, ip)| ip.as_str()).collect();
+        scontrol(&[
+            "update".into(),
+            format!("nodename={}", names.join(",")),
+            format!("nodeaddr={}", ips.join(",")),
+            format!("nodehostname={}", names.join(",")),
+        ]);
     }
     Ok(())
 }

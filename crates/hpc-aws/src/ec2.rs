@@ -1450,6 +1450,34 @@ impl Ec2 {
         Ok(FleetOutcome { instances, errors })
     }
 
+    /// Private addresses of instances (id → IP), a few describe calls for many instances.
+    pub async fn private_ips(&self, ids: &[String]) -> Result<std::collections::BTreeMap<String, String>> {
+        let mut out = std::collections::BTreeMap::new();
+        for chunk in ids.chunks(500) {
+            let mut token = None;
+            loop {
+                let page = self
+                    .client
+                    .describe_instances()
+                    .set_instance_ids(Some(chunk.to_vec()))
+                    .set_next_token(token)
+                    .send()
+                    .await
+                    .map_err(|e| self.err("describing instances", &e))?;
+                for i in page.reservations().iter().flat_map(|r| r.instances()) {
+                    if let (Some(id), Some(ip)) = (i.instance_id(), i.private_ip_address()) {
+                        out.insert(id.to_string(), ip.to_string());
+                    }
+                }
+                token = page.next_token().map(str::to_string);
+                if token.is_none() {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Instances (not terminated) carrying a tag.
     pub async fn instances_tagged(&self, key: &str, value: &str) -> Result<Vec<InstanceInfo>> {
         let out = self
