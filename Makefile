@@ -69,5 +69,5 @@ clean:
 
 ## bench: measure the provider (release build) against its anchors; writes bench/results and BENCHMARKS.md
 bench: emulator-venv
-	$(CARGO) build --release -p terraform-provider-hpc
+	$(CARGO) build --release -p terraform-provider-hpc -p hpc-node
 	$(PYTHON) bench/bench.py $(TARGET_DIR)/release

@@ -153,6 +153,78 @@ def plan_many(provider_dir: Path, count: int, runs: int) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def aws_call(emu: Emulator, service: str, target: str | None, body: str) -> str:
+    """A raw call to the emulator (query protocol when target is None, else JSON 1.1)."""
+    headers = {"Authorization": f"AWS4-HMAC-SHA256 Credential=bench/20260101/us-east-1/{service}/aws4_request, "
+                                 "SignedHeaders=host, Signature=0"}
+    if target:
+        headers["X-Amz-Target"] = target
+        headers["Content-Type"] = "application/x-amz-json-1.1"
+    req = urllib.request.Request(emu.url + "/", data=body.encode(), method="POST", headers=headers)
+    return urllib.request.urlopen(req).read().decode()
+
+
+def resume_many(bin_dir: Path, count: int) -> dict:
+    """hpc-node resume of `count` nodes across 4 pools (zones), the first without capacity."""
+    work = Path(tempfile.mkdtemp(prefix="hpcforge-bench-resume-"))
+    emu = Emulator(work)
+    try:
+        subnets = {}
+        for item in aws_call(emu, "ec2", None, "Action=DescribeSubnets&Version=2016-11-15").split("<item>"):
+            if "<availabilityZone>" in item and "<subnetId>" in item:
+                zone = item.split("<availabilityZone>")[1].split("<")[0]
+                subnets.setdefault(zone, item.split("<subnetId>")[1].split("<")[0])
+        zones = sorted(subnets)[:4]
+        lt = aws_call(emu, "ec2", None, "Action=CreateLaunchTemplate&Version=2016-11-15&LaunchTemplateName=bench"
+                      "&LaunchTemplateData.ImageId=ami-03cf127a&LaunchTemplateData.InstanceType=c7i.2xlarge")
+        lt_id = lt.split("<launchTemplateId>")[1].split("<")[0]
+        doc = {
+            "schema": 1, "cluster": "bench", "name": "cpu",
+            "shapes": [{"instance_type": "c7i.2xlarge", "vcpus": 8, "cores": 4, "threads_per_core": 2,
+                        "memory_mib": 16384, "gpus": 0, "gpu_model": None, "gpu_memory_mib": None, "efa": False}],
+            "min_nodes": 0, "max_nodes": count,
+            "pools": [{"region": "us-east-1", "subnet_ids": [subnets[z]], "capacity_type": "on_demand",
+                       "capacity_reservation_id": None, "launch_templates": {"c7i.2xlarge": lt_id},
+                       "placement_group": None} for z in zones],
+            "allocation_strategy": "prioritized", "provision_timeout_s": 600, "ice_cooldown_s": 600,
+            "max_time": None, "default_time": None, "max_nodes_per_job": None, "min_nodes_per_job": None,
+            "allow_accounts": [], "allow_groups": [], "allow_qos": [], "priority_tier": None,
+            "oversubscribe": None, "exclusive": False, "default": False, "extra": {}, "ami_id": "ami-03cf127a",
+            "root_volume_size": 100, "instance_profile_arn": None, "user_data_extra": None, "tags": {},
+        }
+        aws_call(emu, "ssm", "AmazonSSM.PutParameter", json.dumps({
+            "Name": "/hpcforge/clusters/bench/partitions/cpu", "Value": json.dumps(doc), "Type": "String",
+            "Tier": "Advanced", "Overwrite": True}))
+        req = urllib.request.Request(emu.url + "/_emulator/faults", method="POST", data=json.dumps({
+            "service": "ec2", "action": "CreateFleet", "code": "InsufficientInstanceCapacity",
+            "match": {"AvailabilityZone": zones[0]}}).encode())
+        urllib.request.urlopen(req)
+        emu.control("POST", "/_emulator/calls/reset")
+        env = {**os.environ, "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
+               "AWS_ENDPOINT_URL": emu.url, "PATH": "/nonexistent:" + os.environ.get("PATH", "")}
+        t0 = time.perf_counter()
+        out = subprocess.run([str(bin_dir / "hpc-node"), "resume", f"cpu-c7i-2xl-[1-{count}]", "--cluster", "bench",
+                              "--region", "us-east-1", "--state-dir", str(work / "agent")],
+                             env=env, capture_output=True, text=True)
+        elapsed = time.perf_counter() - t0
+        if out.returncode != 0:
+            sys.exit(f"hpc-node resume failed:\n{out.stderr}")
+        calls = emu.control("GET", "/_emulator/calls")["calls"]
+        fleet_lines = [l for l in out.stderr.splitlines() if " pool " in l]
+        return {
+            "nodes": count,
+            "pools": len(zones),
+            "wall_s": round(elapsed, 2),
+            "create_fleet_calls": calls.get("ec2:CreateFleet", 0),
+            "create_tags_calls": calls.get("ec2:CreateTags", 0),
+            "describe_instances_calls": calls.get("ec2:DescribeInstances", 0),
+            "pools_report": fleet_lines,
+        }
+    finally:
+        emu.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def machine() -> dict:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     tf = subprocess.run(["terraform", "version"], capture_output=True, text=True).stdout.splitlines()
@@ -192,6 +264,8 @@ def write_markdown(results: dict) -> None:
         f"{p['provider_processes_per_plan']} processes | hashicorp/aws ~210 MB per process (hashicorp/terraform-provider-aws#29631); goal ≤ 15 MB |",
         f"| apply of {p['resources']} file systems, -parallelism=10 (s) | {p['apply_parallelism_10_s']} | | | 1 | |",
         f"| destroy of {p['resources']} file systems, -parallelism=10 (s) | {p['destroy_parallelism_10_s']} | | | 1 | |",
+        f"| hpc-node resume of {results['resume']['nodes']} nodes across {results['resume']['pools']} pools, first pool without capacity (s) | {results['resume']['wall_s']} | | | 1 | goal ≤ 2 s (issue 7) |",
+        f"| CreateFleet / CreateTags / DescribeInstances calls for that resume | {results['resume']['create_fleet_calls']} / {results['resume']['create_tags_calls']} / {results['resume']['describe_instances_calls']} | | | | |",
         "",
         "Raw numbers: [bench/results/provider.json](bench/results/provider.json).",
         "",
@@ -204,6 +278,7 @@ def main() -> None:
     ap.add_argument("provider_dir", type=Path)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--resources", type=int, default=100)
+    ap.add_argument("--nodes", type=int, default=1000)
     args = ap.parse_args()
     binary = args.provider_dir / "terraform-provider-hpc"
     if not binary.exists():
@@ -212,6 +287,7 @@ def main() -> None:
         "machine": machine(),
         "provider_startup_s": provider_startup(binary, 20),
         "plan": plan_many(args.provider_dir.resolve(), args.resources, args.runs),
+        "resume": resume_many(args.provider_dir.resolve(), args.nodes),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "provider.json").write_text(json.dumps(results, indent=2) + "\n")
