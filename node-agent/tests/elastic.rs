@@ -2,9 +2,11 @@
 //! partition; slurmctld calls `hpc-node resume`; the first pool has no capacity, so the
 //! instance comes from the second; an impersonated slurmd (standing in for the booted image)
 //! registers; the job completes; after SuspendTime slurmctld calls `hpc-node suspend` and the
-//! instance is terminated.
+//! instance is terminated. Accounting runs through slurmdbd and a private MariaDB: sacct shows
+//! the job.
 //!
-//! Needs root and Debian's slurmctld, slurmd, slurm-client and munge (.ci/run installs them).
+//! Needs root and Debian's slurmctld, slurmd, slurm-client, munge, slurmdbd and mariadb-server
+//! (.ci/run installs them).
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::Command;
@@ -24,6 +26,16 @@ fn program(name: &str) -> String {
         .unwrap_or_else(|| {
             panic!("{name} is not installed: apt-get install slurmctld slurmd slurm-client munge (.ci/run does it)")
         })
+}
+
+/// A child process stopped on drop (also when the test fails).
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -97,7 +109,7 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
         scaledown_idletime_s: 10,
         resume_timeout_s: 300,
         accounting: AccountingDoc {
-            mode: "none".into(),
+            mode: "local".into(),
             ..Default::default()
         },
         ..Default::default()
@@ -164,7 +176,8 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
         "state_dir": p("state"), "spool_dir": p("spool"), "log_dir": p("log"), "run_dir": p("run"),
         "slurm_user": "root", "munge_socket": munge.socket.display().to_string(), "ports": [free(), free()],
         "power_programs": [p("resume"), p("suspend"), p("suspend")],
-        "extra": {"ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/none", "MailProg": "/bin/true"}
+                "extra": {"ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/none", "MailProg": "/bin/true",
+                  "JobAcctGatherType": "jobacct_gather/linux"}
     });
     std::fs::write(dir.join("layout.json"), layout.to_string()).expect("layout");
     let out = Command::new(node_bin)
@@ -183,6 +196,58 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
         .output()
         .expect("reconcile");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Accounting: a private MariaDB (socket only) and slurmdbd with the slurmdbd.conf hpc-node wrote.
+    let datadir = dir.join("db");
+    let installed = Command::new(program("mariadb-install-db"))
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", datadir.display()))
+        .args([
+            "--user=root",
+            "--auth-root-authentication-method=socket",
+            "--skip-test-db",
+        ])
+        .output()
+        .expect("mariadb-install-db");
+    assert!(
+        installed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    let db_socket = dir.join("mysql.sock");
+    let _mariadb = Kill(
+        Command::new(program("mariadbd"))
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", datadir.display()))
+            .arg(format!("--socket={}", db_socket.display()))
+            .arg(format!("--pid-file={}", p("run/mariadbd.pid")))
+            .args(["--skip-networking", "--user=root"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("mariadbd"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !db_socket.exists() {
+        assert!(Instant::now() < deadline, "MariaDB did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(std::fs::read_to_string(dir.join("etc/slurmdbd.conf"))
+        .is_ok_and(|c| c.contains("StorageType=accounting_storage/mysql")));
+    let _slurmdbd = Kill(
+        Command::new(program("slurmdbd"))
+            .arg("-D")
+            .env("SLURM_CONF", &conf)
+            .env("MYSQL_UNIX_PORT", &db_socket)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("slurmdbd"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", 6819)).is_err() {
+        assert!(Instant::now() < deadline, "slurmdbd did not listen on 6819");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert!(Command::new(&slurmctld)
         .args(["-i", "-f"])
         .arg(&conf)
@@ -285,7 +350,19 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    // The job went through slurmdbd into MariaDB.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let acct = slurm("sacct", &["-j", &job, "-n", "-P", "-X", "-o", "JobID,State"]);
+        if acct.lines().any(|l| l.trim() == format!("{job}|COMPLETED")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "sacct does not show the job: {acct}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
     drop(_cleanup);
+    drop(_slurmdbd);
+    drop(_mariadb);
     drop(munge);
     let _ = std::fs::remove_dir_all(&dir);
 }
