@@ -379,8 +379,9 @@ async fn the_sweep_terminates_instances_of_nodes_the_desired_state_dropped() {
     let _ = std::fs::remove_dir_all(state);
 }
 
-/// Real Slurm asks for a node (ResumeProgram = hpc-node resume); the instance never registers;
-/// after the partition's provision_timeout the sweep replaces it from the next pool.
+/// Real Slurm asks for a node for a job (ResumeProgram = hpc-node resume); the instance never
+/// registers; after the partition's provision_timeout the sweep replaces it from the next pool,
+/// whose node does register, and the job completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_does_not_register_in_time_is_replaced_from_the_next_pool() {
     use std::os::unix::fs::PermissionsExt as _;
@@ -395,6 +396,13 @@ async fn a_node_that_does_not_register_in_time_is_replaced_from_the_next_pool() 
     let aws = connect(&emu).await;
     let mut doc = partition(&aws, &emu).await;
     doc.provision_timeout_s = 3;
+    // A shape this machine can register as (the instance type only picks the launch template).
+    doc.shapes[0].vcpus = 1;
+    doc.shapes[0].cores = 1;
+    doc.shapes[0].threads_per_core = 1;
+    doc.shapes[0].memory_mib = 1024;
+    doc.shapes[0].gpus = 0;
+    doc.shapes[0].gpu_model = None;
     let (zone_a, zone_b) = (doc.pools[0].subnet_ids[0].clone(), doc.pools[1].subnet_ids[0].clone());
     let ssm = aws.ssm();
     ssm.put(
@@ -504,9 +512,17 @@ async fn a_node_that_does_not_register_in_time_is_replaced_from_the_next_pool() 
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 
-    // Slurm powers the node up: its ResumeProgram (hpc-node resume) launches in the first pool.
-    let up = scontrol(&["update", "nodename=gpu-p5-48xl-1", "state=power_up"]);
-    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    // A job needs the node: Slurm's ResumeProgram (hpc-node resume) launches in the first pool.
+    std::fs::create_dir_all(dir.join("work")).expect("work dir");
+    let submitted = Command::new("sbatch")
+        .args(["-p", "gpu", "-N", "1", "--wrap", "hostname"])
+        .env("SLURM_CONF", &conf)
+        .current_dir(dir.join("work"))
+        .output()
+        .expect("sbatch");
+    let submitted = String::from_utf8_lossy(&submitted.stdout).to_string();
+    assert!(submitted.contains("Submitted batch job"), "{submitted}");
+    let job = submitted.split_whitespace().last().unwrap_or_default().to_string();
     let node_instances = || async {
         aws.ec2()
             .instances_tagged("hpcforge:cluster", "c")
@@ -553,6 +569,43 @@ async fn a_node_that_does_not_register_in_time_is_replaced_from_the_next_pool() 
         "relaunched in the next pool"
     );
     assert_ne!(alive[0].id, first.id);
+
+    // The replacement boots (an impersonated slurmd stands in for the image) and the job runs.
+    let slurmd = ["/usr/sbin/slurmd", "/usr/bin/slurmd"]
+        .iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("slurmd installed");
+    struct StopSlurmd(String);
+    impl Drop for StopSlurmd {
+        fn drop(&mut self) {
+            let _ = Command::new("pkill").args(["-f", &self.0]).status();
+        }
+    }
+    let _slurmd = StopSlurmd(format!("slurmd -b -N gpu-p5-48xl-1 -f {}", conf.display()));
+    let started = Command::new("perl")
+        .args([
+            "-MPOSIX",
+            "-e",
+            "sigprocmask(SIG_SETMASK, POSIX::SigSet->new); exec @ARGV",
+        ])
+        .args([*slurmd, "-b", "-N", "gpu-p5-48xl-1", "-f"])
+        .arg(&conf)
+        .env("SLURM_CONF", &conf)
+        .status();
+    assert!(started.is_ok_and(|s| s.success()), "slurmd started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(150);
+    loop {
+        let state = String::from_utf8_lossy(&scontrol(&["show", "job", &job]).stdout).to_string();
+        if state.contains("JobState=COMPLETED") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job did not complete: {state}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    drop(_slurmd);
     drop(_stop);
     let _ = std::fs::remove_dir_all(&dir);
 }
