@@ -757,3 +757,90 @@ async fn eviction_starts_a_release_task_when_a_file_system_passes_its_threshold(
     );
     assert_eq!(task["Paths"], json!(["/datasets"]));
 }
+
+struct ByRegion(Aws);
+
+impl PoolClients for ByRegion {
+    fn ec2_for(&self, pool: &PoolDoc) -> Ec2 {
+        self.0.ec2_in(&pool.region)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_in_another_region_takes_over_with_its_own_launch_template() {
+    let emu = Emulator::start();
+    let aws = connect(&emu).await;
+    let mut doc = partition(&aws, &emu).await;
+    // The second region: its own subnet and launch template (AMI ids are regional).
+    let auth =
+        "AWS4-HMAC-SHA256 Credential=testing/20260101/us-west-2/ec2/aws4_request, SignedHeaders=host, Signature=0";
+    let xml = acceptance_tests::http(
+        emu.port,
+        "POST",
+        "/",
+        &[
+            ("Content-Type", "application/x-www-form-urlencoded"),
+            ("Authorization", auth),
+        ],
+        "Action=DescribeSubnets&Version=2016-11-15",
+    )
+    .body;
+    let west_subnet = xml
+        .split("<subnetId>")
+        .nth(1)
+        .and_then(|s| s.split('<').next())
+        .expect("us-west-2 subnet")
+        .to_string();
+    let west = aws.ec2_in("us-west-2");
+    let template = LaunchTemplateSpec {
+        name: "hpc-c-gpu-west".into(),
+        image_id: AMI.into(),
+        instance_type: Some(TYPE.into()),
+        key_name: None,
+        security_group_ids: vec![],
+        instance_profile_arn: None,
+        user_data: None,
+        root_volume: None,
+        efa_network_cards: vec![],
+        placement_group: None,
+        tags: vec![],
+    };
+    let (west_lt, _) = west
+        .ensure_launch_template(&template)
+        .await
+        .expect("west launch template");
+    doc.pools.truncate(1);
+    doc.pools.push(PoolDoc {
+        region: "us-west-2".into(),
+        subnet_ids: vec![west_subnet.clone()],
+        capacity_type: "on_demand".into(),
+        capacity_reservation_id: None,
+        launch_templates: BTreeMap::from([(TYPE.to_string(), west_lt)]),
+        placement_group: None,
+    });
+    emu.add_fault(
+        json!({"service": "ec2", "action": "CreateFleet", "code": "InsufficientInstanceCapacity",
+                         "match": {"AvailabilityZone": "us-east-1a"}}),
+    );
+    let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[1-2]"));
+    let mut cooldowns = Cooldowns::default();
+    let out = launch_group(&ByRegion(aws.clone()), "c", &doc, &groups[0], &mut cooldowns, 1_000)
+        .await
+        .expect("resume");
+    assert_eq!(out.placed.len(), 2, "{out:?}");
+    assert!(out
+        .placed
+        .iter()
+        .all(|p| p.pool == 1 && p.instance.subnet_id.as_deref() == Some(west_subnet.as_str())));
+    let in_west = west
+        .instances_tagged("hpcforge:cluster", "c")
+        .await
+        .expect("west instances");
+    assert_eq!(in_west.len(), 2, "launched in us-west-2: {in_west:?}");
+    assert!(aws
+        .ec2()
+        .instances_tagged("hpcforge:cluster", "c")
+        .await
+        .expect("east")
+        .is_empty());
+}
