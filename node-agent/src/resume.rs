@@ -23,6 +23,9 @@ pub const CAPACITY_CODES: &[&str] = &[
     "InsufficientCapacityOnHost",
 ];
 
+/// Most nodes one instant-fleet call asks for; larger resumes are split.
+pub const FLEET_BATCH: usize = 500;
+
 /// Nodes of one partition and instance type: launched together.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Group {
@@ -189,7 +192,7 @@ pub async fn launch_group(
         let Some(template) = pool.launch_templates.get(&group.instance_type) else {
             continue;
         };
-        let overrides = pool
+        let overrides: Vec<FleetOverride> = pool
             .subnet_ids
             .iter()
             .enumerate()
@@ -200,51 +203,58 @@ pub async fn launch_group(
                 priority: p as f64,
             })
             .collect();
-        let request = FleetRequest {
-            overrides,
-            count: i32::try_from(waiting.len()).unwrap_or(i32::MAX),
-            spot: pool.capacity_type == "spot",
-            allocation_strategy: partition.allocation_strategy.clone(),
-            tags: vec![
-                ("hpcforge:cluster".into(), cluster.to_string()),
-                ("hpcforge:partition".into(), format!("{cluster}/{}", partition.name)),
-            ],
-        };
-        let result = clients.ec2_for(pool).launch_fleet(&request).await;
-        let fleet = match result {
-            Ok(f) => f,
-            // A whole-call capacity error (RunInstances-style) fails the pool like fleet errors do.
-            Err(e) if e.code_is(CAPACITY_CODES) => hpc_aws::ec2::FleetOutcome {
-                instances: vec![],
-                errors: vec![FleetError {
-                    code: e.code.clone().unwrap_or_default(),
-                    message: e.message.clone(),
-                    instance_type: Some(group.instance_type.clone()),
-                    subnet_id: None,
-                }],
-            },
-            Err(e) => return Err(e),
-        };
-        let launched = fleet.instances.len().min(waiting.len());
-        let rest = waiting.split_off(launched);
-        for (node, instance) in waiting.into_iter().zip(fleet.instances.iter().cloned()) {
-            outcome.placed.push(Placement {
-                node,
+        // Instant fleets are asked for at most FLEET_BATCH nodes at a time.
+        loop {
+            let batch = waiting.len().min(FLEET_BATCH);
+            let request = FleetRequest {
+                overrides: overrides.clone(),
+                count: i32::try_from(batch).unwrap_or(i32::MAX),
+                spot: pool.capacity_type == "spot",
+                allocation_strategy: partition.allocation_strategy.clone(),
+                tags: vec![
+                    ("hpcforge:cluster".into(), cluster.to_string()),
+                    ("hpcforge:partition".into(), format!("{cluster}/{}", partition.name)),
+                ],
+            };
+            let fleet = match clients.ec2_for(pool).launch_fleet(&request).await {
+                Ok(f) => f,
+                // A whole-call capacity error (RunInstances-style) fails the pool like fleet errors do.
+                Err(e) if e.code_is(CAPACITY_CODES) => hpc_aws::ec2::FleetOutcome {
+                    instances: vec![],
+                    errors: vec![FleetError {
+                        code: e.code.clone().unwrap_or_default(),
+                        message: e.message.clone(),
+                        instance_type: Some(group.instance_type.clone()),
+                        subnet_id: None,
+                    }],
+                },
+                Err(e) => return Err(e),
+            };
+            let launched = fleet.instances.len().min(batch);
+            let rest = waiting.split_off(launched);
+            for (node, instance) in waiting.into_iter().zip(fleet.instances.iter().cloned()) {
+                outcome.placed.push(Placement {
+                    node,
+                    pool: i,
+                    instance,
+                });
+            }
+            waiting = rest;
+            let no_capacity = fleet.errors.iter().any(|e| CAPACITY_CODES.contains(&e.code.as_str()));
+            if no_capacity {
+                cooldowns.start(key.clone(), now, u64::from(partition.ice_cooldown_s));
+            }
+            outcome.attempts.push(Attempt {
                 pool: i,
-                instance,
+                requested: batch,
+                launched,
+                errors: fleet.errors,
+                skipped_cooldown: false,
             });
+            if no_capacity || launched < batch || waiting.is_empty() {
+                break;
+            }
         }
-        waiting = rest;
-        if fleet.errors.iter().any(|e| CAPACITY_CODES.contains(&e.code.as_str())) {
-            cooldowns.start(key, now, u64::from(partition.ice_cooldown_s));
-        }
-        outcome.attempts.push(Attempt {
-            pool: i,
-            requested: request.count as usize,
-            launched,
-            errors: fleet.errors,
-            skipped_cooldown: false,
-        });
     }
     outcome.unplaced = waiting;
     Ok(outcome)
