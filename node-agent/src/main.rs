@@ -391,6 +391,22 @@ async fn name_and_address(
     Ok(())
 }
 
+/// EC2 in every region the cluster's pools use (and the agent's own).
+fn cluster_regions(aws: &Aws, docs: &[PartitionDoc]) -> Vec<(String, Ec2)> {
+    let mut regions: BTreeSet<String> = docs
+        .iter()
+        .flat_map(|d| d.pools.iter().map(|p| p.region.clone()))
+        .collect();
+    regions.insert(aws.region.clone());
+    regions
+        .into_iter()
+        .map(|r| {
+            let ec2 = if r == aws.region { aws.ec2() } else { aws.ec2_in(&r) };
+            (r, ec2)
+        })
+        .collect()
+}
+
 /// Slurm's state of a node, e.g. `IDLE+CLOUD+POWERING_UP` (None when scontrol cannot say).
 fn slurm_state(node: &str) -> Option<String> {
     let out = Command::new("scontrol")
@@ -417,17 +433,7 @@ async fn sweep(args: &Args, aws: &Aws) -> Result<(), String> {
     let now = i64::try_from(now_s()).unwrap_or(i64::MAX);
     let mut cooldowns = Cooldowns::load(&args.state_dir.join("cooldowns.json"));
     let mut relaunch: Vec<String> = Vec::new();
-    let mut regions: BTreeSet<String> = docs
-        .iter()
-        .flat_map(|d| d.pools.iter().map(|p| p.region.clone()))
-        .collect();
-    regions.insert(aws.region.clone());
-    for region in regions {
-        let ec2 = if region == aws.region {
-            aws.ec2()
-        } else {
-            aws.ec2_in(&region)
-        };
+    for (region, ec2) in cluster_regions(aws, &docs) {
         let instances = ec2
             .instances_tagged("hpcforge:cluster", &args.cluster)
             .await
@@ -523,17 +529,7 @@ async fn budget(aws: &Aws, cluster: &str, docs: &[PartitionDoc]) -> Result<Budge
 async fn suspend(args: &Args, aws: &Aws) -> Result<(), String> {
     let nodes: BTreeSet<String> = hostlist::expand(&args.hosts)?.into_iter().collect();
     let docs = partitions(aws, &args.cluster).await?;
-    let mut regions: BTreeSet<String> = docs
-        .iter()
-        .flat_map(|d| d.pools.iter().map(|p| p.region.clone()))
-        .collect();
-    regions.insert(aws.region.clone());
-    for region in regions {
-        let ec2 = if region == aws.region {
-            aws.ec2()
-        } else {
-            aws.ec2_in(&region)
-        };
+    for (region, ec2) in cluster_regions(aws, &docs) {
         let running = ec2
             .instances_tagged("hpcforge:cluster", &args.cluster)
             .await

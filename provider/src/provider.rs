@@ -34,6 +34,18 @@ pub struct Clients {
 }
 
 impl Clients {
+    /// Plans `tags_all` from a planned value's `tags`: merged over the default tags, unknown
+    /// while `tags` is.
+    pub fn plan_tags_all(&self, planned: &mut Value) {
+        let tags = planned.attr("tags").clone();
+        let all = match convert::pairs(&tags) {
+            Some(t) => convert::of_map(&self.tags_all(&t)),
+            None if tags.is_null() => convert::of_map(&self.tags_all(&[])),
+            None => Value::Unknown,
+        };
+        planned.set_attr("tags_all", all);
+    }
+
     /// `tags` merged over the provider's default tags, sorted by key.
     pub fn tags_all(&self, tags: &[(String, String)]) -> Vec<(String, String)> {
         let mut all = self.default_tags.clone();

@@ -576,11 +576,7 @@ impl Resource for HpcCluster {
             return;
         };
         let p = &mut req.planned;
-        match convert::pairs(p.attr("tags")) {
-            Some(t) => p.set_attr("tags_all", of_map(&clients.tags_all(&t))),
-            None if p.attr("tags").is_null() => p.set_attr("tags_all", of_map(&clients.tags_all(&[]))),
-            None => p.set_attr("tags_all", Value::Unknown),
-        }
+        clients.plan_tags_all(p);
         if let Some(name) = string(p.attr("name")) {
             p.set_attr("id", Value::string(&name));
             p.set_attr(

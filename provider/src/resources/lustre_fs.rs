@@ -546,13 +546,7 @@ impl Resource for LustreFs {
         }
         // tags_all: the resource's tags over the provider's default tags.
         if let Ok(clients) = req.ctx.provider::<Clients>() {
-            let tags_value = planned.attr("tags").clone();
-            let tags_all = match convert::pairs(&tags_value) {
-                Some(t) => of_map(&clients.tags_all(&t)),
-                None if tags_value.is_null() => of_map(&clients.tags_all(&[])),
-                None => Value::Unknown,
-            };
-            planned.set_attr("tags_all", tags_all);
+            clients.plan_tags_all(planned);
         }
         // Data repositories are matched by file_system_path, not by list position.
         let prior_repos = req.prior.attr("data_repository").elements().to_vec();

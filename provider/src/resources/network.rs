@@ -189,13 +189,7 @@ impl Resource for HpcNetwork {
         let Ok(clients) = req.ctx.provider::<Clients>() else {
             return;
         };
-        if let Some(t) =
-            convert::pairs(req.planned.attr("tags")).or_else(|| req.planned.attr("tags").is_null().then(Vec::new))
-        {
-            req.planned.set_attr("tags_all", of_map(&clients.tags_all(&t)));
-        } else {
-            req.planned.set_attr("tags_all", Value::Unknown);
-        }
+        clients.plan_tags_all(&mut req.planned);
         // Default zones come from the region (a read, no change) so the plan shows them.
         if req.planned.attr("availability_zones").is_unknown() && req.config.attr("availability_zones").is_null() {
             match clients.ec2.availability_zones().await {

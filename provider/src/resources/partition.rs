@@ -560,11 +560,7 @@ impl Resource for HpcPartition {
             return;
         };
         let p = &mut req.planned;
-        match convert::pairs(p.attr("tags")) {
-            Some(t) => p.set_attr("tags_all", of_map(&clients.tags_all(&t))),
-            None if p.attr("tags").is_null() => p.set_attr("tags_all", of_map(&clients.tags_all(&[]))),
-            None => p.set_attr("tags_all", Value::Unknown),
-        }
+        clients.plan_tags_all(p);
         if p.attr("placement_group").is_unknown() || req.config.attr("placement_group").is_null() {
             let efa = p.attr("efa_enabled").clone();
             p.set_attr("placement_group", efa);
