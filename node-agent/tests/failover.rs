@@ -57,10 +57,10 @@ async fn connect(emu: &Emulator) -> Aws {
     .expect("connect to the emulator")
 }
 
-async fn partition(aws: &Aws, emu: &Emulator) -> PartitionDoc {
-    let zones = subnets(emu);
-    let template = LaunchTemplateSpec {
-        name: "hpc-c-gpu-p5".into(),
+/// A plain launch template for the test's instance type.
+fn template(name: &str) -> LaunchTemplateSpec {
+    LaunchTemplateSpec {
+        name: name.into(),
         image_id: AMI.into(),
         instance_type: Some(TYPE.into()),
         key_name: None,
@@ -71,7 +71,12 @@ async fn partition(aws: &Aws, emu: &Emulator) -> PartitionDoc {
         efa_network_cards: vec![],
         placement_group: None,
         tags: vec![],
-    };
+    }
+}
+
+async fn partition(aws: &Aws, emu: &Emulator) -> PartitionDoc {
+    let zones = subnets(emu);
+    let template = template("hpc-c-gpu-p5");
     let (lt, _) = aws
         .ec2()
         .ensure_launch_template(&template)
@@ -792,19 +797,7 @@ async fn a_pool_in_another_region_takes_over_with_its_own_launch_template() {
         .expect("us-west-2 subnet")
         .to_string();
     let west = aws.ec2_in("us-west-2");
-    let template = LaunchTemplateSpec {
-        name: "hpc-c-gpu-west".into(),
-        image_id: AMI.into(),
-        instance_type: Some(TYPE.into()),
-        key_name: None,
-        security_group_ids: vec![],
-        instance_profile_arn: None,
-        user_data: None,
-        root_volume: None,
-        efa_network_cards: vec![],
-        placement_group: None,
-        tags: vec![],
-    };
+    let template = template("hpc-c-gpu-west");
     let (west_lt, _) = west
         .ensure_launch_template(&template)
         .await
