@@ -190,30 +190,31 @@ impl Resource for HpcNetwork {
             return;
         };
         clients.plan_tags_all(&mut req.planned);
-        // Default zones come from the region (a read, no change) so the plan shows them.
-        if req.planned.attr("availability_zones").is_unknown() && req.config.attr("availability_zones").is_null() {
-            match clients.ec2.availability_zones().await {
-                Ok(z) => {
-                    let two: Vec<String> = z.into_iter().take(2).collect();
-                    req.planned.set_attr("availability_zones", convert::of_list(Some(&two)));
-                }
-                Err(e) => req.diagnostics.extend(aws_diag("Cannot list availability zones", &e)),
-            }
+        // Zones are fixed once the network exists; only a new (or replaced) network looks them up,
+        // with one read: the defaults shown in the plan, and a check of configured ones.
+        if req.planned.attr("availability_zones") == req.prior.attr("availability_zones") {
+            return;
         }
-        if let (Some(zones), false) = (
-            strings(req.planned.attr("availability_zones")),
-            req.diagnostics.has_errors(),
-        ) {
-            if let Ok(known) = clients.ec2.availability_zones().await {
-                for z in zones.iter().filter(|z| !known.contains(z)) {
-                    req.diagnostics.push(
-                        Diagnostic::error(
-                            format!("availability zone {z} is not in region {}", clients.aws.region),
-                            format!("Zones of {}: {}.", clients.aws.region, known.join(", ")),
-                        )
-                        .at(AttributePath::root("availability_zones")),
-                    );
-                }
+        let known = match clients.ec2.availability_zones().await {
+            Ok(z) => z,
+            Err(e) => {
+                req.diagnostics.extend(aws_diag("Cannot list availability zones", &e));
+                return;
+            }
+        };
+        if req.planned.attr("availability_zones").is_unknown() && req.config.attr("availability_zones").is_null() {
+            let two: Vec<String> = known.iter().take(2).cloned().collect();
+            req.planned.set_attr("availability_zones", convert::of_list(Some(&two)));
+        }
+        if let Some(zones) = strings(req.planned.attr("availability_zones")) {
+            for z in zones.iter().filter(|z| !known.contains(z)) {
+                req.diagnostics.push(
+                    Diagnostic::error(
+                        format!("availability zone {z} is not in region {}", clients.aws.region),
+                        format!("Zones of {}: {}.", clients.aws.region, known.join(", ")),
+                    )
+                    .at(AttributePath::root("availability_zones")),
+                );
             }
         }
     }
