@@ -57,6 +57,15 @@ async fn connect(emu: &Emulator) -> Aws {
     .expect("connect to the emulator")
 }
 
+/// The hpc-node binary, with credentials and endpoint of the emulator.
+fn hpc_node(emu: &Emulator) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hpc-node"));
+    cmd.env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_ENDPOINT_URL", emu.url());
+    cmd
+}
+
 /// A plain launch template for the test's instance type.
 fn template(name: &str) -> LaunchTemplateSpec {
     LaunchTemplateSpec {
@@ -188,13 +197,10 @@ async fn the_binary_resumes_and_suspends_nodes_from_the_published_partition() {
     );
     let state = std::env::temp_dir().join(format!("hpc-node-bin-{}", std::process::id()));
     let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_hpc-node"))
+        hpc_node(&emu)
             .args(args)
             .args(["--cluster", "c", "--region", "us-east-1", "--state-dir"])
             .arg(&state)
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("AWS_ENDPOINT_URL", emu.url())
             .output()
             .expect("run hpc-node")
     };
@@ -293,7 +299,7 @@ async fn a_resume_past_the_gpu_guardrail_launches_what_fits_and_refuses_the_rest
     .expect("publish");
     let state = std::env::temp_dir().join(format!("hpc-node-guard-{}", std::process::id()));
     let run = |hosts: &str| {
-        Command::new(env!("CARGO_BIN_EXE_hpc-node"))
+        hpc_node(&emu)
             .args([
                 "resume",
                 hosts,
@@ -304,9 +310,6 @@ async fn a_resume_past_the_gpu_guardrail_launches_what_fits_and_refuses_the_rest
                 "--state-dir",
             ])
             .arg(&state)
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("AWS_ENDPOINT_URL", emu.url())
             .output()
             .expect("run hpc-node")
     };
@@ -345,13 +348,10 @@ async fn the_sweep_terminates_instances_of_nodes_the_desired_state_dropped() {
         .expect("publish");
     let state = std::env::temp_dir().join(format!("hpc-node-sweep-{}", std::process::id()));
     let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_hpc-node"))
+        hpc_node(&emu)
             .args(args)
             .args(["--cluster", "c", "--region", "us-east-1", "--state-dir"])
             .arg(&state)
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("AWS_ENDPOINT_URL", emu.url())
             .output()
             .expect("run hpc-node")
     };
@@ -639,11 +639,8 @@ async fn the_health_check_drains_a_node_missing_its_gpus_or_mounts_and_passes_a_
         ..Default::default()
     };
     let run = |node: &str| {
-        Command::new(env!("CARGO_BIN_EXE_hpc-node"))
+        hpc_node(&emu)
             .args(["health", node, "--cluster", "c", "--region", "us-east-1"])
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("AWS_ENDPOINT_URL", emu.url())
             .output()
             .expect("run hpc-node health")
     };
@@ -738,11 +735,8 @@ async fn eviction_starts_a_release_task_when_a_file_system_passes_its_threshold(
         )
         .await
         .expect("publish");
-    let out = Command::new(env!("CARGO_BIN_EXE_hpc-node"))
+    let out = hpc_node(&emu)
         .args(["evict", "--cluster", "c", "--region", "us-east-1"])
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_ENDPOINT_URL", emu.url())
         .output()
         .expect("run hpc-node evict");
     let log = String::from_utf8_lossy(&out.stderr);
