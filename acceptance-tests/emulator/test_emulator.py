@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
-import signal
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,85 +16,9 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-HERE = Path(__file__).resolve().parent
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
-DELAY = 0.3
-TEST_CONFIG = {"fsx_create_delay_s": DELAY, "fsx_update_delay_s": DELAY, "fsx_delete_delay_s": DELAY, "seed": 7}
-NO_RETRIES = Config(retries={"total_max_attempts": 1})
+from harness import ACCOUNT, DELAY, HERE, NO_RETRIES, REGION, TEST_CONFIG, client, control, error_code, wait_for
 
-
-# --- fixtures ------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port_file = tmp_path_factory.mktemp("emulator") / "port"
-    process = subprocess.Popen(
-        [str(HERE / "serve"), "--port", "0", "--port-file", str(port_file), "--fsx-create-delay", str(DELAY)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    line = _read_line(process, timeout=30)
-    match = re.fullmatch(r"emulator listening on http://127\.0\.0\.1:(\d+)\n", line)
-    assert match, (
-        f"unexpected first line {line!r}; stderr: {process.stderr.read() if process.poll() is not None else ''}"
-    )
-    assert port_file.read_text().strip() == match.group(1)
-    yield f"http://127.0.0.1:{match.group(1)}"
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=10) == 0, process.stderr.read()
-
-
-def _read_line(process: subprocess.Popen[str], timeout: float) -> str:
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.append(process.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(timeout)
-    return lines[0] if lines else ""
-
-
-@pytest.fixture(autouse=True)
-def clean_state(endpoint: str) -> None:
-    assert control(endpoint, "POST", "/reset") == {"status": "reset"}
-    control(endpoint, "POST", "/config", TEST_CONFIG)
-
-
-def control(endpoint: str, method: str, path: str, body: Any = None, expect: int = 200) -> Any:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(f"{endpoint}/_emulator{path}", data=data, method=method)
-    try:
-        with urllib.request.urlopen(request) as response:
-            status, payload = response.status, response.read()
-    except urllib.error.HTTPError as err:
-        status, payload = err.code, err.read()
-    assert status == expect, payload
-    return json.loads(payload)
-
-
-def client(endpoint: str, service: str, config: Config | None = None, **credentials: str) -> Any:
-    credentials = credentials or {"aws_access_key_id": "AKIAIOSFODNN7EXAMPLE", "aws_secret_access_key": "secret"}
-    return boto3.client(service, endpoint_url=endpoint, region_name=REGION, config=config, **credentials)
-
-
-def wait_for(read: Callable[[], Any], done: Callable[[Any], bool], timeout: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = read()
-        if done(value):
-            return value
-        assert time.monotonic() < deadline, f"timed out; last value: {value}"
-        time.sleep(0.05)
-
-
-def error_code(excinfo: pytest.ExceptionInfo[ClientError]) -> str:
-    return excinfo.value.response["Error"]["Code"]
-
-
-@pytest.fixture
-def ec2(endpoint: str) -> Any:
-    return client(endpoint, "ec2")
+# Fixtures (endpoint, clean_state, ec2) are in conftest.py.
 
 
 @pytest.fixture
