@@ -183,6 +183,12 @@ class FaultEngine:
             self._rules = []
             return removed
 
+    def reset(self) -> None:
+        """Removes every rule and numbers new ones from fault-1 again, as in a fresh emulator."""
+        with self._lock:
+            self._rules = []
+            self._next_id = 1
+
     def reseed(self, seed: int) -> None:
         with self._lock:
             self._rng = random.Random(seed)

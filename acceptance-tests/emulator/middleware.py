@@ -265,7 +265,7 @@ class EmulatorMiddleware:
         if route == "/reset" and method == "POST":
             moto_api_backend.reset()
             self.calls.clear()
-            FAULTS.clear()
+            FAULTS.reset()
             FAULTS.reseed(CONFIG.snapshot().seed)
             return 200, {"status": "reset"}
         lifecycle = re.fullmatch(r"/fsx/([^/]+)/lifecycle", route)
