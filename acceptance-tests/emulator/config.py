@@ -12,6 +12,10 @@ class Settings:
     fsx_create_delay_s: float = 1.0
     fsx_update_delay_s: float = 1.0
     fsx_delete_delay_s: float = 1.0
+    # EC2 snapshots: pending -> completed after CompleteSnapshot (EBS direct), CreateImage, CopyImage.
+    snapshot_delay_s: float = 1.0
+    # EC2 images: pending -> available after RegisterImage, CreateImage, CopyImage.
+    image_delay_s: float = 1.0
     seed: int = 0
 
 

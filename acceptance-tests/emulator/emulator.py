@@ -24,12 +24,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--fsx-create-delay", type=float, default=1.0, metavar="SECONDS", help="CREATING -> AVAILABLE")
     parser.add_argument("--fsx-update-delay", type=float, default=1.0, metavar="SECONDS", help="UPDATING -> AVAILABLE")
     parser.add_argument("--fsx-delete-delay", type=float, default=1.0, metavar="SECONDS", help="DELETING -> gone")
+    parser.add_argument(
+        "--snapshot-delay", type=float, default=1.0, metavar="SECONDS", help="snapshot pending -> completed"
+    )
+    parser.add_argument("--image-delay", type=float, default=1.0, metavar="SECONDS", help="image pending -> available")
     parser.add_argument("--seed", type=int, default=0, help="seed of the RNG behind ratio fault rules")
     parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
     args = parser.parse_args(argv)
     if not 0 <= args.port <= 65535:
         parser.error("--port must be between 0 and 65535")
-    for name in ("fsx_create_delay", "fsx_update_delay", "fsx_delete_delay"):
+    for name in ("fsx_create_delay", "fsx_update_delay", "fsx_delete_delay", "snapshot_delay", "image_delay"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must not be negative")
     return args
@@ -50,6 +54,7 @@ def main(argv: list[str]) -> int:
     # moto is heavy to import; do it only once the arguments are known to be good.
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 
+    import ebs
     import ec2
     import fsx
     from config import CONFIG
@@ -61,12 +66,15 @@ def main(argv: list[str]) -> int:
             "fsx_create_delay_s": args.fsx_create_delay,
             "fsx_update_delay_s": args.fsx_update_delay,
             "fsx_delete_delay_s": args.fsx_delete_delay,
+            "snapshot_delay_s": args.snapshot_delay,
+            "image_delay_s": args.image_delay,
             "seed": args.seed,
         }
     )
     FAULTS.reseed(args.seed)
     fsx.install()
     ec2.install()
+    ebs.install()
     app = EmulatorMiddleware(DomainDispatcherApplication(create_backend_app))
     try:
         server = make_server(args.host, args.port, app, threaded=True, request_handler=MotoRequestHandler)

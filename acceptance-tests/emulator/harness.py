@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import threading
 import time
@@ -25,6 +27,8 @@ TEST_CONFIG = {
     "fsx_create_delay_s": DELAY,
     "fsx_update_delay_s": DELAY,
     "fsx_delete_delay_s": DELAY,
+    "snapshot_delay_s": DELAY,
+    "image_delay_s": DELAY,
     "seed": 7,
 }
 NO_RETRIES = Config(retries={"total_max_attempts": 1})
@@ -69,3 +73,58 @@ def wait_for(read: Callable[[], Any], done: Callable[[Any], bool], timeout: floa
 
 def error_code(excinfo: pytest.ExceptionInfo[ClientError]) -> str:
     return excinfo.value.response["Error"]["Code"]
+
+
+# --- EBS direct APIs -------------------------------------------------------------------------------
+
+BLOCK_SIZE = 524288
+
+
+def block(fill: int) -> bytes:
+    """A 512 KiB block of one repeated byte."""
+    return bytes([fill]) * BLOCK_SIZE
+
+
+def checksum(data: bytes) -> str:
+    return base64.b64encode(hashlib.sha256(data).digest()).decode()
+
+
+def linear_checksum(blocks: dict[int, bytes]) -> str:
+    """The LINEAR aggregate: SHA-256 of the blocks' raw SHA-256 digests in block index order."""
+    digests = b"".join(hashlib.sha256(blocks[index]).digest() for index in sorted(blocks))
+    return base64.b64encode(hashlib.sha256(digests).digest()).decode()
+
+
+def put_block(ebs: Any, snapshot_id: str, index: int, data: bytes, **extra: Any) -> dict[str, Any]:
+    return ebs.put_snapshot_block(
+        SnapshotId=snapshot_id,
+        BlockIndex=index,
+        BlockData=data,
+        DataLength=len(data),
+        Checksum=checksum(data),
+        ChecksumAlgorithm="SHA256",
+        **extra,
+    )
+
+
+def write_snapshot(ebs: Any, ec2: Any, blocks: dict[int, bytes], volume_size: int = 1, **start: Any) -> str:
+    """Writes a whole snapshot with the EBS direct APIs and waits until EC2 says it is completed."""
+    snapshot_id = ebs.start_snapshot(VolumeSize=volume_size, **start)["SnapshotId"]
+    for index, data in blocks.items():
+        put_block(ebs, snapshot_id, index, data)
+    ebs.complete_snapshot(
+        SnapshotId=snapshot_id,
+        ChangedBlocksCount=len(blocks),
+        Checksum=linear_checksum(blocks),
+        ChecksumAlgorithm="SHA256",
+        ChecksumAggregationMethod="LINEAR",
+    )
+    wait_snapshot(ec2, snapshot_id, "completed")
+    return snapshot_id
+
+
+def wait_snapshot(ec2: Any, snapshot_id: str, state: str) -> dict[str, Any]:
+    return wait_for(
+        lambda: ec2.describe_snapshots(SnapshotIds=[snapshot_id])["Snapshots"][0],
+        lambda snapshot: snapshot["State"] == state,
+    )

@@ -94,6 +94,25 @@ def _form_body(environ: dict[str, Any]) -> dict[str, list[str]]:
     return parse_qs(body.decode("utf-8", errors="replace"))
 
 
+def _drain(environ: dict[str, Any]) -> None:
+    """Reads an unanswered request body, so closing the socket does not reset the client's upload.
+
+    (A faulted PutSnapshotBlock would otherwise see a connection reset instead of its error.)
+    """
+    length = environ.get("CONTENT_LENGTH") or ""
+    stream = environ["wsgi.input"]
+    if length.isdigit():
+        remaining = int(length)
+        while remaining > 0:
+            chunk = stream.read(min(remaining, 1 << 16))
+            if not chunk:
+                break
+            remaining -= len(chunk)
+    elif environ.get("wsgi.input_terminated"):
+        while stream.read(1 << 16):
+            pass
+
+
 @dataclass(frozen=True)
 class RestOperation:
     name: str
@@ -221,6 +240,7 @@ class EmulatorMiddleware:
             if outcome.latency_s:
                 time.sleep(outcome.latency_s)
             if outcome.error is not None:
+                _drain(environ)
                 status, headers, body = render_error(call.protocol, outcome.error)
                 start_response(f"{status} Error", headers)
                 return [body]
