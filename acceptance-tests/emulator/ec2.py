@@ -11,6 +11,8 @@ moto's EC2 handler that adds or replaces these actions:
   placement group on the instances.
 - RunInstances: fault rules with ``match`` fail it as a whole, as EC2 does.
 - CreateLaunchTemplateVersion with SourceVersion: the new version inherits the source data.
+- Image and snapshot actions (RegisterImage, CreateImage, CopyImage, DeregisterImage,
+  DeleteSnapshot, snapshot and image attributes): see ``ec2_images``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from moto.core.responses import ActionResult
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses import EC2Response
 
+from ec2_images import ImageActions
 from faults import FAULTS, PROTOCOL_EC2, FaultError, Outcome, render_error
 
 PLACEMENT_STRATEGIES = ("cluster", "spread", "partition")
@@ -130,7 +133,7 @@ class CapacityPool:
         }
 
 
-class EmulatorEC2Response(EC2Response):
+class EmulatorEC2Response(ImageActions, EC2Response):
     """moto's EC2 handler with the actions listed in the module docstring added or replaced."""
 
     @property

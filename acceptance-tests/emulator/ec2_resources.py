@@ -10,6 +10,7 @@ someone sets it, as CompleteSnapshot does), a :class:`TimedImage` is ``pending``
 
 from __future__ import annotations
 
+import fnmatch
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -153,27 +154,50 @@ class TimedImage(Ami):
         return snapshot_ids_of(self)
 
     def get_filter_value(self, filter_name: str, method_name: str | None = None) -> Any:
-        ebs = [m["Ebs"] for m in self.mappings if "Ebs" in m]
-        values: dict[str, Any] = {
-            "description": self.description,
-            "root-device-name": self.root_device_name,
-            "root-device-type": self.root_device_type,
-            "image-type": self.image_type,
-            "hypervisor": self.hypervisor,
-            "ena-support": self.ena_support,
-            "sriov-net-support": self.sriov_net_support,
-            "boot-mode": self.boot_mode,
-            "block-device-mapping.device-name": [m["DeviceName"] for m in self.mappings],
-            "block-device-mapping.snapshot-id": [e["SnapshotId"] for e in ebs if "SnapshotId" in e],
-            "block-device-mapping.volume-type": [e.get("VolumeType") for e in ebs],
-            "block-device-mapping.volume-size": [str(e.get("VolumeSize")) for e in ebs],
-            "block-device-mapping.encrypted": [str(e.get("Encrypted", False)).lower() for e in ebs],
-            "source-image-id": self.source_image_id,
-            "source-image-region": self.source_image_region,
-        }
-        if filter_name in values:
-            return values[filter_name]
+        if filter_name in IMAGE_FILTERS:
+            return image_filter_value(self, filter_name)
         return super().get_filter_value(filter_name, method_name)
+
+
+def _ebs_values(key: str) -> Any:
+    """Reads one member of every EBS mapping of an image."""
+
+    def values(image: Any) -> list[Any]:
+        return [mapping["Ebs"].get(key) for mapping in image.block_device_mappings if "Ebs" in mapping]
+
+    return values
+
+
+# DescribeImages filters moto lacks, for its images and ours alike.
+IMAGE_FILTERS: dict[str, Any] = {
+    "description": lambda image: image.description,
+    "root-device-name": lambda image: image.root_device_name,
+    "root-device-type": lambda image: image.root_device_type,
+    "image-type": lambda image: image.image_type,
+    "hypervisor": lambda image: image.hypervisor,
+    "ena-support": lambda image: getattr(image, "ena_support", None),
+    "sriov-net-support": lambda image: getattr(image, "sriov_net_support", None) or getattr(image, "sriov", None),
+    "boot-mode": lambda image: image.boot_mode,
+    "source-image-id": lambda image: getattr(image, "source_image_id", None),
+    "source-image-region": lambda image: getattr(image, "source_image_region", None),
+    "block-device-mapping.device-name": lambda image: [m["DeviceName"] for m in image.block_device_mappings],
+    "block-device-mapping.snapshot-id": _ebs_values("SnapshotId"),
+    "block-device-mapping.volume-type": _ebs_values("VolumeType"),
+    "block-device-mapping.encrypted": _ebs_values("Encrypted"),
+}
+
+
+def image_filter_value(image: Any, filter_name: str) -> Any:
+    """The value a filter of :data:`IMAGE_FILTERS` compares, for moto's images and ours."""
+    return IMAGE_FILTERS[filter_name](image)
+
+
+def image_matches(image: Any, filter_name: str, patterns: list[str]) -> bool:
+    """Whether any value of the filter matches any pattern (``*`` and ``?`` wildcards, booleans as text)."""
+    value = image_filter_value(image, filter_name)
+    values = value if isinstance(value, list) else [value]
+    texts = [str(v).lower() if isinstance(v, bool) else v for v in values if v is not None]
+    return any(fnmatch.fnmatchcase(text, pattern) for text in texts for pattern in patterns)
 
 
 def snapshot_ids_of(image: Any) -> list[str]:
