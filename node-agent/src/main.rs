@@ -548,6 +548,10 @@ async fn suspend(args: &Args, aws: &Aws) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
+    if matches!(std::env::args().nth(1).as_deref(), Some("--version" | "version")) {
+        println!("hpc-node {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {

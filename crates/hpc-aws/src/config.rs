@@ -125,6 +125,16 @@ impl Aws {
         crate::ec2::Ec2::new(aws_sdk_ec2::Client::from_conf(conf.build()), region.to_string())
     }
 
+    /// EBS direct APIs (snapshot uploads) in `region`.
+    pub fn ebs_in(&self, region: &str) -> crate::ebs::Ebs {
+        let conf = aws_sdk_ebs::config::Builder::from(&self.sdk).region(Region::new(region.to_string()));
+        let conf = match self.endpoint("ebs") {
+            Some(url) => conf.endpoint_url(url),
+            None => conf,
+        };
+        crate::ebs::Ebs::new(aws_sdk_ebs::Client::from_conf(conf.build()), region.to_string())
+    }
+
     pub fn ssm(&self) -> crate::ssm::Ssm {
         let mut conf = aws_sdk_ssm::config::Builder::from(&self.sdk);
         if let Some(url) = self.endpoint("ssm") {

@@ -150,11 +150,11 @@ pub struct FleetOutcome {
 
 #[derive(Clone, Debug)]
 pub struct Ec2 {
-    client: Client,
+    pub(crate) client: Client,
     region: String,
 }
 
-fn sdk_tags(tags: &[(String, String)]) -> Vec<Tag> {
+pub(crate) fn sdk_tags(tags: &[(String, String)]) -> Vec<Tag> {
     tags.iter()
         .map(|(k, v)| Tag::builder().key(k).value(v).build())
         .collect()
@@ -162,7 +162,7 @@ fn sdk_tags(tags: &[(String, String)]) -> Vec<Tag> {
 
 /// Tag specifications for the given resource kinds; none when there are no tags (EC2
 /// rejects an empty specification).
-fn tag_specs(kinds: &[ResourceType], tags: &[(String, String)]) -> Option<Vec<TagSpecification>> {
+pub(crate) fn tag_specs(kinds: &[ResourceType], tags: &[(String, String)]) -> Option<Vec<TagSpecification>> {
     (!tags.is_empty()).then(|| {
         kinds
             .iter()
@@ -176,7 +176,7 @@ fn tag_specs(kinds: &[ResourceType], tags: &[(String, String)]) -> Option<Vec<Ta
     })
 }
 
-fn filter(name: &str, values: &[&str]) -> Filter {
+pub(crate) fn filter(name: &str, values: &[&str]) -> Filter {
     Filter::builder()
         .name(name)
         .set_values(Some(values.iter().map(|v| v.to_string()).collect()))
@@ -231,11 +231,11 @@ impl Ec2 {
         &self.region
     }
 
-    fn ctx(&self, what: &str) -> String {
+    pub(crate) fn ctx(&self, what: &str) -> String {
         format!("{what} ({})", self.region)
     }
 
-    fn err<E>(&self, what: &str, e: &E) -> AwsError
+    pub(crate) fn err<E>(&self, what: &str, e: &E) -> AwsError
     where
         E: aws_smithy_types::error::metadata::ProvideErrorMetadata + std::error::Error,
     {

@@ -4,9 +4,11 @@
 //! This crate knows nothing of Terraform; the provider maps its values onto these models.
 
 pub mod config;
+pub mod ebs;
 pub mod ec2;
 pub mod error;
 pub mod fsx;
+pub mod image;
 pub mod secrets;
 pub mod ssm;
 pub mod wait;

@@ -1,0 +1,795 @@
+//! The local builder: debootstrap a Debian base, run each step in a chroot (services kept
+//! from starting), cache the root file system after every step, clean the image so every
+//! instance boots unique, and write a bootable GPT disk (UEFI ESP + ext4 root) without
+//! mounting anything. Needs root, debootstrap, sfdisk, mkfs.ext4, mkfs.vfat, mtools,
+//! grub-mkstandalone (grub-efi-amd64-bin), tar and zstd.
+
+use std::fs::{self, File};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Instant, SystemTime};
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokio::process::Command;
+
+use crate::plan::{step_key, FileContent, LocalSource, Step};
+use crate::progress::{secs, tail, Progress};
+
+/// Packages every image has: the cloud kernel, systemd, SSH, cloud-init and growpart.
+pub const BASE_PACKAGES: &[&str] = &[
+    "linux-image-cloud-amd64",
+    "systemd-sysv",
+    "systemd-resolved",
+    "udev",
+    "dbus",
+    "openssh-server",
+    "cloud-init",
+    "cloud-guest-utils",
+    "ca-certificates",
+    "iproute2",
+    "netbase",
+    "sudo",
+    "e2fsprogs",
+    "procps",
+    "less",
+    "curl",
+];
+
+/// Version of the base recipe below; part of the base layer's key.
+const BASE_RECIPE: &str = "base-v1";
+
+/// Tools the local builder runs, with the Debian package that has each.
+pub const HOST_TOOLS: &[(&str, &str)] = &[
+    ("debootstrap", "debootstrap"),
+    ("sfdisk", "fdisk"),
+    ("mkfs.ext4", "e2fsprogs"),
+    ("mkfs.vfat", "dosfstools"),
+    ("mcopy", "mtools"),
+    ("grub-mkstandalone", "grub-efi-amd64-bin (and grub-common)"),
+    ("zstd", "zstd"),
+    ("tar", "tar"),
+];
+
+#[derive(Debug)]
+pub struct BuildError {
+    pub message: String,
+    /// The failing command's last lines of output.
+    pub output: Option<String>,
+}
+
+impl BuildError {
+    pub fn new(message: impl Into<String>) -> Self {
+        BuildError {
+            message: message.into(),
+            output: None,
+        }
+    }
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.message)?;
+        if let Some(out) = &self.output {
+            write!(f, "\n--- last lines of output ---\n{out}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+pub type Result<T> = std::result::Result<T, BuildError>;
+
+fn io(what: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> BuildError {
+    move |e| BuildError::new(format!("{what}: {e}"))
+}
+
+/// Which host tools are missing, as "tool (package)".
+pub fn missing_tools(tools: &[(&str, &str)]) -> Vec<String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    dirs.extend(["/usr/sbin", "/sbin"].map(PathBuf::from));
+    tools
+        .iter()
+        .filter(|(t, _)| !dirs.iter().any(|d| d.join(t).is_file()))
+        .map(|(t, p)| format!("{t} (Debian package {p})"))
+        .collect()
+}
+
+/// Runs a command with its output going to `log`; on failure the error carries its tail.
+pub async fn run(cmd: &mut Command, what: &str, log: &Path) -> Result<()> {
+    let out = File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(io(format!("opening {}", log.display())))?;
+    let err = out.try_clone().map_err(io("log"))?;
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .kill_on_drop(true)
+        .status()
+        .await
+        .map_err(io(format!("{what}: cannot start")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(BuildError {
+            message: format!("{what} failed ({status}); full output in {}", log.display()),
+            output: Some(tail(log, 40)),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chroot
+// ---------------------------------------------------------------------------------------------
+
+/// proc, sys, dev and dev/pts mounted into a root, a policy-rc.d that keeps services from
+/// starting, and the host's DNS; all undone on drop (also on Ctrl-C or error).
+pub struct Chroot {
+    root: PathBuf,
+    mounted: Vec<PathBuf>,
+    resolv_saved: bool,
+}
+
+const POLICY_RC: &str = "usr/sbin/policy-rc.d";
+const RESOLV: &str = "etc/resolv.conf";
+const RESOLV_SAVED: &str = "etc/resolv.conf.hpc-image";
+
+impl Chroot {
+    pub fn enter(root: &Path) -> Result<Chroot> {
+        let mut c = Chroot {
+            root: root.to_path_buf(),
+            mounted: Vec::new(),
+            resolv_saved: false,
+        };
+        let mounts: [(&str, &[&str]); 4] = [
+            ("proc", &["-t", "proc", "proc"]),
+            ("sys", &["-t", "sysfs", "sysfs"]),
+            ("dev", &["--bind", "/dev"]),
+            ("dev/pts", &["--bind", "/dev/pts"]),
+        ];
+        for (dir, args) in mounts {
+            let target = root.join(dir);
+            fs::create_dir_all(&target).map_err(io(format!("creating {}", target.display())))?;
+            let status = std::process::Command::new("mount")
+                .args(args)
+                .arg(&target)
+                .stdin(Stdio::null())
+                .status()
+                .map_err(io("running mount"))?;
+            if !status.success() {
+                return Err(BuildError::new(format!(
+                    "mounting {} failed ({status}): the local builder needs root",
+                    target.display()
+                )));
+            }
+            c.mounted.push(target);
+        }
+        let policy = root.join(POLICY_RC);
+        fs::write(&policy, "#!/bin/sh\n# hpc-image: no services start while the image is built\nexit 101\n")
+            .map_err(io("writing policy-rc.d"))?;
+        set_mode(&policy, 0o755)?;
+        let resolv = root.join(RESOLV);
+        if resolv.symlink_metadata().is_ok() {
+            fs::rename(&resolv, root.join(RESOLV_SAVED)).map_err(io("saving resolv.conf"))?;
+            c.resolv_saved = true;
+        }
+        let host = fs::read("/etc/resolv.conf").unwrap_or_default();
+        fs::write(&resolv, host).map_err(io("writing resolv.conf"))?;
+        Ok(c)
+    }
+
+    /// Runs a step's script as root inside the chroot, its files staged under $HPC_FILES.
+    pub async fn run_step(&self, step: &Step, log: &Path) -> Result<()> {
+        let stage = self.root.join("var/tmp/hpc-image");
+        let _ = fs::remove_dir_all(&stage);
+        let files = stage.join("files");
+        fs::create_dir_all(&files).map_err(io("creating the staging directory"))?;
+        for f in &step.files {
+            let dest = files.join(&f.name);
+            if let Some(dir) = dest.parent() {
+                fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+            }
+            match &f.content {
+                FileContent::Path(p) => fs::copy(p, &dest).map(|_| ()),
+                FileContent::Text(t) => fs::write(&dest, t),
+            }
+            .map_err(io(format!("staging {}", f.name)))?;
+            set_mode(&dest, f.mode)?;
+        }
+        fs::write(stage.join("step.sh"), &step.script).map_err(io("writing the step script"))?;
+        let result = run(
+            Command::new("chroot")
+                .arg(&self.root)
+                .args(["/bin/sh", "/var/tmp/hpc-image/step.sh"])
+                .env_clear()
+                .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+                .env("HOME", "/root")
+                .env("LANG", "C.UTF-8")
+                .env("HPC_FILES", "/var/tmp/hpc-image/files"),
+            &step.label,
+            log,
+        )
+        .await;
+        let _ = fs::remove_dir_all(&stage);
+        result
+    }
+
+    fn exit(&mut self) {
+        for target in self.mounted.drain(..).rev() {
+            let ok = std::process::Command::new("umount")
+                .arg(&target)
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                let _ = std::process::Command::new("umount")
+                    .arg("-l")
+                    .arg(&target)
+                    .stdin(Stdio::null())
+                    .status();
+            }
+        }
+        let _ = fs::remove_file(self.root.join(POLICY_RC));
+        if self.resolv_saved {
+            let _ = fs::remove_file(self.root.join(RESOLV));
+            let _ = fs::rename(self.root.join(RESOLV_SAVED), self.root.join(RESOLV));
+            self.resolv_saved = false;
+        }
+    }
+}
+
+impl Drop for Chroot {
+    fn drop(&mut self) {
+        self.exit();
+    }
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(io(format!("chmod {}", path.display())))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layer cache
+// ---------------------------------------------------------------------------------------------
+
+/// Root file systems after each step, as zstd tarballs named by their key.
+pub struct Cache {
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct LayerInfo {
+    pub key: String,
+    pub step: String,
+    pub bytes: u64,
+    pub created: u64,
+}
+
+impl Cache {
+    fn layer(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{key}.tar.zst"))
+    }
+
+    pub fn has(&self, key: &str) -> bool {
+        self.layer(key).is_file()
+    }
+
+    pub async fn save(&self, key: &str, step: &str, root: &Path, log: &Path) -> Result<()> {
+        fs::create_dir_all(&self.dir).map_err(io(format!("creating {}", self.dir.display())))?;
+        let tmp = self.dir.join(format!("{key}.tmp-{}", std::process::id()));
+        run(
+            Command::new("tar")
+                .args(["--numeric-owner", "--xattrs", "--xattrs-include=*", "--acls", "-I", "zstd -1 -T0 -q", "-cf"])
+                .arg(&tmp)
+                .arg("-C")
+                .arg(root)
+                .arg("."),
+            "saving the layer",
+            log,
+        )
+        .await
+        .inspect_err(|_| {
+            let _ = fs::remove_file(&tmp);
+        })?;
+        fs::rename(&tmp, self.layer(key)).map_err(io("storing the layer"))?;
+        let info = LayerInfo {
+            key: key.to_string(),
+            step: step.to_string(),
+            bytes: fs::metadata(self.layer(key)).map(|m| m.len()).unwrap_or(0),
+            created: unix_now(),
+        };
+        let json = serde_json::to_vec_pretty(&info).map_err(|e| BuildError::new(e.to_string()))?;
+        fs::write(self.dir.join(format!("{key}.json")), json).map_err(io("writing layer info"))?;
+        Ok(())
+    }
+
+    pub async fn restore(&self, key: &str, root: &Path, log: &Path) -> Result<()> {
+        fs::create_dir_all(root).map_err(io(format!("creating {}", root.display())))?;
+        run(
+            Command::new("tar")
+                .args(["--numeric-owner", "--xattrs", "--xattrs-include=*", "--acls", "-I", "zstd -q", "-xpf"])
+                .arg(self.layer(key))
+                .arg("-C")
+                .arg(root),
+            "restoring a cached layer",
+            log,
+        )
+        .await?;
+        // Mark it used, for pruning by age.
+        if let Ok(f) = File::options().append(true).open(self.layer(key)) {
+            let _ = f.set_modified(SystemTime::now());
+        }
+        Ok(())
+    }
+
+    pub fn list(&self) -> Vec<(LayerInfo, SystemTime)> {
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return vec![];
+        };
+        let mut out = Vec::new();
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.extension().and_then(|x| x.to_str()) != Some("json") {
+                continue;
+            }
+            let Ok(info) = fs::read(&p).map_err(|_| ()).and_then(|b| serde_json::from_slice::<LayerInfo>(&b).map_err(|_| ())) else {
+                continue;
+            };
+            let used = fs::metadata(self.layer(&info.key)).and_then(|m| m.modified());
+            if let Ok(used) = used {
+                out.push((info, used));
+            }
+        }
+        out.sort_by_key(|(_, used)| *used);
+        out
+    }
+
+    /// Deletes layers not used for `older_than`; returns (layers, bytes) removed.
+    pub fn prune(&self, older_than: std::time::Duration) -> (usize, u64) {
+        let now = SystemTime::now();
+        let mut removed = (0, 0);
+        for (info, used) in self.list() {
+            if now.duration_since(used).unwrap_or_default() >= older_than {
+                let _ = fs::remove_file(self.layer(&info.key));
+                let _ = fs::remove_file(self.dir.join(format!("{}.json", info.key)));
+                removed.0 += 1;
+                removed.1 += info.bytes;
+            }
+        }
+        // Leftovers of interrupted saves.
+        if let Ok(entries) = fs::read_dir(&self.dir) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().contains(".tmp-") {
+                    let _ = fs::remove_file(e.path());
+                }
+            }
+        }
+        removed
+    }
+}
+
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The build
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StepReport {
+    pub id: String,
+    pub label: String,
+    pub key: String,
+    /// `cached` (layer reused), `built`, or `run` (not cached: the final steps).
+    pub status: String,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildReport {
+    pub source: String,
+    pub disk: PathBuf,
+    pub disk_bytes: u64,
+    pub steps: Vec<StepReport>,
+    pub layers_reused: usize,
+    pub layers_built: usize,
+    pub verify: Option<crate::verify::VerifyReport>,
+    pub seconds: f64,
+}
+
+pub struct LocalBuild<'a> {
+    pub source: &'a LocalSource,
+    pub steps: &'a [Step],
+    pub cache: Cache,
+    pub use_cache: bool,
+    /// Where the disk, logs and report go.
+    pub out_dir: PathBuf,
+}
+
+/// The base layer's key: the suite, mirror, package set and recipe.
+pub fn base_key(source: &LocalSource) -> String {
+    let mut h = Sha256::new();
+    h.update(BASE_RECIPE.as_bytes());
+    h.update(source.suite.as_bytes());
+    h.update(source.mirror.as_bytes());
+    for p in BASE_PACKAGES.iter().copied().chain(source.packages.iter().map(String::as_str)) {
+        h.update(p.as_bytes());
+        h.update(b"\n");
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The script that makes the base layer after debootstrap.
+fn base_script(source: &LocalSource) -> String {
+    let mut packages: Vec<String> = BASE_PACKAGES.iter().map(|p| p.to_string()).collect();
+    packages.extend(source.packages.iter().cloned());
+    format!(
+        r#"set -eu
+export DEBIAN_FRONTEND=noninteractive
+apt-get -q update
+apt-get -y -q --no-install-recommends install {packages}
+# A DHCP catch-all so the image has a network even where cloud-init has no datasource.
+mkdir -p /etc/systemd/network
+printf '[Match]\nName=en* eth*\n\n[Network]\nDHCP=yes\n' > /etc/systemd/network/80-hpc-image-dhcp.network
+systemctl enable systemd-networkd.service systemd-resolved.service
+# SSH host keys are made at first boot (cleanup removes the build's).
+cat > /etc/systemd/system/hpc-image-ssh-hostkeys.service <<'EOF'
+[Unit]
+Description=Generate SSH host keys on first boot
+Before=ssh.service
+ConditionPathExistsGlob=!/etc/ssh/ssh_host_*_key
+
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/ssh-keygen -A
+
+[Install]
+WantedBy=multi-user.target
+EOF
+systemctl enable hpc-image-ssh-hostkeys.service
+printf 'localhost\n' > /etc/hostname
+printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n' > /etc/hosts
+"#,
+        packages = packages.join(" ")
+    )
+}
+
+/// Removes what must not be shared between instances: machine id, SSH host keys, apt
+/// caches, cloud-init state, logs, temporary files, any MUNGE key.
+pub const CLEANUP_SCRIPT: &str = r#"set -eu
+: > /etc/machine-id
+rm -f /var/lib/dbus/machine-id
+rm -f /etc/ssh/ssh_host_*
+rm -f /etc/munge/munge.key
+apt-get clean
+rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+rm -rf /var/lib/cloud/* /var/log/cloud-init*.log
+find /var/log -type f -exec truncate -s 0 {} +
+rm -rf /tmp/* /var/tmp/* /root/.bash_history /root/.cache
+"#;
+
+/// The verification runner baked into the image: inert unless the machine carries the
+/// SMBIOS OEM string `io.hpcforge.verify` (only hpc-image's qemu boot does).
+const VERIFY_RUNNER: &str = r#"#!/bin/sh
+# hpc-image: runs the image's checks when booted by `hpc-image build` (SMBIOS OEM string
+# io.hpcforge.verify), reports on the second serial port and powers off. Inert otherwise.
+grep -aqs 'io.hpcforge.verify' /sys/firmware/dmi/entries/11-*/raw || exit 0
+exec > /dev/ttyS1 2>&1
+echo "HPCFORGE-VERIFY-BEGIN"
+failed=0
+for c in /usr/lib/hpcforge/checks/*.sh; do
+    name=$(basename "$c" .sh)
+    name=${name#*-}
+    echo "HPCFORGE-CHECK-BEGIN $name"
+    start=$(date +%s)
+    if timeout 600 /bin/sh "$c" </dev/null; then rc=0; else rc=$?; failed=$((failed + 1)); fi
+    echo "HPCFORGE-CHECK-END $name $rc $(($(date +%s) - start))"
+done
+echo "HPCFORGE-VERIFY-END $failed"
+sync
+systemctl poweroff --no-block
+"#;
+
+const VERIFY_UNIT: &str = r#"[Unit]
+Description=hpc-image verification (only when booted by hpc-image)
+After=multi-user.target ssh.service
+ConditionPathExistsGlob=/sys/firmware/dmi/entries/11-*
+
+[Service]
+Type=oneshot
+ExecStart=/usr/lib/hpcforge/verify
+TimeoutStartSec=0
+
+[Install]
+WantedBy=multi-user.target
+"#;
+
+/// Checks every image gets: unique identity made at boot, SSH up, kernel and cloud-init.
+const BASE_CHECK: &str = r#"set -eu
+echo "kernel $(uname -r), $(. /etc/os-release && echo "$PRETTY_NAME")"
+test -s /etc/machine-id || { echo "machine-id was not generated at boot"; exit 1; }
+ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1 || { echo "no SSH host keys were generated at boot"; exit 1; }
+systemctl is-active --quiet ssh.service || { systemctl status --no-pager ssh.service; exit 1; }
+command -v cloud-init >/dev/null || { echo "cloud-init is missing"; exit 1; }
+echo "system state: $(systemctl is-system-running || true)"
+systemctl --failed --no-pager --no-legend || true
+"#;
+
+impl LocalBuild<'_> {
+    /// Builds the root file system, reusing cached layers, then cleans it and writes the disk.
+    pub async fn run(&self, progress: &mut Progress) -> Result<BuildReport> {
+        let started = Instant::now();
+        let missing = missing_tools(HOST_TOOLS);
+        if !missing.is_empty() {
+            return Err(BuildError::new(format!(
+                "the local builder needs these tools: {} (apt-get install them)",
+                missing.join(", ")
+            )));
+        }
+        fs::create_dir_all(&self.out_dir).map_err(io(format!("creating {}", self.out_dir.display())))?;
+        let work = self.out_dir.join("work");
+        let root = work.join("rootfs");
+        let logs = self.out_dir.join("logs");
+        fs::create_dir_all(&logs).map_err(io("creating the logs directory"))?;
+        if root.exists() {
+            fs::remove_dir_all(&root).map_err(io(format!("removing an old {}", root.display())))?;
+        }
+
+        // Keys of every layer: base, then one per step.
+        let mut keys = vec![base_key(self.source)];
+        for s in self.steps {
+            let prev = keys.last().cloned().unwrap_or_default();
+            keys.push(step_key(&prev, s).map_err(io(format!("reading the files of {}", s.label)))?);
+        }
+        let labels: Vec<String> = std::iter::once(format!("base (debootstrap {})", self.source.suite))
+            .chain(self.steps.iter().map(|s| s.label.clone()))
+            .collect();
+        let ids: Vec<String> = std::iter::once("base".to_string())
+            .chain(self.steps.iter().map(|s| s.id.clone()))
+            .collect();
+        // The deepest layer in the cache: everything up to it is reused.
+        let reuse = if self.use_cache {
+            (0..keys.len()).rev().find(|&i| self.cache.has(&keys[i]))
+        } else {
+            None
+        };
+        let total = keys.len() + 2;
+        let mut reports = Vec::new();
+        if let Some(i) = reuse {
+            let t = progress.step(i + 1, total, &format!("restoring cached layers up to {}", labels[i]));
+            self.cache.restore(&keys[i], &root, &logs.join("cache.log")).await?;
+            progress.done("restored", t);
+            for j in 0..=i {
+                reports.push(StepReport {
+                    id: ids[j].clone(),
+                    label: labels[j].clone(),
+                    key: keys[j].clone(),
+                    status: "cached".into(),
+                    seconds: 0.0,
+                });
+            }
+        }
+        let first = reuse.map_or(0, |i| i + 1);
+        for i in first..keys.len() {
+            let t = progress.step(i + 1, total, &labels[i]);
+            let log = logs.join(format!("{:02}-{}.log", i, ids[i].replace(['@', '/'], "_")));
+            let _ = fs::remove_file(&log);
+            if i == 0 {
+                self.bootstrap(&root, &log).await?;
+            } else {
+                let chroot = Chroot::enter(&root)?;
+                chroot.run_step(&self.steps[i - 1], &log).await?;
+                drop(chroot);
+            }
+            let built = t.elapsed();
+            if self.use_cache {
+                self.cache.save(&keys[i], &ids[i], &root, &logs.join("cache.log")).await?;
+            }
+            progress.done(&format!("built in {}, cached", secs(built)), t);
+            reports.push(StepReport {
+                id: ids[i].clone(),
+                label: labels[i].clone(),
+                key: keys[i].clone(),
+                status: "built".into(),
+                seconds: built.as_secs_f64(),
+            });
+        }
+
+        let t = progress.step(total - 1, total, "finalize: checks, verification unit, cleanup");
+        self.finalize(&root, &logs.join("finalize.log")).await?;
+        progress.done("finalized", t);
+        reports.push(StepReport {
+            id: "finalize".into(),
+            label: "finalize".into(),
+            key: String::new(),
+            status: "run".into(),
+            seconds: t.elapsed().as_secs_f64(),
+        });
+
+        let t = progress.step(total, total, "writing the disk image");
+        let disk = self.out_dir.join("disk.raw");
+        crate::disk::write_disk(&root, &work, &disk, self.source.disk_size, &logs.join("disk.log")).await?;
+        progress.done(&format!("{}", disk.display()), t);
+        reports.push(StepReport {
+            id: "disk".into(),
+            label: "disk".into(),
+            key: String::new(),
+            status: "run".into(),
+            seconds: t.elapsed().as_secs_f64(),
+        });
+        fs::remove_dir_all(&root).map_err(io("removing the work root"))?;
+        let disk_bytes = fs::metadata(&disk).map(|m| m.len()).unwrap_or(0);
+        Ok(BuildReport {
+            source: format!("source.local.{}", self.source.name),
+            disk,
+            disk_bytes,
+            layers_reused: reports.iter().filter(|r| r.status == "cached").count(),
+            layers_built: reports.iter().filter(|r| r.status == "built").count(),
+            steps: reports,
+            verify: None,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    async fn bootstrap(&self, root: &Path, log: &Path) -> Result<()> {
+        fs::create_dir_all(root).map_err(io(format!("creating {}", root.display())))?;
+        run(
+            Command::new("debootstrap")
+                .args(["--variant=minbase", "--merged-usr"])
+                .arg(&self.source.suite)
+                .arg(root)
+                .arg(&self.source.mirror),
+            &format!("debootstrap {} from {}", self.source.suite, self.source.mirror),
+            log,
+        )
+        .await?;
+        let step = Step {
+            id: "base".into(),
+            label: "base packages".into(),
+            version: BASE_RECIPE.into(),
+            script: base_script(self.source),
+            files: vec![],
+            check: None,
+            args: Default::default(),
+        };
+        let chroot = Chroot::enter(root)?;
+        chroot.run_step(&step, log).await
+    }
+
+    async fn finalize(&self, root: &Path, log: &Path) -> Result<()> {
+        let checks = root.join("usr/lib/hpcforge/checks");
+        let _ = fs::remove_dir_all(&checks);
+        fs::create_dir_all(&checks).map_err(io("creating the checks directory"))?;
+        fs::write(checks.join("00-base.sh"), BASE_CHECK).map_err(io("writing the base check"))?;
+        for (n, s) in self.steps.iter().enumerate() {
+            if let Some(check) = &s.check {
+                fs::write(checks.join(format!("{:02}-{}.sh", n + 1, s.id)), check)
+                    .map_err(io(format!("writing the check of {}", s.label)))?;
+            }
+        }
+        let runner = root.join("usr/lib/hpcforge/verify");
+        fs::write(&runner, VERIFY_RUNNER).map_err(io("writing the verification runner"))?;
+        set_mode(&runner, 0o755)?;
+        let unit = root.join("etc/systemd/system/hpc-image-verify.service");
+        fs::write(&unit, VERIFY_UNIT).map_err(io("writing the verification unit"))?;
+        let step = Step {
+            id: "finalize".into(),
+            label: "cleanup".into(),
+            version: String::new(),
+            script: format!("set -eu\nsystemctl enable hpc-image-verify.service\n{CLEANUP_SCRIPT}"),
+            files: vec![],
+            check: None,
+            args: Default::default(),
+        };
+        let chroot = Chroot::enter(root)?;
+        chroot.run_step(&step, log).await
+    }
+}
+
+/// Copies `src` into `dst` at `offset`, writing only non-zero chunks (the disk stays sparse).
+pub fn copy_sparse(src: &Path, dst: &mut File, offset: u64) -> std::io::Result<()> {
+    let mut input = File::open(src)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut pos = 0u64;
+    loop {
+        let mut filled = 0;
+        while filled < buf.len() {
+            let n = input.read(&mut buf[filled..])?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        if filled == 0 {
+            break;
+        }
+        if buf[..filled].iter().any(|b| *b != 0) {
+            dst.seek(SeekFrom::Start(offset + pos))?;
+            dst.write_all(&buf[..filled])?;
+        }
+        pos += filled as u64;
+        if filled < buf.len() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// sha256 of a file, for manifests and staged inputs.
+pub fn file_sha256(path: &Path) -> std::io::Result<String> {
+    let mut f = File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparse_copy_writes_data_at_the_offset_and_leaves_holes() {
+        let dir = std::env::temp_dir().join(format!("hpc-image-sparse-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("dir");
+        let src = dir.join("src");
+        let mut data = vec![0u8; 3 << 20];
+        data[(2 << 20) + 5] = 9;
+        fs::write(&src, &data).expect("write");
+        let dst_path = dir.join("dst");
+        let mut dst = File::create(&dst_path).expect("create");
+        dst.set_len(8 << 20).expect("len");
+        copy_sparse(&src, &mut dst, 1 << 20).expect("copy");
+        drop(dst);
+        let out = fs::read(&dst_path).expect("read");
+        assert_eq!(out.len(), 8 << 20);
+        assert_eq!(out[(3 << 20) + 5], 9);
+        assert_eq!(out.iter().filter(|b| **b != 0).count(), 1);
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn base_key_changes_with_suite_and_packages() {
+        let mut s = LocalSource {
+            name: "d".into(),
+            suite: "bookworm".into(),
+            mirror: "http://m".into(),
+            disk_size: 4 << 30,
+            packages: vec![],
+            verify: true,
+            verify_timeout: std::time::Duration::from_secs(60),
+            memory_mib: 2048,
+            cpus: 2,
+        };
+        let a = base_key(&s);
+        s.suite = "trixie".into();
+        let b = base_key(&s);
+        s.packages = vec!["vim".into()];
+        assert_ne!(a, b);
+        assert_ne!(b, base_key(&s));
+    }
+
+    #[test]
+    fn missing_tools_name_their_package() {
+        let missing = missing_tools(&[("surely-not-a-real-tool-xyz", "pkg-xyz"), ("sh", "dash")]);
+        assert_eq!(missing, vec!["surely-not-a-real-tool-xyz (Debian package pkg-xyz)".to_string()]);
+    }
+}
