@@ -553,7 +553,8 @@ def _volume_size(raw: Any) -> int:
     if isinstance(raw, bool) or not isinstance(raw, int):
         raise invalid("VolumeSize must be an integer number of GiB.")
     if not 1 <= raw <= MAX_VOLUME_SIZE_GIB:
-        raise invalid(f"VolumeSize must be between 1 and {MAX_VOLUME_SIZE_GIB} GiB.", "INVALID_VOLUME_SIZE")
+        # The service's own words (they appear in the SDKs' protocol tests).
+        raise invalid(f"Invalid volume size: {raw}", "INVALID_VOLUME_SIZE")
     return raw
 
 

@@ -121,6 +121,12 @@ def test_start_snapshot_validation(endpoint: str, request_: dict[str, Any], reas
     assert failure(excinfo) == (400, "ValidationException", reason)
 
 
+def test_volume_size_message(endpoint: str) -> None:
+    with pytest.raises(ClientError) as excinfo:
+        client(endpoint, "ebs", UNCHECKED).start_snapshot(VolumeSize=99999999999)
+    assert excinfo.value.response["Error"]["Message"] == "Invalid volume size: 99999999999"
+
+
 def test_unknown_parent_is_not_found(ebs: Any) -> None:
     with pytest.raises(ClientError) as excinfo:
         ebs.start_snapshot(VolumeSize=1, ParentSnapshotId="snap-0123456789abcdef0")
