@@ -1,0 +1,1 @@
+hpc_die "PLACEHOLDER: not written yet"
