@@ -36,7 +36,16 @@ pub fn provider_dir() -> &'static Path {
         }
         let root = repo_root();
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "-q", "-p", "terraform-provider-hpc", "-p", "hpc-node"])
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "terraform-provider-hpc",
+                "-p",
+                "hpc-node",
+                "-p",
+                "hpc-image",
+            ])
             .current_dir(&root)
             .status()
             .expect("running cargo build for the provider");
@@ -46,6 +55,11 @@ pub fn provider_dir() -> &'static Path {
             .unwrap_or_else(|_| root.join("target"));
         target.join("debug")
     })
+}
+
+/// The hpc-image binary built beside the provider.
+pub fn hpc_image_bin() -> PathBuf {
+    provider_dir().join("hpc-image")
 }
 
 /// The hpc-node binary built beside the provider.
@@ -344,9 +358,17 @@ impl Emulator {
         self.ec2_as("testing", query)
     }
 
+    /// A raw EC2 query call in another region; returns the XML body.
+    pub fn ec2_in(&self, region: &str, query: &str) -> String {
+        self.ec2_call(&Self::auth("ec2", "testing").replace(REGION, region), query)
+    }
+
     /// A raw EC2 query call with the given access key id (its account).
     pub fn ec2_as(&self, access_key: &str, query: &str) -> String {
-        let auth = Self::auth("ec2", access_key);
+        self.ec2_call(&Self::auth("ec2", access_key), query)
+    }
+
+    fn ec2_call(&self, auth: &str, query: &str) -> String {
         let body = format!("{query}&Version=2016-11-15");
         let r = http(
             self.port,
@@ -354,7 +376,7 @@ impl Emulator {
             "/",
             &[
                 ("Content-Type", "application/x-www-form-urlencoded"),
-                ("Authorization", &auth),
+                ("Authorization", auth),
             ],
             &body,
         );

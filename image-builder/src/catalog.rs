@@ -87,7 +87,12 @@ pub const COMPONENTS: &[Component] = &[
         summary: "Slurm slurmd, slurmctld and client (Debian 12: 22.05, Debian 13: 24.11)",
         requires: &["munge"],
         args: &[
-            arg("version", ArgKind::String, Some("distro"), "\"distro\" or a Debian package version to pin"),
+            arg(
+                "version",
+                ArgKind::String,
+                Some("distro"),
+                "\"distro\" or a Debian package version to pin",
+            ),
             arg("accounting", ArgKind::Bool, Some("false"), "also install slurmdbd"),
         ],
         downloads: &[],
@@ -100,10 +105,25 @@ pub const COMPONENTS: &[Component] = &[
         summary: "EFA userspace: rdma-core (libefa) and libfabric, or the AWS EFA installer",
         requires: &[],
         args: &[
-            arg("method", ArgKind::Choice(&["distro", "installer"]), Some("distro"), "distro packages or the AWS EFA installer"),
-            arg("installer_url", ArgKind::String, None, "aws-efa-installer tarball URL (method = installer)"),
+            arg(
+                "method",
+                ArgKind::Choice(&["distro", "installer"]),
+                Some("distro"),
+                "distro packages or the AWS EFA installer",
+            ),
+            arg(
+                "installer_url",
+                ArgKind::String,
+                None,
+                "aws-efa-installer tarball URL (method = installer)",
+            ),
             arg("installer_sha256", ArgKind::String, None, "its SHA-256"),
-            arg("kernel_module", ArgKind::Bool, Some("true"), "build the EFA kernel module (installer only)"),
+            arg(
+                "kernel_module",
+                ArgKind::Bool,
+                Some("true"),
+                "build the EFA kernel module (installer only)",
+            ),
         ],
         downloads: &[when_method("installer", "installer_url", "installer_sha256")],
         install: include_str!("../components/efa/install.sh"),
@@ -115,8 +135,18 @@ pub const COMPONENTS: &[Component] = &[
         summary: "NVIDIA driver, kernel module built by DKMS for the image's kernel",
         requires: &[],
         args: &[
-            arg("method", DISTRO_OR_RUNFILE, Some("distro"), "Debian non-free packages or NVIDIA's runfile"),
-            arg("runfile_url", ArgKind::String, None, "NVIDIA-Linux-x86_64-*.run URL (method = runfile)"),
+            arg(
+                "method",
+                DISTRO_OR_RUNFILE,
+                Some("distro"),
+                "Debian non-free packages or NVIDIA's runfile",
+            ),
+            arg(
+                "runfile_url",
+                ArgKind::String,
+                None,
+                "NVIDIA-Linux-x86_64-*.run URL (method = runfile)",
+            ),
             arg("runfile_sha256", ArgKind::String, None, "its SHA-256"),
         ],
         downloads: &[when_method("runfile", "runfile_url", "runfile_sha256")],
@@ -129,8 +159,18 @@ pub const COMPONENTS: &[Component] = &[
         summary: "CUDA toolkit",
         requires: &["nvidia-driver"],
         args: &[
-            arg("method", DISTRO_OR_RUNFILE, Some("distro"), "Debian's nvidia-cuda-toolkit or NVIDIA's runfile"),
-            arg("runfile_url", ArgKind::String, None, "cuda_*_linux.run URL (method = runfile)"),
+            arg(
+                "method",
+                DISTRO_OR_RUNFILE,
+                Some("distro"),
+                "Debian's nvidia-cuda-toolkit or NVIDIA's runfile",
+            ),
+            arg(
+                "runfile_url",
+                ArgKind::String,
+                None,
+                "cuda_*_linux.run URL (method = runfile)",
+            ),
             arg("runfile_sha256", ArgKind::String, None, "its SHA-256"),
         ],
         downloads: &[when_method("runfile", "runfile_url", "runfile_sha256")],
@@ -143,9 +183,19 @@ pub const COMPONENTS: &[Component] = &[
         summary: "NCCL and the aws-ofi-nccl plugin (NCCL over EFA)",
         requires: &["cuda", "efa"],
         args: &[
-            arg("nccl_url", ArgKind::String, None, "NCCL tarball (nccl_*_x86_64.txz) or .deb URL"),
+            arg(
+                "nccl_url",
+                ArgKind::String,
+                None,
+                "NCCL tarball (nccl_*_x86_64.txz) or .deb URL",
+            ),
             arg("nccl_sha256", ArgKind::String, None, "its SHA-256"),
-            arg("aws_ofi_nccl_url", ArgKind::String, None, "aws-ofi-nccl release source tarball URL"),
+            arg(
+                "aws_ofi_nccl_url",
+                ArgKind::String,
+                None,
+                "aws-ofi-nccl release source tarball URL",
+            ),
             arg("aws_ofi_nccl_sha256", ArgKind::String, None, "its SHA-256"),
         ],
         downloads: &[
@@ -161,7 +211,12 @@ pub const COMPONENTS: &[Component] = &[
         summary: "Lustre client for FSx for Lustre (packages built for the image's kernel)",
         requires: &[],
         args: &[
-            arg("packages_url", ArgKind::String, None, "tarball of Lustre client .debs for the image's kernel"),
+            arg(
+                "packages_url",
+                ArgKind::String,
+                None,
+                "tarball of Lustre client .debs for the image's kernel",
+            ),
             arg("packages_sha256", ArgKind::String, None, "its SHA-256"),
         ],
         downloads: &[always("packages_url", "packages_sha256")],

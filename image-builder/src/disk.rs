@@ -45,7 +45,12 @@ fn kernel_paths(root: &Path) -> Result<(String, String)> {
     let mut versions: Vec<String> = fs::read_dir(root.join("boot"))
         .map_err(|e| BuildError::new(format!("reading /boot of the image: {e}")))?
         .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_prefix("vmlinuz-")).map(str::to_string))
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix("vmlinuz-"))
+                .map(str::to_string)
+        })
         .collect();
     versions.sort();
     let v = versions
@@ -109,7 +114,11 @@ pub async fn write_disk(root: &Path, work: &Path, disk: &Path, size: u64, log: &
     )
     .await?;
     run(
-        Command::new("mcopy").arg("-i").arg(&esp).arg(&efi).arg("::/EFI/BOOT/BOOTX64.EFI"),
+        Command::new("mcopy")
+            .arg("-i")
+            .arg(&esp)
+            .arg(&efi)
+            .arg("::/EFI/BOOT/BOOTX64.EFI"),
         "mcopy",
         log,
     )
@@ -130,7 +139,8 @@ pub async fn write_disk(root: &Path, work: &Path, disk: &Path, size: u64, log: &
     let _ = fs::remove_file(&tmp);
     {
         let f = File::create(&tmp).map_err(|e| BuildError::new(format!("creating {}: {e}", tmp.display())))?;
-        f.set_len(size).map_err(|e| BuildError::new(format!("sizing the disk: {e}")))?;
+        f.set_len(size)
+            .map_err(|e| BuildError::new(format!("sizing the disk: {e}")))?;
     }
     let table = work.join("partitions.sfdisk");
     fs::write(&table, partition_table(size)).map_err(|e| BuildError::new(format!("writing the table: {e}")))?;
@@ -161,7 +171,8 @@ pub async fn write_disk(root: &Path, work: &Path, disk: &Path, size: u64, log: &
         .map_err(|e| BuildError::new(format!("opening the disk: {e}")))?;
     copy_sparse(&esp, &mut f, ESP_START).map_err(|e| BuildError::new(format!("writing the ESP: {e}")))?;
     copy_sparse(&rootimg, &mut f, ROOT_START).map_err(|e| BuildError::new(format!("writing the root: {e}")))?;
-    f.sync_all().map_err(|e| BuildError::new(format!("syncing the disk: {e}")))?;
+    f.sync_all()
+        .map_err(|e| BuildError::new(format!("syncing the disk: {e}")))?;
     drop(f);
     fs::rename(&tmp, disk).map_err(|e| BuildError::new(format!("storing {}: {e}", disk.display())))?;
     for f in [&esp, &rootimg, &efi] {
@@ -179,7 +190,13 @@ mod tests {
         let t = partition_table(4 << 30);
         assert!(t.contains("start=2048, size=131072, type=C12A7328"), "{t}");
         // 4 GiB = 8388608 sectors; root starts at 133120 and leaves 2048 at the end.
-        assert!(t.contains(&format!("start=133120, size={}, type=4F68BCE3", 8_388_608 - 133_120 - 2048)), "{t}");
+        assert!(
+            t.contains(&format!(
+                "start=133120, size={}, type=4F68BCE3",
+                8_388_608 - 133_120 - 2048
+            )),
+            "{t}"
+        );
     }
 
     #[test]

@@ -75,14 +75,12 @@ impl EbsBuild<'_> {
             (Some(id), _) => id.clone(),
             (None, Some(f)) => {
                 let found = ec2.find_images(&f.name, &f.owners).await.map_err(aws_err)?;
-                most_recent(&found)
-                    .map(|i| i.id.clone())
-                    .ok_or_else(|| {
-                        BuildError::new(format!(
-                            "no available image matches source_ami_filter name {:?} owners {:?} in {}",
-                            f.name, f.owners, self.source.region
-                        ))
-                    })?
+                most_recent(&found).map(|i| i.id.clone()).ok_or_else(|| {
+                    BuildError::new(format!(
+                        "no available image matches source_ami_filter name {:?} owners {:?} in {}",
+                        f.name, f.owners, self.source.region
+                    ))
+                })?
             }
             (None, None) => return Err(BuildError::new("the source names no source_ami")),
         };
@@ -149,7 +147,9 @@ impl EbsBuild<'_> {
 
         for (i, step) in self.steps.iter().enumerate() {
             let t = progress.step(i + 3, total, &step.label);
-            let log = self.work.join(format!("{:02}-{}.log", i + 1, step.id.replace(['@', '/'], "_")));
+            let log = self
+                .work
+                .join(format!("{:02}-{}.log", i + 1, step.id.replace(['@', '/'], "_")));
             ssh.run_step(step, &log).await?;
             progress.done("done", t);
         }
@@ -164,17 +164,26 @@ impl EbsBuild<'_> {
             args: Default::default(),
         };
         ssh.run_step(&cleanup, &self.work.join("cleanup.log")).await?;
-        ec2.stop_instance(&instance, Duration::from_secs(900)).await.map_err(aws_err)?;
+        ec2.stop_instance(&instance, Duration::from_secs(900))
+            .await
+            .map_err(aws_err)?;
         let mut image_tags = crate::publish::image_tags(self.publish, self.template_sha256);
         image_tags.push(("hpcforge:source-ami".into(), ami));
         let image = match ec2.find_own_image(&self.publish.ami_name).await.map_err(aws_err)? {
             Some(existing) => existing.id,
             None => ec2
-                .create_image(&instance, &self.publish.ami_name, &self.publish.description, &image_tags)
+                .create_image(
+                    &instance,
+                    &self.publish.ami_name,
+                    &self.publish.description,
+                    &image_tags,
+                )
                 .await
                 .map_err(aws_err)?,
         };
-        ec2.wait_image_available(&image, Duration::from_secs(3600)).await.map_err(aws_err)?;
+        ec2.wait_image_available(&image, Duration::from_secs(3600))
+            .await
+            .map_err(aws_err)?;
         progress.done(&format!("{image} in {}", self.source.region), t);
         Ok(image)
     }
@@ -207,7 +216,14 @@ impl Ssh {
         let mut c = Command::new(program);
         c.arg("-i")
             .arg(&self.key)
-            .args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "StrictHostKeyChecking=accept-new"])
+            .args([
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "ConnectTimeout=10",
+                "-o",
+                "StrictHostKeyChecking=accept-new",
+            ])
             .arg("-o")
             .arg(format!("UserKnownHostsFile={}", self.known_hosts.display()));
         c
@@ -235,7 +251,10 @@ impl Ssh {
                 return Ok(());
             }
             if started.elapsed() >= timeout {
-                let _ = std::fs::write(log, format!("no SSH to {} after {}s\n", self.target(), timeout.as_secs()));
+                let _ = std::fs::write(
+                    log,
+                    format!("no SSH to {} after {}s\n", self.target(), timeout.as_secs()),
+                );
                 return Err(BuildError::new(format!(
                     "could not connect over SSH to {} within {}s (ssh_timeout): check ssh_cidrs allows this machine and ssh_username ({}) is right for the source AMI",
                     self.host,
@@ -249,7 +268,9 @@ impl Ssh {
 
     /// Stages the step's files with a tar stream, then runs its script with sudo.
     async fn run_step(&self, step: &Step, log: &Path) -> Result<()> {
-        let stage = self.key.with_file_name(format!("stage-{}", step.id.replace(['@', '/'], "_")));
+        let stage = self
+            .key
+            .with_file_name(format!("stage-{}", step.id.replace(['@', '/'], "_")));
         let _ = std::fs::remove_dir_all(&stage);
         std::fs::create_dir_all(stage.join("files")).map_err(|e| BuildError::new(format!("staging: {e}")))?;
         for f in &step.files {
@@ -308,7 +329,11 @@ impl Ssh {
             Ok(())
         } else {
             Err(BuildError {
-                message: format!("{} failed on the builder instance ({status}); output in {}", step.label, log.display()),
+                message: format!(
+                    "{} failed on the builder instance ({status}); output in {}",
+                    step.label,
+                    log.display()
+                ),
                 output: Some(crate::progress::tail(log, 40)),
             })
         }

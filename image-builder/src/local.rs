@@ -171,8 +171,11 @@ impl Chroot {
             c.mounted.push(target);
         }
         let policy = root.join(POLICY_RC);
-        fs::write(&policy, "#!/bin/sh\n# hpc-image: no services start while the image is built\nexit 101\n")
-            .map_err(io("writing policy-rc.d"))?;
+        fs::write(
+            &policy,
+            "#!/bin/sh\n# hpc-image: no services start while the image is built\nexit 101\n",
+        )
+        .map_err(io("writing policy-rc.d"))?;
         set_mode(&policy, 0o755)?;
         let resolv = root.join(RESOLV);
         if resolv.symlink_metadata().is_ok() {
@@ -287,7 +290,15 @@ impl Cache {
         let tmp = self.dir.join(format!("{key}.tmp-{}", std::process::id()));
         run(
             Command::new("tar")
-                .args(["--numeric-owner", "--xattrs", "--xattrs-include=*", "--acls", "-I", "zstd -1 -T0 -q", "-cf"])
+                .args([
+                    "--numeric-owner",
+                    "--xattrs",
+                    "--xattrs-include=*",
+                    "--acls",
+                    "-I",
+                    "zstd -1 -T0 -q",
+                    "-cf",
+                ])
                 .arg(&tmp)
                 .arg("-C")
                 .arg(root)
@@ -315,7 +326,15 @@ impl Cache {
         fs::create_dir_all(root).map_err(io(format!("creating {}", root.display())))?;
         run(
             Command::new("tar")
-                .args(["--numeric-owner", "--xattrs", "--xattrs-include=*", "--acls", "-I", "zstd -q", "-xpf"])
+                .args([
+                    "--numeric-owner",
+                    "--xattrs",
+                    "--xattrs-include=*",
+                    "--acls",
+                    "-I",
+                    "zstd -q",
+                    "-xpf",
+                ])
                 .arg(self.layer(key))
                 .arg("-C")
                 .arg(root),
@@ -340,7 +359,10 @@ impl Cache {
             if p.extension().and_then(|x| x.to_str()) != Some("json") {
                 continue;
             }
-            let Ok(info) = fs::read(&p).map_err(|_| ()).and_then(|b| serde_json::from_slice::<LayerInfo>(&b).map_err(|_| ())) else {
+            let Ok(info) = fs::read(&p)
+                .map_err(|_| ())
+                .and_then(|b| serde_json::from_slice::<LayerInfo>(&b).map_err(|_| ()))
+            else {
                 continue;
             };
             let used = fs::metadata(self.layer(&info.key)).and_then(|m| m.modified());
@@ -424,7 +446,11 @@ pub fn base_key(source: &LocalSource) -> String {
     h.update(BASE_RECIPE.as_bytes());
     h.update(source.suite.as_bytes());
     h.update(source.mirror.as_bytes());
-    for p in BASE_PACKAGES.iter().copied().chain(source.packages.iter().map(String::as_str)) {
+    for p in BASE_PACKAGES
+        .iter()
+        .copied()
+        .chain(source.packages.iter().map(String::as_str))
+    {
         h.update(p.as_bytes());
         h.update(b"\n");
     }
@@ -595,7 +621,9 @@ impl LocalBuild<'_> {
             }
             let built = t.elapsed();
             if self.use_cache {
-                self.cache.save(&keys[i], &ids[i], &root, &logs.join("cache.log")).await?;
+                self.cache
+                    .save(&keys[i], &ids[i], &root, &logs.join("cache.log"))
+                    .await?;
             }
             progress.done(&format!("built in {}, cached", secs(built)), t);
             reports.push(StepReport {
@@ -790,6 +818,9 @@ mod tests {
     #[test]
     fn missing_tools_name_their_package() {
         let missing = missing_tools(&[("surely-not-a-real-tool-xyz", "pkg-xyz"), ("sh", "dash")]);
-        assert_eq!(missing, vec!["surely-not-a-real-tool-xyz (Debian package pkg-xyz)".to_string()]);
+        assert_eq!(
+            missing,
+            vec!["surely-not-a-real-tool-xyz (Debian package pkg-xyz)".to_string()]
+        );
     }
 }

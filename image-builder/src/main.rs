@@ -75,7 +75,8 @@ fn parse_args() -> Result<Args, String> {
             "--older-than" => {
                 let v = value(&mut it, "--older-than")?;
                 a.older_than = Some(
-                    plan::parse_duration(&v).ok_or_else(|| format!("--older-than {v:?}: use a duration like 7d, 12h or 30m"))?,
+                    plan::parse_duration(&v)
+                        .ok_or_else(|| format!("--older-than {v:?}: use a duration like 7d, 12h or 30m"))?,
                 );
             }
             "--all" => a.all = true,
@@ -108,7 +109,10 @@ fn default_cache_dir() -> PathBuf {
 }
 
 fn load(args: &Args) -> Result<(template::Template, Plan), String> {
-    let path = args.template.as_ref().ok_or_else(|| format!("which template?\n{USAGE}"))?;
+    let path = args
+        .template
+        .as_ref()
+        .ok_or_else(|| format!("which template?\n{USAGE}"))?;
     let t = template::load(path, &args.vars).map_err(|p| p.to_string())?;
     let plan = plan::resolve(&t).map_err(|p| p.to_string())?;
     Ok((t, plan))
@@ -159,7 +163,12 @@ fn cache(args: &Args) -> Result<(), String> {
             for (l, _) in &layers {
                 println!("{}  {:>8} MiB  {}", &l.key[..16], l.bytes >> 20, l.step);
             }
-            println!("{} layer(s), {} MiB in {}", layers.len(), total >> 20, cache.dir.display());
+            println!(
+                "{} layer(s), {} MiB in {}",
+                layers.len(),
+                total >> 20,
+                cache.dir.display()
+            );
             Ok(())
         }
         Some("prune") => {
@@ -233,10 +242,17 @@ async fn publish_disk(
         .publish
         .as_ref()
         .ok_or("the template has no publish block: add publish { ami_name = ... regions = [...] }")?;
-    let t = progress.step(1, 1, &format!("publishing {} to {}", cfg.ami_name, cfg.regions.join(", ")));
+    let t = progress.step(
+        1,
+        1,
+        &format!("publishing {} to {}", cfg.ami_name, cfg.regions.join(", ")),
+    );
     let aws = connect(&cfg.regions[0]).await?;
     let mut lines = Vec::new();
-    let result = publish::publish(&aws, cfg, disk, &plan.template_sha256, &mut |l: &str| lines.push(l.to_string())).await;
+    let result = publish::publish(&aws, cfg, disk, &plan.template_sha256, &mut |l: &str| {
+        lines.push(l.to_string())
+    })
+    .await;
     for l in lines {
         progress.say(&l);
     }
@@ -257,18 +273,32 @@ async fn build(args: &Args) -> Result<(), String> {
     let sources: Vec<&SourceConfig> = plan
         .sources
         .iter()
-        .filter(|s| args.only.as_ref().is_none_or(|o| s.reference().ends_with(&format!(".{o}")) || &s.reference() == o))
+        .filter(|s| {
+            args.only
+                .as_ref()
+                .is_none_or(|o| s.reference().ends_with(&format!(".{o}")) || &s.reference() == o)
+        })
         .collect();
     if sources.is_empty() {
-        return Err(format!("--only {:?} matches no source of the build", args.only.as_deref().unwrap_or("")));
+        return Err(format!(
+            "--only {:?} matches no source of the build",
+            args.only.as_deref().unwrap_or("")
+        ));
     }
     for source in sources {
         match source {
             SourceConfig::Local(src) => {
-                let out = args.output.clone().unwrap_or_else(|| PathBuf::from("output").join(&src.name));
+                let out = args
+                    .output
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("output").join(&src.name));
                 let log = args.log_file.clone().unwrap_or_else(|| out.join("build.log"));
                 let mut progress = Progress::new(&log, false).map_err(|e| format!("{}: {e}", log.display()))?;
-                progress.say(&format!("hpc-image: building {} into {}", source.reference(), out.display()));
+                progress.say(&format!(
+                    "hpc-image: building {} into {}",
+                    source.reference(),
+                    out.display()
+                ));
                 let b = LocalBuild {
                     source: src,
                     steps: &plan.steps,
@@ -311,7 +341,11 @@ async fn build(args: &Args) -> Result<(), String> {
                             if c.ok { "ok  " } else { "FAIL" },
                             c.name,
                             c.seconds,
-                            if c.ok { String::new() } else { format!(", exit {}", c.exit_code) }
+                            if c.ok {
+                                String::new()
+                            } else {
+                                format!(", exit {}", c.exit_code)
+                            }
                         ));
                     }
                     progress.done(&format!("booted with {}", v.accelerator), t);
@@ -352,7 +386,10 @@ async fn build(args: &Args) -> Result<(), String> {
                     .publish
                     .as_ref()
                     .ok_or("an amazon-ebs build needs a publish block (the AMI name and regions)")?;
-                let out = args.output.clone().unwrap_or_else(|| PathBuf::from("output").join(&src.name));
+                let out = args
+                    .output
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("output").join(&src.name));
                 let log = args.log_file.clone().unwrap_or_else(|| out.join("build.log"));
                 let mut progress = Progress::new(&log, false).map_err(|e| format!("{}: {e}", log.display()))?;
                 let aws = connect(&src.region).await?;
@@ -386,13 +423,20 @@ async fn build(args: &Args) -> Result<(), String> {
                 if cfg.regions.first() != Some(&src.region) {
                     cfg.regions.insert(0, src.region.clone());
                 }
-                let report = publish::publish(&aws, &cfg, Path::new("/nonexistent"), &plan.template_sha256, &mut |l: &str| {
-                    eprintln!("{l}")
-                })
+                let report = publish::publish(
+                    &aws,
+                    &cfg,
+                    Path::new("/nonexistent"),
+                    &plan.template_sha256,
+                    &mut |l: &str| eprintln!("{l}"),
+                )
                 .await
                 .map_err(|e| e.to_string())?;
                 let manifest = manifest_for(&plan, &source.reference(), "amazon-ebs", &cfg.ami_name, &report);
-                write_json(&args.manifest.clone().unwrap_or_else(|| out.join("manifest.json")), &manifest)?;
+                write_json(
+                    &args.manifest.clone().unwrap_or_else(|| out.join("manifest.json")),
+                    &manifest,
+                )?;
             }
         }
     }
@@ -401,9 +445,15 @@ async fn build(args: &Args) -> Result<(), String> {
 
 async fn publish_cmd(args: &Args) -> Result<(), String> {
     let (_t, plan) = load(args)?;
-    let disk = args.disk.clone().ok_or("publish needs --disk FILE (the disk.raw a build wrote)")?;
+    let disk = args
+        .disk
+        .clone()
+        .ok_or("publish needs --disk FILE (the disk.raw a build wrote)")?;
     if !disk.is_file() {
-        return Err(format!("{} does not exist: build it first with hpc-image build", disk.display()));
+        return Err(format!(
+            "{} does not exist: build it first with hpc-image build",
+            disk.display()
+        ));
     }
     let source = plan
         .sources
@@ -415,7 +465,9 @@ async fn publish_cmd(args: &Args) -> Result<(), String> {
         .clone()
         .unwrap_or_else(|| disk.parent().unwrap_or(Path::new(".")).join("publish.log"));
     let mut progress = Progress::new(&log, false).map_err(|e| format!("{}: {e}", log.display()))?;
-    publish_disk(args, &plan, &source, &disk, &mut progress).await.map(|_| ())
+    publish_disk(args, &plan, &source, &disk, &mut progress)
+        .await
+        .map(|_| ())
 }
 
 fn main() -> ExitCode {

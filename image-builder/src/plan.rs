@@ -18,10 +18,22 @@ const AGENT_UNITS: &[(&str, &str)] = &[
         "hpc-node-reconcile.service",
         include_str!("../../node-agent/systemd/hpc-node-reconcile.service"),
     ),
-    ("hpc-node-sweep.service", include_str!("../../node-agent/systemd/hpc-node-sweep.service")),
-    ("hpc-node-sweep.timer", include_str!("../../node-agent/systemd/hpc-node-sweep.timer")),
-    ("hpc-node-evict.service", include_str!("../../node-agent/systemd/hpc-node-evict.service")),
-    ("hpc-node-evict.timer", include_str!("../../node-agent/systemd/hpc-node-evict.timer")),
+    (
+        "hpc-node-sweep.service",
+        include_str!("../../node-agent/systemd/hpc-node-sweep.service"),
+    ),
+    (
+        "hpc-node-sweep.timer",
+        include_str!("../../node-agent/systemd/hpc-node-sweep.timer"),
+    ),
+    (
+        "hpc-node-evict.service",
+        include_str!("../../node-agent/systemd/hpc-node-evict.service"),
+    ),
+    (
+        "hpc-node-evict.timer",
+        include_str!("../../node-agent/systemd/hpc-node-evict.timer"),
+    ),
 ];
 
 pub const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
@@ -289,12 +301,17 @@ impl Resolver<'_> {
                     if c.ends_with("/0") {
                         r.problem(
                             r.line_of("ssh_cidrs"),
-                            format!("ssh_cidrs must not contain {c}: list the builder's own address, e.g. 203.0.113.7/32"),
+                            format!(
+                                "ssh_cidrs must not contain {c}: list the builder's own address, e.g. 203.0.113.7/32"
+                            ),
                         );
                     }
                 }
                 if ssh_cidrs.is_empty() {
-                    r.problem(None, "ssh_cidrs is required: the addresses SSH may come from, e.g. [\"203.0.113.7/32\"]");
+                    r.problem(
+                        None,
+                        "ssh_cidrs is required: the addresses SSH may come from, e.g. [\"203.0.113.7/32\"]",
+                    );
                 }
                 let iam_instance_profile = r.string("iam_instance_profile");
                 let root_volume_gib = i32::try_from(r.u64("root_volume_gib", 30)).unwrap_or(30);
@@ -370,7 +387,11 @@ impl Resolver<'_> {
                     if known.is_empty() {
                         format!("unknown argument {k:?}: component {:?} takes no arguments", c.name)
                     } else {
-                        format!("unknown argument {k:?} (component {:?} takes {})", c.name, known.join(", "))
+                        format!(
+                            "unknown argument {k:?} (component {:?} takes {})",
+                            c.name,
+                            known.join(", ")
+                        )
                     },
                 ));
                 continue;
@@ -416,7 +437,10 @@ impl Resolver<'_> {
                 Some((a, value)) => format!(" with {a} = {value:?}"),
             };
             match args.get(dl.url_arg) {
-                None => problems.push(problem(d.line, format!("{}{why} needs {} (and {})", c.name, dl.url_arg, dl.sha256_arg))),
+                None => problems.push(problem(
+                    d.line,
+                    format!("{}{why} needs {} (and {})", c.name, dl.url_arg, dl.sha256_arg),
+                )),
                 Some(u) if !(u.starts_with("https://") || u.starts_with("http://") || u.starts_with("file://")) => {
                     problems.push(problem(
                         d.args.get(dl.url_arg).map_or(d.line, |a| a.line),
@@ -455,7 +479,8 @@ impl Resolver<'_> {
                 )),
                 None => problems.push(problem(
                     d.line,
-                    "no hpc-node binary found: run `cargo build --release -p hpc-node`, or set binary = \"PATH\"".into(),
+                    "no hpc-node binary found: run `cargo build --release -p hpc-node`, or set binary = \"PATH\""
+                        .into(),
                 )),
             }
             for (name, text) in AGENT_UNITS {
@@ -475,7 +500,10 @@ impl Resolver<'_> {
             if k == "binary" {
                 continue;
             }
-            env.push((format!("HPC_ARG_{}", k.to_ascii_uppercase().replace('-', "_")), v.clone()));
+            env.push((
+                format!("HPC_ARG_{}", k.to_ascii_uppercase().replace('-', "_")),
+                v.clone(),
+            ));
         }
         Step {
             id: c.name.to_string(),
@@ -512,7 +540,10 @@ impl Resolver<'_> {
                         "\"$HPC_FILES/script\"".to_string()
                     }
                     _ => {
-                        r.problem(None, "a shell provisioner takes either inline = [...] or script = \"FILE\"");
+                        r.problem(
+                            None,
+                            "a shell provisioner takes either inline = [...] or script = \"FILE\"",
+                        );
                         String::new()
                     }
                 };
@@ -532,17 +563,26 @@ impl Resolver<'_> {
                 let destination = r.required_string("destination");
                 let mode_text = r.string("mode").unwrap_or_else(|| "0644".to_string());
                 let mode = u32::from_str_radix(mode_text.trim_start_matches("0o"), 8).unwrap_or_else(|_| {
-                    r.problem(r.line_of("mode"), format!("mode {mode_text:?} is not an octal mode like \"0644\""));
+                    r.problem(
+                        r.line_of("mode"),
+                        format!("mode {mode_text:?} is not an octal mode like \"0644\""),
+                    );
                     0o644
                 });
                 if !destination.is_empty() && !destination.starts_with('/') {
-                    r.problem(r.line_of("destination"), "destination must be an absolute path in the image");
+                    r.problem(
+                        r.line_of("destination"),
+                        "destination must be an absolute path in the image",
+                    );
                 }
                 let full = self.t.dir.join(&source);
                 if !source.is_empty() && !full.is_file() {
                     r.problem(
                         r.line_of("source"),
-                        format!("source {} is not a file (relative paths start at the template's directory)", full.display()),
+                        format!(
+                            "source {} is not a file (relative paths start at the template's directory)",
+                            full.display()
+                        ),
                     );
                 }
                 Step {
@@ -563,7 +603,10 @@ impl Resolver<'_> {
                 }
             }
             other => {
-                r.problem(None, format!("unknown provisioner {other:?} (use \"shell\" or \"file\")"));
+                r.problem(
+                    None,
+                    format!("unknown provisioner {other:?} (use \"shell\" or \"file\")"),
+                );
                 let problems = r.finish();
                 self.absorb(problems);
                 return None;
@@ -593,12 +636,18 @@ impl Resolver<'_> {
         let description = r.string("description").unwrap_or_default();
         let regions = r.strings("regions");
         if regions.is_empty() {
-            r.problem(r.line_of("regions").or(Some(p.line)), "regions must list at least one region; the first is where the image is registered");
+            r.problem(
+                r.line_of("regions").or(Some(p.line)),
+                "regions must list at least one region; the first is where the image is registered",
+            );
         }
         let accounts = r.strings("share_with_accounts");
         for a in &accounts {
             if !is_account(a) {
-                r.problem(r.line_of("share_with_accounts"), format!("{a:?} is not a 12-digit AWS account id"));
+                r.problem(
+                    r.line_of("share_with_accounts"),
+                    format!("{a:?} is not a 12-digit AWS account id"),
+                );
             }
         }
         let tags = r.string_map("tags");
@@ -610,7 +659,9 @@ impl Resolver<'_> {
                 "an encrypted image shared with other accounts needs kms_key_id: a customer-managed KMS key those accounts may use (the default EBS key cannot be shared)",
             );
         }
-        let upload_concurrency = usize::try_from(r.u64("upload_concurrency", 16)).unwrap_or(16).clamp(1, 64);
+        let upload_concurrency = usize::try_from(r.u64("upload_concurrency", 16))
+            .unwrap_or(16)
+            .clamp(1, 64);
         let copy_concurrency = usize::try_from(r.u64("copy_concurrency", 4)).unwrap_or(4).clamp(1, 16);
         let problems = r.finish();
         self.absorb(problems);
@@ -661,7 +712,10 @@ fn order(decls: &[StepDecl], file: &str, problems: &mut Vec<Problem>) -> Vec<usi
                     file: file.to_string(),
                     line: d.line,
                     block: d.block_name(),
-                    message: format!("component {:?} needs {r:?}: add component \"{r}\" {{}} to the build", c.name),
+                    message: format!(
+                        "component {:?} needs {r:?}: add component \"{r}\" {{}} to the build",
+                        c.name
+                    ),
                 }),
             }
         }
@@ -716,7 +770,11 @@ pub fn resolve(t: &Template) -> Result<Plan, Problems> {
                     file: r.file.clone(),
                     line: d.line,
                     block: d.block_name(),
-                    message: format!("unknown component {:?} (known: {})", d.name, catalog::names().join(", ")),
+                    message: format!(
+                        "unknown component {:?} (known: {})",
+                        d.name,
+                        catalog::names().join(", ")
+                    ),
                 });
             }
             if let Some(first) = seen.insert(&d.name, d.line) {
@@ -807,7 +865,10 @@ mod tests {
 
     #[test]
     fn components_are_ordered_by_what_they_need() {
-        let p = plan(&build("  component \"slurm\" {}\n  component \"efa\" {}\n  component \"munge\" {}\n")).expect("plan");
+        let p = plan(&build(
+            "  component \"slurm\" {}\n  component \"efa\" {}\n  component \"munge\" {}\n",
+        ))
+        .expect("plan");
         let ids: Vec<&str> = p.steps.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["efa", "munge", "slurm"]);
     }
@@ -826,7 +887,8 @@ mod tests {
     fn a_missing_requirement_names_what_to_add() {
         let errs = plan(&build("  component \"cuda\" {}\n")).expect_err("problems");
         assert!(
-            errs.iter().any(|e| e.contains("t.hcl:4: in component \"cuda\": component \"cuda\" needs \"nvidia-driver\"")),
+            errs.iter()
+                .any(|e| e.contains("t.hcl:4: in component \"cuda\": component \"cuda\" needs \"nvidia-driver\"")),
             "{errs:?}"
         );
     }
@@ -837,7 +899,10 @@ mod tests {
             "  component \"efa\" {\n    method = \"installer\"\n    installer_url = \"https://example.com/efa.tar.gz\"\n  }\n",
         ))
         .expect_err("problems");
-        assert!(errs.iter().any(|e| e.contains("installer_sha256 is required")), "{errs:?}");
+        assert!(
+            errs.iter().any(|e| e.contains("installer_sha256 is required")),
+            "{errs:?}"
+        );
     }
 
     #[test]
@@ -847,14 +912,23 @@ mod tests {
         ))
         .expect_err("problems");
         let all = errs.join("\n");
-        assert!(all.contains("t.hcl:5: in component \"munge\": unknown argument \"key\""), "{all}");
+        assert!(
+            all.contains("t.hcl:5: in component \"munge\": unknown argument \"key\""),
+            "{all}"
+        );
         assert!(all.contains("accounting must be true or false"), "{all}");
-        assert!(all.contains("method = \"magic\" is not one of distro, installer"), "{all}");
+        assert!(
+            all.contains("method = \"magic\" is not one of distro, installer"),
+            "{all}"
+        );
     }
 
     #[test]
     fn component_scripts_carry_arguments_and_defaults() {
-        let p = plan(&build("  component \"munge\" {}\n  component \"slurm\" {\n    accounting = true\n  }\n")).expect("plan");
+        let p = plan(&build(
+            "  component \"munge\" {}\n  component \"slurm\" {\n    accounting = true\n  }\n",
+        ))
+        .expect("plan");
         let slurm = &p.steps[1];
         assert!(slurm.script.contains("export HPC_ARG_ACCOUNTING='true'"));
         assert!(slurm.script.contains("export HPC_ARG_VERSION='distro'"));
@@ -865,11 +939,17 @@ mod tests {
     #[test]
     fn cache_keys_change_with_the_step_and_everything_before_it() {
         let a = plan(&build("  component \"munge\" {}\n  component \"slurm\" {}\n")).expect("plan");
-        let b = plan(&build("  component \"munge\" {}\n  component \"slurm\" {\n    accounting = true\n  }\n")).expect("plan");
+        let b = plan(&build(
+            "  component \"munge\" {}\n  component \"slurm\" {\n    accounting = true\n  }\n",
+        ))
+        .expect("plan");
         let ka0 = step_key("base", &a.steps[0]).expect("key");
         let kb0 = step_key("base", &b.steps[0]).expect("key");
         assert_eq!(ka0, kb0);
-        assert_ne!(step_key(&ka0, &a.steps[1]).expect("key"), step_key(&kb0, &b.steps[1]).expect("key"));
+        assert_ne!(
+            step_key(&ka0, &a.steps[1]).expect("key"),
+            step_key(&kb0, &b.steps[1]).expect("key")
+        );
         assert_ne!(step_key("other-base", &a.steps[0]).expect("key"), ka0);
     }
 

@@ -66,7 +66,10 @@ fn fail(message: impl Into<String>, images: &BTreeMap<String, String>) -> Publis
 /// Tags every published image and snapshot carries, besides the template's.
 pub fn image_tags(cfg: &PublishConfig, template_sha256: &str) -> Vec<(String, String)> {
     let mut tags: Vec<(String, String)> = cfg.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    tags.push(("hpcforge:builder".into(), format!("hpc-image {}", env!("CARGO_PKG_VERSION"))));
+    tags.push((
+        "hpcforge:builder".into(),
+        format!("hpc-image {}", env!("CARGO_PKG_VERSION")),
+    ));
     tags.push(("hpcforge:template-sha256".into(), template_sha256.to_string()));
     tags
 }
@@ -102,7 +105,10 @@ pub async fn publish(
         .map_err(|e| fail(e.to_string(), &images))?;
     let source = match existing {
         Some(img) => {
-            say(&format!("    {home}: {} already exists as {}; nothing to upload", cfg.ami_name, img.id));
+            say(&format!(
+                "    {home}: {} already exists as {}; nothing to upload",
+                cfg.ami_name, img.id
+            ));
             unchanged.push(home.clone());
             img
         }
@@ -145,7 +151,10 @@ pub async fn publish(
         }
     }
     if !failures.is_empty() {
-        return Err(fail(format!("copying the image failed in {}", failures.join("; ")), &images));
+        return Err(fail(
+            format!("copying the image failed in {}", failures.join("; ")),
+            &images,
+        ));
     }
     if !cfg.share_with_accounts.is_empty() {
         for (region, id) in &images {
@@ -196,7 +205,10 @@ async fn upload_and_register(
         concurrency: cfg.upload_concurrency,
         client_token: token(&[&cfg.ami_name, region, template_sha256, &size.to_string()]),
     };
-    say(&format!("    {region}: uploading {} into an EBS snapshot", disk.display()));
+    say(&format!(
+        "    {region}: uploading {} into an EBS snapshot",
+        disk.display()
+    ));
     let report = match aws.ebs_in(region).upload(disk, &req).await {
         Ok(r) => r,
         Err(e) => {
@@ -227,7 +239,8 @@ async fn upload_and_register(
         report.snapshot_id
     ));
     let registered = async {
-        ec2.wait_snapshot_completed(&report.snapshot_id, 2, IMAGE_TIMEOUT).await?;
+        ec2.wait_snapshot_completed(&report.snapshot_id, 2, IMAGE_TIMEOUT)
+            .await?;
         let id = ec2
             .register_image(&RegisterRequest {
                 name: cfg.ami_name.clone(),
@@ -279,7 +292,9 @@ async fn copy_to(
         )
         .await
         .map_err(|e| e.to_string())?;
-    ec2.wait_image_available(&id, IMAGE_TIMEOUT).await.map_err(|e| e.to_string())?;
+    ec2.wait_image_available(&id, IMAGE_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok((id, false))
 }
 
@@ -313,7 +328,11 @@ pub struct ManifestComponent {
 }
 
 pub fn artifact_id(images: &BTreeMap<String, String>) -> String {
-    images.iter().map(|(r, a)| format!("{r}:{a}")).collect::<Vec<_>>().join(",")
+    images
+        .iter()
+        .map(|(r, a)| format!("{r}:{a}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]

@@ -339,7 +339,11 @@ pub fn parse(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Result<T
         let labels = Parser::labels(b);
         let name = Parser::block_name(b);
         if labels.len() != 1 {
-            p.problem(line, &name, "a variable block takes exactly one label: variable \"NAME\" { ... }");
+            p.problem(
+                line,
+                &name,
+                "a variable block takes exactly one label: variable \"NAME\" { ... }",
+            );
             continue;
         }
         let mut kind = VarType::Any;
@@ -403,11 +407,7 @@ pub fn parse(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Result<T
     }
     for (k, raw) in &inputs.vars {
         match decls.iter().find(|d| &d.name == k) {
-            None => p.problem(
-                0,
-                "",
-                format!("-var {k}=...: the template declares no variable {k:?}"),
-            ),
+            None => p.problem(0, "", format!("-var {k}=...: the template declares no variable {k:?}")),
             Some(d) => match d.kind.from_cli(raw) {
                 Ok(v) => {
                     values.insert(k.clone(), v);
@@ -456,7 +456,11 @@ pub fn parse(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Result<T
                     "variable" => {}
                     "source" => {
                         if labels.len() != 2 {
-                            p.problem(line, &name, "a source block takes two labels: source \"local\" \"NAME\"");
+                            p.problem(
+                                line,
+                                &name,
+                                "a source block takes two labels: source \"local\" \"NAME\"",
+                            );
                             continue;
                         }
                         if !["local", "amazon-ebs"].contains(&labels[0].as_str()) {
@@ -479,7 +483,10 @@ pub fn parse(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Result<T
                                 p.problem(nline, &nname, "this block appears twice");
                             }
                         }
-                        if sources.iter().any(|s: &Source| s.builder == labels[0] && s.name == labels[1]) {
+                        if sources
+                            .iter()
+                            .any(|s: &Source| s.builder == labels[0] && s.name == labels[1])
+                        {
                             p.problem(line, &name, "this source is declared twice");
                         }
                         sources.push(Source {
@@ -524,7 +531,11 @@ pub fn parse(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Result<T
     let build = match build {
         Some(b) => b,
         None => {
-            p.problem(1, "", "the template has no build block: add build { sources = [...] component \"...\" {} }");
+            p.problem(
+                1,
+                "",
+                "the template has no build block: add build { sources = [...] component \"...\" {} }",
+            );
             Build {
                 line: 1,
                 sources: vec![],
@@ -538,7 +549,10 @@ pub fn parse(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Result<T
             p.problem(
                 build.line,
                 "build",
-                format!("sources names {s:?}, which is not declared (declared: {})", known.join(", ")),
+                format!(
+                    "sources names {s:?}, which is not declared (declared: {})",
+                    known.join(", ")
+                ),
             );
         }
     }
@@ -553,7 +567,8 @@ pub fn parse(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Result<T
             publish,
         })
     } else {
-        p.problems.sort_by(|a, b| (a.file.as_str(), a.line).cmp(&(b.file.as_str(), b.line)));
+        p.problems
+            .sort_by(|a, b| (a.file.as_str(), a.line).cmp(&(b.file.as_str(), b.line)));
         Err(Problems(p.problems))
     }
 }
@@ -574,11 +589,19 @@ fn parse_build(p: &mut Parser<'_>, b: &Block, line: usize, ctx: &Context) -> Bui
                 ),
             },
             "name" => {}
-            other => p.problem(v.line, "build", format!("unknown argument {other:?} (build takes sources, name)")),
+            other => p.problem(
+                v.line,
+                "build",
+                format!("unknown argument {other:?} (build takes sources, name)"),
+            ),
         }
     }
     if sources.is_empty() && !args.contains_key("sources") {
-        p.problem(line, "build", "build needs sources = [\"source.<builder>.<name>\", ...]");
+        p.problem(
+            line,
+            "build",
+            "build needs sources = [\"source.<builder>.<name>\", ...]",
+        );
     }
     let mut steps = Vec::new();
     for (nb, nline) in nested {
@@ -594,7 +617,11 @@ fn parse_build(p: &mut Parser<'_>, b: &Block, line: usize, ctx: &Context) -> Bui
             continue;
         }
         if labels.len() != 1 {
-            p.problem(nline, &name, format!("a {kind} block takes one label: {kind} \"NAME\" {{ ... }}"));
+            p.problem(
+                nline,
+                &name,
+                format!("a {kind} block takes one label: {kind} \"NAME\" {{ ... }}"),
+            );
             continue;
         }
         let (args, deeper) = p.eval_body(&nb.body, ctx, &name);
@@ -611,7 +638,12 @@ fn parse_build(p: &mut Parser<'_>, b: &Block, line: usize, ctx: &Context) -> Bui
     Build { line, sources, steps }
 }
 
-fn read_var_file(path: &Path, decls: &[VariableDecl], values: &mut BTreeMap<String, Value>, problems: &mut Vec<Problem>) {
+fn read_var_file(
+    path: &Path,
+    decls: &[VariableDecl],
+    values: &mut BTreeMap<String, Value>,
+    problems: &mut Vec<Problem>,
+) {
     let file = path.display().to_string();
     let mut problem = |line: usize, message: String| {
         problems.push(Problem {
@@ -722,7 +754,9 @@ impl<'a> ArgReader<'a> {
         self.seen.push(key);
         match self.args.get(key) {
             None => default,
-            Some(Located { value: Value::Bool(b), .. }) => *b,
+            Some(Located {
+                value: Value::Bool(b), ..
+            }) => *b,
             Some(a) => {
                 let line = a.line;
                 self.problem(Some(line), format!("{key} must be true or false"));
@@ -859,7 +893,10 @@ publish {
         let names: Vec<&str> = t.build.steps.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["munge", "slurm", "shell"]);
         assert_eq!(t.build.steps[1].line, 15);
-        assert_eq!(t.build.steps[2].args["inline"].value, Value::from(vec!["echo bookworm"]));
+        assert_eq!(
+            t.build.steps[2].args["inline"].value,
+            Value::from(vec!["echo bookworm"])
+        );
         let publish = t.publish.expect("publish");
         assert_eq!(publish.value["ami_name"].value, Value::from("hpc-bookworm"));
     }
@@ -891,14 +928,25 @@ publish {
             "build {\n  sources = [\"source.local.x\"]\n  thing \"y\" {}\n}\n",
             &VarInputs::default(),
         );
-        assert!(errs.iter().any(|e| e.starts_with("t.pkr.hcl:3: in build: unknown block \"thing\"")), "{errs:?}");
-        assert!(errs.iter().any(|e| e.contains("\"source.local.x\", which is not declared")), "{errs:?}");
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("t.pkr.hcl:3: in build: unknown block \"thing\"")),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("\"source.local.x\", which is not declared")),
+            "{errs:?}"
+        );
     }
 
     #[test]
     fn syntax_errors_carry_the_line() {
         let errs = parse_err("source \"local\" \"x\" {\n  suite = \n}\n", &VarInputs::default());
-        assert!(errs[0].starts_with("t.pkr.hcl:2: syntax error at column 11"), "{errs:?}");
+        assert!(
+            errs[0].starts_with("t.pkr.hcl:2: syntax error at column 11"),
+            "{errs:?}"
+        );
     }
 
     #[test]
@@ -914,7 +962,10 @@ publish {
         let all = errs.join("\n");
         assert!(all.contains("\"many\" is not a number"), "{all}");
         assert!(all.contains("declares no variable \"other\""), "{all}");
-        assert!(all.contains("t.pkr.hcl:5: in source \"local\" \"x\": argument \"suite\""), "{all}");
+        assert!(
+            all.contains("t.pkr.hcl:5: in source \"local\" \"x\": argument \"suite\""),
+            "{all}"
+        );
     }
 
     #[test]
@@ -936,6 +987,9 @@ publish {
         let _ = r.strings("accounting");
         let problems = r.finish();
         assert_eq!(problems.len(), 1);
-        assert!(problems[0].to_string().contains("accounting must be a list"), "{problems:?}");
+        assert!(
+            problems[0].to_string().contains("accounting must be a list"),
+            "{problems:?}"
+        );
     }
 }

@@ -100,38 +100,27 @@ impl Boot<'_> {
         for f in [&console, &results] {
             let _ = fs::remove_file(f);
         }
-        let accel = if kvm_usable() { "kvm" } else { "tcg" };
+        let mut accel = if kvm_usable() { "kvm" } else { "tcg" };
         let started = Instant::now();
-        let mut cmd = Command::new("qemu-system-x86_64");
-        cmd.args(["-machine", "q35", "-display", "none", "-monitor", "none", "-no-reboot"]);
-        if accel == "kvm" {
-            // Falls back to software emulation when KVM is present but refuses to run.
-            cmd.args(["-accel", "kvm", "-accel", "tcg", "-cpu", "max"]);
-        } else {
-            cmd.args(["-accel", "tcg", "-cpu", "max"]);
+        let mut child = self.spawn(accel, &vars, &console, &results)?;
+        let mut waited = tokio::time::timeout(self.timeout, child.wait()).await;
+        // KVM can be present yet refuse this CPU (seen here: an MSR assertion at start);
+        // then boot again under software emulation.
+        if accel == "kvm" && matches!(&waited, Ok(Ok(s)) if !s.success()) && started.elapsed() < Duration::from_secs(60)
+        {
+            accel = "tcg";
+            for f in [&console, &results] {
+                let _ = fs::remove_file(f);
+            }
+            fs::copy(OVMF_VARS, &vars).map_err(|e| BuildError::new(format!("copying OVMF vars: {e}")))?;
+            child = self.spawn(accel, &vars, &console, &results)?;
+            waited = tokio::time::timeout(self.timeout, child.wait()).await;
         }
-        cmd.args(["-m", &self.memory_mib.to_string(), "-smp", &self.cpus.to_string()])
-            .arg("-drive")
-            .arg(format!("if=pflash,format=raw,unit=0,readonly=on,file={OVMF_CODE}"))
-            .arg("-drive")
-            .arg(format!("if=pflash,format=raw,unit=1,file={}", vars.display()))
-            .arg("-drive")
-            .arg(format!("file={},format=raw,if=virtio,snapshot=on", self.disk.display()))
-            .args(["-nic", "user,model=virtio-net-pci"])
-            .args(["-smbios", "type=11,value=io.hpcforge.verify=1"])
-            .arg("-serial")
-            .arg(format!("file:{}", console.display()))
-            .arg("-serial")
-            .arg(format!("file:{}", results.display()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| BuildError::new(format!("starting qemu-system-x86_64: {e}")))?;
-        let waited = tokio::time::timeout(self.timeout, child.wait()).await;
-        let read = |p: &Path| fs::read(p).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+        let read = |p: &Path| {
+            fs::read(p)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default()
+        };
         match waited {
             Err(_) => {
                 let _ = child.kill().await;
@@ -176,6 +165,31 @@ impl Boot<'_> {
             console_log: console,
         })
     }
+
+    fn spawn(&self, accel: &str, vars: &Path, console: &Path, results: &Path) -> Result<tokio::process::Child> {
+        let mut cmd = Command::new("qemu-system-x86_64");
+        cmd.args(["-machine", "q35", "-display", "none", "-monitor", "none", "-no-reboot"])
+            .args(["-accel", accel, "-cpu", "max"])
+            .args(["-m", &self.memory_mib.to_string(), "-smp", &self.cpus.to_string()])
+            .arg("-drive")
+            .arg(format!("if=pflash,format=raw,unit=0,readonly=on,file={OVMF_CODE}"))
+            .arg("-drive")
+            .arg(format!("if=pflash,format=raw,unit=1,file={}", vars.display()))
+            .arg("-drive")
+            .arg(format!("file={},format=raw,if=virtio,snapshot=on", self.disk.display()))
+            .args(["-nic", "user,model=virtio-net-pci"])
+            .args(["-smbios", "type=11,value=io.hpcforge.verify=1"])
+            .arg("-serial")
+            .arg(format!("file:{}", console.display()))
+            .arg("-serial")
+            .arg(format!("file:{}", results.display()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        cmd.spawn()
+            .map_err(|e| BuildError::new(format!("starting qemu-system-x86_64: {e}")))
+    }
 }
 
 fn parse_partial(text: &str) -> String {
@@ -212,7 +226,10 @@ mod tests {
 
     #[test]
     fn unfinished_results_are_not_a_pass() {
-        assert_eq!(parse_results("HPCFORGE-VERIFY-BEGIN\nHPCFORGE-CHECK-BEGIN base\n"), None);
+        assert_eq!(
+            parse_results("HPCFORGE-VERIFY-BEGIN\nHPCFORGE-CHECK-BEGIN base\n"),
+            None
+        );
         assert!(parse_partial("HPCFORGE-CHECK-BEGIN slurm\n").contains("slurm"));
         assert!(parse_partial("").contains("never started"));
     }

@@ -223,7 +223,8 @@ impl Ebs {
                 Ok(_) => return Ok(digest),
                 Err(e) => {
                     let err = self.err(&format!("uploading block {index} of {snapshot_id}"), &e);
-                    let permanent = err.code_is(&["ValidationException", "ResourceNotFoundException", "AccessDeniedException"]);
+                    // Not-found is retried: EBS can briefly not know a snapshot it just started (coldsnap retries it too).
+                    let permanent = err.code_is(&["ValidationException", "AccessDeniedException"]);
                     if permanent || attempt >= BLOCK_ATTEMPTS {
                         return Err(err);
                     }
@@ -237,8 +238,14 @@ impl Ebs {
 /// An upload failure, with the snapshot it left behind (if it got that far).
 #[derive(Debug)]
 pub enum UploadError {
-    Local { path: String, error: std::io::Error },
-    Aws { snapshot_id: Option<String>, error: AwsError },
+    Local {
+        path: String,
+        error: std::io::Error,
+    },
+    Aws {
+        snapshot_id: Option<String>,
+        error: AwsError,
+    },
 }
 
 impl UploadError {
@@ -284,8 +291,14 @@ mod tests {
     fn aggregate_checksum_follows_block_order_not_arrival_order() {
         let a = block_checksum(b"a").1;
         let b = block_checksum(b"b").1;
-        assert_eq!(aggregate_checksum(vec![(1, b), (0, a)]), aggregate_checksum(vec![(0, a), (1, b)]));
-        assert_ne!(aggregate_checksum(vec![(0, b), (1, a)]), aggregate_checksum(vec![(0, a), (1, b)]));
+        assert_eq!(
+            aggregate_checksum(vec![(1, b), (0, a)]),
+            aggregate_checksum(vec![(0, a), (1, b)])
+        );
+        assert_ne!(
+            aggregate_checksum(vec![(0, b), (1, a)]),
+            aggregate_checksum(vec![(0, a), (1, b)])
+        );
     }
 
     #[test]
