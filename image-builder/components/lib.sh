@@ -143,11 +143,11 @@ hpc_start_munge_for_check() {
         systemctl daemon-reload
         HPC_CHECK_CLEANUP="${HPC_CHECK_CLEANUP:-} munge"
     fi
-    systemctl restart munge.service && systemctl is-active -q munge.service || {
+    if ! systemctl restart munge.service || ! systemctl is-active -q munge.service; then
         systemctl status --no-pager munge.service || true
         journalctl -b --no-pager -n 30 -u munge.service || true
         hpc_die "munge.service did not start"
-    }
+    fi
 }
 
 # hpc_check_cleanup: (check.sh only) stop what the check started on temporary files and

@@ -37,10 +37,12 @@ mem_mb=$(awk '/^MemTotal:/ { printf "%d", $2 / 1024 * 0.9 }' /proc/meminfo)
 node=$(slurmd -C 2>/dev/null | sed -n 's/^NodeName=[^ ]* //p' | sed 's/ *RealMemory=[0-9]*//' | head -n1)
 [ -n "$node" ] || node="CPUs=$(nproc)"
 mkdir -p "$dir/state" "$dir/spool"
+# slurmctld runs as SlurmUser (Debian 13's unit starts it as slurm right away).
+chown slurm:slurm "$dir" "$dir/state"
 cat >"$SLURM_CONF" <<CONF
 ClusterName=verify
 SlurmctldHost=$host(127.0.0.1)
-SlurmUser=root
+SlurmUser=slurm
 AuthType=auth/munge
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -48,8 +50,8 @@ MpiDefault=none
 ReturnToService=2
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
-SlurmctldPidFile=/run/slurmctld.pid
-SlurmdPidFile=/run/slurmd.pid
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
 SlurmctldLogFile=$dir/slurmctld.log
 SlurmdLogFile=$dir/slurmd.log
 NodeName=$host NodeAddr=127.0.0.1 $node RealMemory=$mem_mb State=UNKNOWN
@@ -65,7 +67,9 @@ for d in $daemons; do
 done
 systemctl daemon-reload
 for d in $daemons; do
-    systemctl start "$d.service" && systemctl is-active -q "$d.service" || fail "$d.service did not start"
+    if ! systemctl start "$d.service" || ! systemctl is-active -q "$d.service"; then
+        fail "$d.service did not start"
+    fi
 done
 
 deadline=$(($(date +%s) + 60))
