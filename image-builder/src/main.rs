@@ -113,9 +113,18 @@ fn load(args: &Args) -> Result<(template::Template, Plan), String> {
         .template
         .as_ref()
         .ok_or_else(|| format!("which template?\n{USAGE}"))?;
-    let t = template::load(path, &args.vars).map_err(|p| p.to_string())?;
-    let plan = plan::resolve(&t).map_err(|p| p.to_string())?;
-    Ok((t, plan))
+    let report = |p: template::Problems| format!("{} problem(s) in the template:\n{p}", p.0.len());
+    let (t, mut problems) = template::load_all(path, &args.vars).map_err(report)?;
+    match plan::resolve(&t) {
+        Ok(plan) if problems.is_empty() => Ok((t, plan)),
+        Ok(_) => Err(report(template::Problems(problems))),
+        Err(more) => {
+            problems.extend(more.0);
+            problems.sort_by(|a, b| (a.file.as_str(), a.line).cmp(&(b.file.as_str(), b.line)));
+            problems.dedup();
+            Err(report(template::Problems(problems)))
+        }
+    }
 }
 
 fn validate(args: &Args) -> Result<(), String> {

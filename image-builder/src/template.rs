@@ -300,6 +300,17 @@ fn eval_message(e: &hcl::eval::Error) -> String {
 /// Reads and checks a template's structure and variables. Component names and arguments
 /// are checked against the catalog by [`crate::plan`].
 pub fn load(path: &Path, inputs: &VarInputs) -> Result<Template, Problems> {
+    let (t, problems) = load_all(path, inputs)?;
+    if problems.is_empty() {
+        Ok(t)
+    } else {
+        Err(Problems(problems))
+    }
+}
+
+/// Like [`load`], but returns the template together with its problems (so later checks can
+/// add theirs and everything is reported at once); fails outright only when it cannot parse.
+pub fn load_all(path: &Path, inputs: &VarInputs) -> Result<(Template, Vec<Problem>), Problems> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| {
         Problems(vec![Problem {
@@ -309,10 +320,20 @@ pub fn load(path: &Path, inputs: &VarInputs) -> Result<Template, Problems> {
             message: format!("cannot read the template: {e}"),
         }])
     })?;
-    parse(&file, &text, path.parent().unwrap_or(Path::new(".")), inputs)
+    parse_all(&file, &text, path.parent().unwrap_or(Path::new(".")), inputs)
 }
 
 pub fn parse(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Result<Template, Problems> {
+    let (t, problems) = parse_all(file, text, dir, inputs)?;
+    if problems.is_empty() {
+        Ok(t)
+    } else {
+        Err(Problems(problems))
+    }
+}
+
+/// Parses a template, returning it with its problems; fails outright only on syntax errors.
+pub fn parse_all(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Result<(Template, Vec<Problem>), Problems> {
     let body = hcl::edit::parser::parse_body(text).map_err(|e| {
         Problems(vec![Problem {
             file: file.to_string(),
@@ -556,8 +577,10 @@ pub fn parse(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Result<T
             );
         }
     }
-    if p.problems.is_empty() {
-        Ok(Template {
+    p.problems
+        .sort_by(|a, b| (a.file.as_str(), a.line).cmp(&(b.file.as_str(), b.line)));
+    Ok((
+        Template {
             path: PathBuf::from(file),
             dir: dir.to_path_buf(),
             text: text.to_string(),
@@ -565,12 +588,9 @@ pub fn parse(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Result<T
             sources,
             build,
             publish,
-        })
-    } else {
-        p.problems
-            .sort_by(|a, b| (a.file.as_str(), a.line).cmp(&(b.file.as_str(), b.line)));
-        Err(Problems(p.problems))
-    }
+        },
+        p.problems,
+    ))
 }
 
 fn parse_build(p: &mut Parser<'_>, b: &Block, line: usize, ctx: &Context) -> Build {

@@ -1,0 +1,59 @@
+# A CPU node image: Debian with Slurm, MUNGE, EFA userspace (distro path) and the hpcforge
+# node agent. Builds offline-capable with the local builder, boots it under qemu to verify,
+# and publishes to the regions below.
+#
+#   hpc-image validate templates/debian-slurm.pkr.hcl
+#   sudo hpc-image build templates/debian-slurm.pkr.hcl --publish
+
+variable "suite" {
+  type        = string
+  default     = "bookworm"
+  description = "Debian suite: bookworm (Slurm 22.05) or trixie (Slurm 24.11)"
+}
+
+variable "verify" {
+  type    = bool
+  default = true
+}
+
+variable "regions" {
+  type    = list(string)
+  default = ["us-east-1", "us-west-2"]
+}
+
+variable "motd" {
+  type    = string
+  default = "hpcforge node image"
+}
+
+source "local" "debian" {
+  suite          = var.suite
+  disk_size      = "4G"
+  verify         = var.verify
+  verify_timeout = "20m"
+}
+
+build {
+  sources = ["source.local.debian"]
+
+  component "munge" {}
+  component "slurm" {}
+  component "efa" {
+    method = "distro"
+  }
+  component "hpc-node" {}
+  component "health-checks" {}
+
+  provisioner "shell" {
+    inline = ["printf '%s\\n' '${var.motd}' > /etc/motd"]
+  }
+}
+
+publish {
+  ami_name    = "hpcforge-${var.suite}-slurm"
+  description = "hpcforge: Debian ${var.suite} with Slurm, MUNGE, EFA and hpc-node"
+  regions     = var.regions
+  tags = {
+    project = "hpcforge"
+  }
+}
