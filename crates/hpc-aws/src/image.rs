@@ -75,7 +75,12 @@ fn image_info(i: &aws_sdk_ec2::types::Image) -> ImageInfo {
         tags: i
             .tags()
             .iter()
-            .map(|t| (t.key().unwrap_or_default().to_string(), t.value().unwrap_or_default().to_string()))
+            .map(|t| {
+                (
+                    t.key().unwrap_or_default().to_string(),
+                    t.value().unwrap_or_default().to_string(),
+                )
+            })
             .collect(),
         creation_date: i.creation_date().unwrap_or_default().to_string(),
         boot_mode: i.boot_mode().map(|b| b.as_str().to_string()),
@@ -445,7 +450,13 @@ impl Ec2 {
             .first()
             .and_then(|i| i.instance_id())
             .map(str::to_string)
-            .ok_or_else(|| AwsError::new(self.ctx("launching builder instance"), None, "no instance in the response"))
+            .ok_or_else(|| {
+                AwsError::new(
+                    self.ctx("launching builder instance"),
+                    None,
+                    "no instance in the response",
+                )
+            })
     }
 
     /// Stops an instance and waits until it is stopped.
@@ -456,17 +467,22 @@ impl Ec2 {
             .send()
             .await
             .map_err(|e| self.err(&format!("stopping instance {id}"), &e))?;
-        wait::until(&format!("instance {id} to stop"), timeout, Backoff::default(), || async {
-            match self.find_instance(id).await? {
-                Some(i) if i.state == "stopped" => Ok(Poll::Done(())),
-                Some(i) => Ok(Poll::Pending(i.state)),
-                None => Err(AwsError::new(
-                    self.ctx("stopping instance"),
-                    None,
-                    format!("instance {id} disappeared while stopping"),
-                )),
-            }
-        })
+        wait::until(
+            &format!("instance {id} to stop"),
+            timeout,
+            Backoff::default(),
+            || async {
+                match self.find_instance(id).await? {
+                    Some(i) if i.state == "stopped" => Ok(Poll::Done(())),
+                    Some(i) => Ok(Poll::Pending(i.state)),
+                    None => Err(AwsError::new(
+                        self.ctx("stopping instance"),
+                        None,
+                        format!("instance {id} disappeared while stopping"),
+                    )),
+                }
+            },
+        )
         .await
     }
 
