@@ -30,7 +30,7 @@ fn require_bake_prerequisites() {
         .arg("-u")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    if uid.as_deref() != Ok("0") {
+    if uid.ok().as_deref() != Some("0") {
         missing.push("root (debootstrap, chroot and mount need it)".to_string());
     }
     for (tool, package) in TOOLS {
