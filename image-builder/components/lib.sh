@@ -124,6 +124,16 @@ hpc_kernel_versions() {
     done | sort -V
 }
 
+# hpc_nvidia_module_version [KVER]: print the version of the NVIDIA kernel module for kernel
+# KVER (default: the running one); fails when there is none. Debian names it nvidia-current.
+hpc_nvidia_module_version() {
+    local m
+    for m in nvidia nvidia-current; do
+        modinfo ${1:+-k "$1"} -F version "$m" 2>/dev/null && return 0
+    done
+    return 1
+}
+
 # hpc_start_munge_for_check: (check.sh only) make sure munged runs; with no installed key it
 # runs on a temporary key under /run/hpc-check (removed by hpc_check_cleanup).
 hpc_start_munge_for_check() {

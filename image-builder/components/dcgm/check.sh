@@ -1,1 +1,2 @@
-hpc_die "PLACEHOLDER: not written yet"
+# dcgm check: `dcgmi --version` runs (no GPU needed). Arguments: none.
+dcgmi --version || hpc_die "dcgmi --version failed"
