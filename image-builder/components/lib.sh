@@ -18,7 +18,7 @@ hpc_die() {
 
 # hpc_retry N CMD...: run CMD, retrying up to N more times (5 s apart) before failing.
 hpc_retry() {
-    local left=$1
+    local left="$1"
     shift
     until "$@"; do
         [ "$left" -gt 0 ] || return 1
@@ -49,7 +49,7 @@ hpc_apt_install() {
 # DEST only ever appears complete and verified.
 hpc_fetch() {
     [ $# -eq 3 ] || hpc_die "usage: hpc_fetch URL SHA256 DEST"
-    local url=$1 want dest=$3 got
+    local url="$1" want dest="$3" got
     want=$(printf '%s' "$2" | tr 'A-F' 'a-f')
     command -v curl >/dev/null 2>&1 || hpc_apt_install curl ca-certificates
     mkdir -p "$(dirname "$dest")"
