@@ -7,9 +7,11 @@ kmod=${HPC_ARG_KERNEL_MODULE:-true}
 case $method in
 distro)
     hpc_apt_install rdma-core ibverbs-providers libfabric1 libfabric-bin ibverbs-utils
-    # Debian 12's libfabric (1.17) is built without the efa provider; Debian 13's has it.
-    fi_info -l 2>/dev/null | grep -q '^efa:' ||
-        hpc_die "Debian's libfabric $(dpkg-query -W -f '${Version}' libfabric1) has no efa provider on $HPC_SUITE: use method = \"installer\" (or Debian 13)"
+    # The efa provider registers only where an EFA device exists, so `fi_info -l` cannot tell
+    # here; a libfabric built with it links libefa and carries the efadv calls.
+    lib=$(ldconfig -p | awk '/libfabric\.so\.1 / { print $NF; exit }')
+    [ -n "$lib" ] && grep -qa efadv_create_qp_ex "$lib" ||
+        hpc_die "Debian's libfabric $(dpkg-query -W -f '${Version}' libfabric1) was built without the efa provider on $HPC_SUITE: use method = \"installer\""
     ;;
 installer)
     hpc_require_arg installer_url
