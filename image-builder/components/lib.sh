@@ -124,6 +124,16 @@ hpc_kernel_versions() {
     done | sort -V
 }
 
+# hpc_dkms_autoinstall: build and install every DKMS module for each kernel of the target
+# (`dkms autoinstall -k`), then remove any DKMS module-signing private key (an image carries none).
+hpc_dkms_autoinstall() {
+    local v
+    for v in $(hpc_kernel_versions); do
+        dkms autoinstall -k "$v" </dev/null || hpc_die "dkms autoinstall -k $v failed"
+    done
+    rm -f /var/lib/dkms/mok.key
+}
+
 # hpc_nvidia_module_version [KVER]: print the version of the NVIDIA kernel module for kernel
 # KVER (default: the running one); fails when there is none. Debian names it nvidia-current.
 hpc_nvidia_module_version() {

@@ -7,7 +7,7 @@ fi_info=fi_info
 lib=$(ldconfig -p | awk '/libfabric\.so\.1 / { print $NF; exit }')
 if [ -x /opt/amazon/efa/bin/fi_info ]; then
     fi_info=/opt/amazon/efa/bin/fi_info
-    lib=$(ls /opt/amazon/efa/lib/libfabric.so.1* 2>/dev/null | head -n1)
+    lib=$(find /opt/amazon/efa/lib /opt/amazon/efa/lib64 -maxdepth 1 -name 'libfabric.so.1*' 2>/dev/null | head -n1)
 fi
 [ -n "$lib" ] || hpc_die "no libfabric.so.1 found"
 echo "libfabric: $lib"

@@ -10,8 +10,9 @@ distro)
     # The efa provider registers only where an EFA device exists, so `fi_info -l` cannot tell
     # here; a libfabric built with it links libefa and carries the efadv calls.
     lib=$(ldconfig -p | awk '/libfabric\.so\.1 / { print $NF; exit }')
-    [ -n "$lib" ] && grep -qa efadv_create_qp_ex "$lib" ||
+    if [ -z "$lib" ] || ! grep -qa efadv_create_qp_ex "$lib"; then
         hpc_die "Debian's libfabric $(dpkg-query -W -f '${Version}' libfabric1) was built without the efa provider on $HPC_SUITE: use method = \"installer\""
+    fi
     ;;
 installer)
     hpc_require_arg installer_url
@@ -43,9 +44,7 @@ installer)
     fi
     # shellcheck disable=SC2086
     (cd "$(dirname "$script")" && ./efa_installer.sh $opts </dev/null) || hpc_die "efa_installer.sh failed"
-    if [ "$kmod" = true ] && command -v dkms >/dev/null 2>&1; then
-        for v in $kernels; do dkms autoinstall -k "$v" </dev/null || hpc_die "dkms autoinstall -k $v failed"; done
-    fi
+    if [ "$kmod" = true ] && command -v dkms >/dev/null 2>&1; then hpc_dkms_autoinstall; fi
     ;;
 *) hpc_die "method must be distro or installer, not '$method'" ;;
 esac

@@ -15,9 +15,7 @@ debs=$(find "$work/debs" -name '*.deb' | sort)
 hpc_apt_install $debs
 # A DKMS flavour builds for `uname -r` (the host's, in a chroot): build for the image's kernels.
 kernels=$(hpc_kernel_versions)
-if command -v dkms >/dev/null 2>&1; then
-    for v in $kernels; do dkms autoinstall -k "$v" </dev/null || hpc_die "dkms autoinstall -k $v failed"; done
-fi
+if command -v dkms >/dev/null 2>&1; then hpc_dkms_autoinstall; fi
 newest=$(echo "$kernels" | tail -n1)
 modinfo -k "$newest" lustre >/dev/null 2>&1 || hpc_die "the packages carry no lustre module for the image's kernel $newest"
 for v in $kernels; do

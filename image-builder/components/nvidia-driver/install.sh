@@ -32,11 +32,8 @@ runfile)
 esac
 
 # DKMS builds for the kernels whose headers it finds; make sure each image kernel has the module.
+hpc_dkms_autoinstall
 for v in $kernels; do
-    if ! dkms status -k "$v" 2>/dev/null | grep -q ': installed'; then
-        hpc_log "building the NVIDIA module for $v"
-        dkms autoinstall -k "$v" </dev/null || hpc_die "dkms autoinstall -k $v failed"
-    fi
     dkms status -k "$v" | grep ': installed' || hpc_die "no NVIDIA DKMS module installed for $v"
     ver=$(hpc_nvidia_module_version "$v") || hpc_die "modinfo -k $v finds no nvidia (or nvidia-current) module"
     hpc_log "NVIDIA module $ver installed for kernel $v"
