@@ -1,6 +1,7 @@
 # slurm check: runs slurmctld + slurmd through their units on a single-node config under
-# /run/hpc-check/slurm (SLURM_CONF; an /etc/slurm/slurm.conf in the image is left alone),
-# waits for the node to be idle and runs `srun -N1 -t 1 hostname`. Arguments: none.
+# /run/hpc-check/slurm (SLURM_CONF; an /etc/slurm/slurm.conf in the image is left alone, its
+# plugstack.conf is used), waits for the node to be idle, runs `srun -N1 -t 1 hostname`.
+# Arguments: none.
 dir=/run/hpc-check/slurm
 export SLURM_CONF=$dir/slurm.conf
 daemons="slurmctld slurmd"
@@ -57,6 +58,10 @@ SlurmdLogFile=$dir/slurmd.log
 NodeName=$host NodeAddr=127.0.0.1 $node RealMemory=$mem_mb State=UNKNOWN
 PartitionName=verify Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF
+# SPANK plugins the image carries (e.g. pyxis) are loaded by slurmd and srun too.
+if [ -f /etc/slurm/plugstack.conf ]; then
+    echo "PlugStackConfig=/etc/slurm/plugstack.conf" >>"$SLURM_CONF"
+fi
 echo "--- $SLURM_CONF"
 cat "$SLURM_CONF"
 
