@@ -29,7 +29,7 @@ hpc_retry() {
 }
 
 hpc_apt_update() {
-    hpc_retry 2 apt-get -q update </dev/null || hpc_die "apt-get update failed"
+    hpc_retry 2 apt-get -q -o DPkg::Lock::Timeout=600 update </dev/null || hpc_die "apt-get update failed"
     HPC_APT_UPDATED=1
 }
 
@@ -40,7 +40,8 @@ hpc_apt_install() {
         hpc_apt_update
     fi
     hpc_log "apt-get install $*"
-    hpc_retry 2 apt-get -y -q --no-install-recommends \
+    # On a freshly booted EC2 builder, unattended-upgrades may hold the dpkg lock for a while.
+    hpc_retry 2 apt-get -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 \
         -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
         install "$@" </dev/null || hpc_die "apt-get install $* failed"
 }
