@@ -239,6 +239,7 @@ impl Chroot {
                     .status();
             }
         }
+        let _ = unmount_all_under(&self.root);
         let _ = fs::remove_file(self.root.join(POLICY_RC));
         if self.resolv_saved {
             let _ = fs::remove_file(self.root.join(RESOLV));
@@ -252,6 +253,84 @@ impl Drop for Chroot {
     fn drop(&mut self) {
         self.exit();
     }
+}
+
+/// Mount points at or under `root` (from /proc/self/mountinfo), deepest first.
+pub fn mounts_under(root: &Path) -> Vec<PathBuf> {
+    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut found: Vec<PathBuf> = text
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(unescape_mount_path)
+        .map(PathBuf::from)
+        .filter(|p| p.starts_with(root))
+        .collect();
+    found.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    found.dedup();
+    found
+}
+
+/// mountinfo writes space, tab, newline and backslash as octal escapes.
+fn unescape_mount_path(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            let code: String = chars.by_ref().take(3).collect();
+            match u8::from_str_radix(&code, 8) {
+                Ok(b) => out.push(b as char),
+                Err(_) => {
+                    out.push(c);
+                    out.push_str(&code);
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Unmounts everything under `root` (ours, and what an interrupted debootstrap left).
+pub fn unmount_all_under(root: &Path) -> Result<()> {
+    for m in mounts_under(root) {
+        let ok = std::process::Command::new("umount")
+            .arg(&m)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&m)
+                .stdin(Stdio::null())
+                .status();
+        }
+    }
+    let left = mounts_under(root);
+    if left.is_empty() {
+        Ok(())
+    } else {
+        Err(BuildError::new(format!(
+            "could not unmount {}: unmount them by hand before removing {}",
+            left.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            root.display()
+        )))
+    }
+}
+
+/// Removes a build tree, but never while anything is mounted inside it (a bind-mounted /dev
+/// would otherwise be emptied).
+pub fn remove_tree(root: &Path) -> Result<()> {
+    if !root.exists() {
+        return Ok(());
+    }
+    unmount_all_under(root)?;
+    fs::remove_dir_all(root).map_err(io(format!("removing {}", root.display())))
 }
 
 fn set_mode(path: &Path, mode: u32) -> Result<()> {
@@ -569,9 +648,7 @@ impl LocalBuild<'_> {
         let root = work.join("rootfs");
         let logs = self.out_dir.join("logs");
         fs::create_dir_all(&logs).map_err(io("creating the logs directory"))?;
-        if root.exists() {
-            fs::remove_dir_all(&root).map_err(io(format!("removing an old {}", root.display())))?;
-        }
+        remove_tree(&root)?;
 
         // Keys of every layer: base, then one per step.
         let mut keys = vec![base_key(self.source)];
@@ -657,7 +734,7 @@ impl LocalBuild<'_> {
             status: "run".into(),
             seconds: t.elapsed().as_secs_f64(),
         });
-        fs::remove_dir_all(&root).map_err(io("removing the work root"))?;
+        remove_tree(&root)?;
         let disk_bytes = fs::metadata(&disk).map(|m| m.len()).unwrap_or(0);
         Ok(BuildReport {
             source: format!("source.local.{}", self.source.name),
@@ -813,6 +890,21 @@ mod tests {
         s.packages = vec!["vim".into()];
         assert_ne!(a, b);
         assert_ne!(b, base_key(&s));
+    }
+
+    #[test]
+    fn mount_paths_are_unescaped() {
+        assert_eq!(unescape_mount_path("/var/tmp/a\\040b/proc"), "/var/tmp/a b/proc");
+        assert_eq!(unescape_mount_path("/plain"), "/plain");
+    }
+
+    #[test]
+    fn nothing_is_mounted_under_a_fresh_directory() {
+        let dir = std::env::temp_dir().join(format!("hpc-image-mounts-{}", std::process::id()));
+        fs::create_dir_all(dir.join("proc")).expect("dir");
+        assert!(mounts_under(&dir).is_empty());
+        remove_tree(&dir).expect("removed");
+        assert!(!dir.exists());
     }
 
     #[test]

@@ -325,10 +325,20 @@ async fn build(args: &Args) -> Result<(), String> {
                 let mut report: BuildReport = match result {
                     Ok(r) => r,
                     Err(e) => {
-                        if !args.keep_on_error {
-                            let _ = std::fs::remove_dir_all(out.join("work"));
-                        }
-                        return Err(format!("{e}\nlog: {}", progress.log_path.display()));
+                        // Mounts first (an interrupted debootstrap leaves its own), then files.
+                        let cleanup = if args.keep_on_error {
+                            hpc_image::local::unmount_all_under(&out.join("work"))
+                        } else {
+                            hpc_image::local::remove_tree(&out.join("work"))
+                        };
+                        let note = match cleanup {
+                            Ok(()) if args.keep_on_error => {
+                                format!("\nwork directory kept: {}", out.join("work").display())
+                            }
+                            Ok(()) => String::new(),
+                            Err(c) => format!("\n{c}"),
+                        };
+                        return Err(format!("{e}{note}\nlog: {}", progress.log_path.display()));
                     }
                 };
                 if src.verify {

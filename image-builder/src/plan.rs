@@ -196,6 +196,51 @@ fn is_account(s: &str) -> bool {
     s.len() == 12 && s.chars().all(|c| c.is_ascii_digit())
 }
 
+/// The Debian mirror the host's apt uses (deb822 sources or sources.list), else deb.debian.org.
+pub fn host_mirror() -> String {
+    let mut texts = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/etc/apt/sources.list.d") {
+        let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        paths.sort();
+        for p in paths {
+            if p.extension().is_some_and(|x| x == "sources" || x == "list") {
+                texts.push(std::fs::read_to_string(p).unwrap_or_default());
+            }
+        }
+    }
+    texts.push(std::fs::read_to_string("/etc/apt/sources.list").unwrap_or_default());
+    texts
+        .iter()
+        .find_map(|t| mirror_in(t))
+        .unwrap_or_else(|| DEFAULT_MIRROR.to_string())
+}
+
+/// The first Debian archive URI (not security, not a third-party repository) in an apt source.
+pub fn mirror_in(text: &str) -> Option<String> {
+    let is_archive = |u: &str| {
+        (u.starts_with("http://") || u.starts_with("https://"))
+            && u.trim_end_matches('/').ends_with("/debian")
+            && !u.contains("security")
+    };
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') {
+            continue;
+        }
+        let uris: Vec<&str> = if let Some(rest) = line.strip_prefix("URIs:") {
+            rest.split_whitespace().collect()
+        } else if line.starts_with("deb ") {
+            line.split_whitespace().filter(|w| w.contains("://")).take(1).collect()
+        } else {
+            continue;
+        };
+        if let Some(u) = uris.into_iter().find(|u| is_archive(u)) {
+            return Some(u.trim_end_matches('/').to_string());
+        }
+    }
+    None
+}
+
 /// Where the hpc-node binary to bake is found when the template does not say.
 pub fn default_agent_binary() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("HPC_NODE_BINARY") {
@@ -240,7 +285,7 @@ impl Resolver<'_> {
                         format!("suite {suite:?} is not supported: use bookworm (Debian 12) or trixie (Debian 13)"),
                     );
                 }
-                let mirror = r.string("mirror").unwrap_or_else(|| DEFAULT_MIRROR.to_string());
+                let mirror = r.string("mirror").unwrap_or_else(host_mirror);
                 let size_text = r.string("disk_size").unwrap_or_else(|| "4G".to_string());
                 let disk_size = match parse_size(&size_text) {
                     Some(n) if n >= 2 << 30 => n,
@@ -975,6 +1020,18 @@ mod tests {
         assert_eq!(parse_duration("15m"), Some(Duration::from_secs(900)));
         assert_eq!(parse_duration("7d"), Some(Duration::from_secs(7 * 86400)));
         assert_eq!(parse_duration("1w"), None);
+    }
+
+    #[test]
+    fn the_host_mirror_comes_from_apt_sources() {
+        let deb822 = "Types: deb\n# http://snapshot.debian.org/x\nURIs: http://mirror.example/debian/\nSuites: bookworm\n\nTypes: deb\nURIs: http://deb.debian.org/debian-security\n";
+        assert_eq!(mirror_in(deb822).as_deref(), Some("http://mirror.example/debian"));
+        let legacy = "deb [arch=amd64] https://packages.cloud.google.com/apt cloud-sdk main\ndeb http://ftp.de.debian.org/debian bookworm main\n";
+        assert_eq!(mirror_in(legacy).as_deref(), Some("http://ftp.de.debian.org/debian"));
+        assert_eq!(
+            mirror_in("deb http://security.debian.org/debian-security bookworm-security main\n"),
+            None
+        );
     }
 
     #[test]
