@@ -9,7 +9,7 @@ EMULATOR := acceptance-tests/emulator
 VENV := $(EMULATOR)/.venv
 PYTHON ?= python3
 
-.PHONY: bench all build test unit acceptance emulator-test tf-check emulator-venv emulator demo demo-destroy fmt lint clean
+.PHONY: bench bench-image all build test unit acceptance emulator-test tf-check emulator-venv emulator demo demo-destroy fmt lint clean
 
 all: build
 
@@ -69,5 +69,11 @@ clean:
 
 ## bench: measure the provider (release build) against its anchors; writes bench/results and BENCHMARKS.md
 bench: emulator-venv
-	$(CARGO) build --release -p terraform-provider-hpc -p hpc-node
+	$(CARGO) build --release -p terraform-provider-hpc -p hpc-node -p hpc-image
 	$(PYTHON) bench/bench.py $(TARGET_DIR)/release
+	$(PYTHON) bench/image.py $(TARGET_DIR)/release
+
+## bench-image: only hpc-image's bake, re-bake and upload measures (root; about 8 minutes)
+bench-image: emulator-venv
+	$(CARGO) build --release -p hpc-node -p hpc-image
+	$(PYTHON) bench/image.py $(TARGET_DIR)/release

@@ -281,7 +281,41 @@ def write_markdown(results: dict) -> None:
         "Raw numbers: [bench/results/provider.json](bench/results/provider.json).",
         "",
     ]
+    lines += image_markdown()
     (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))
+
+
+def image_markdown() -> list[str]:
+    """The hpc-image table, from bench/results/image.json (bench/image.py) when it exists."""
+    path = RESULTS / "image.json"
+    if not path.exists():
+        return []
+    r = json.loads(path.read_text())
+    m = r["machine"]
+    rb = r["rebake_last_step_s"]
+    lines = [
+        "## hpc-image",
+        "",
+        f"Measured on {m['date']} at commit `{m['commit']}` ({m['cpus']} CPUs). A Debian 12 image with munge, slurm, "
+        f"efa (distro), hpc-node and health-checks from `image-builder/templates/debian-slurm.pkr.hcl`, "
+        f"{r['disk_bytes'] >> 30} GiB disk; verification boots it under qemu ({r['accelerator']}) and runs every check.",
+        "",
+        "| measure | median | min | max | runs | anchor |",
+        "| --- | --- | --- | --- | --- | --- |",
+        f"| full bake + verify from an empty cache (s) | {r['full_bake_and_verify_s']} | | | 1 | "
+        "`pcluster build-image` / EC2 Image Builder: about an hour for a GPU image (issue 4) |",
+        f"| of which the qemu boot and checks (s) | {r['verify_boot_s']} | | | 1 | |",
+        f"| re-bake after only the last step changed (s) | {rb['median']} | {rb['min']} | {rb['max']} | {rb['runs']} | "
+        f"{r['rebake_layers_reused']} layers reused, {r['rebake_layers_built']} built |",
+    ]
+    for c, u in sorted(r["upload"].items(), key=lambda kv: int(kv[0])):
+        lines.append(
+            f"| EBS direct upload, {c} block(s) in flight (s) | {u['median']} | {u['min']} | {u['max']} | {u['runs']} | "
+            f"{u['blocks_uploaded']} of {u['blocks_total']} blocks sent ({u['mib_uploaded']} MiB); emulator on loopback |")
+    steps = ", ".join(f"{k} {v} s" for k, v in r["step_seconds"].items())
+    lines += ["", f"Steps of the full bake: {steps}.", "",
+              "Raw numbers: [bench/results/image.json](bench/results/image.json).", ""]
+    return lines
 
 
 def main() -> None:
