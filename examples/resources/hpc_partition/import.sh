@@ -1,0 +1,2 @@
+# A partition is imported by <cluster>/<partition>.
+terraform import hpc_partition.example research/gpu
