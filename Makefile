@@ -9,7 +9,7 @@ EMULATOR := acceptance-tests/emulator
 VENV := $(EMULATOR)/.venv
 PYTHON ?= python3
 
-.PHONY: bench bench-image all build test unit acceptance emulator-test tf-check emulator-venv emulator demo demo-destroy fmt lint clean
+.PHONY: bench bench-image all build test unit acceptance emulator-test tf-check docs docs-check emulator-venv emulator demo demo-destroy fmt lint clean
 
 all: build
 
@@ -24,8 +24,8 @@ $(VENV)/.installed: $(EMULATOR)/requirements.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r $(EMULATOR)/requirements.txt
 	touch $@
 
-## test: unit tests, emulator tests, terraform fmt/validate, acceptance tests (real terraform + emulator)
-test: emulator-venv build tf-check
+## test: unit tests, emulator tests, terraform fmt/validate, docs up to date, acceptance tests (real terraform + emulator)
+test: emulator-venv build tf-check docs-check
 	scripts/run-tests.sh $(PROVIDER_DIR)
 
 unit:
@@ -41,6 +41,15 @@ emulator-test: emulator-venv
 tf-check: build
 	terraform fmt -check -recursive $(wildcard examples modules)
 	scripts/tf-validate.sh $(PROVIDER_DIR)
+
+## docs: regenerate docs/ (registry layout, from the provider schema and examples/) and the module READMEs' inputs/outputs tables
+docs:
+	$(CARGO) build -p terraform-provider-hpc
+	$(PYTHON) scripts/gen-docs.py --provider-dir $(PROVIDER_DIR)
+
+## docs-check: fail, naming the files, when committed docs differ from what `make docs` writes
+docs-check: build
+	$(PYTHON) scripts/gen-docs.py --provider-dir $(PROVIDER_DIR) --check
 
 ## emulator: run the emulator in the foreground on port 4566
 emulator: emulator-venv
