@@ -99,6 +99,16 @@ fn statuses(report: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// How many mount points are at or under `dir`.
+fn mounts_under(dir: &Path) -> usize {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let prefix = dir.to_string_lossy().into_owned();
+    text.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| m.starts_with(&prefix))
+        .count()
+}
+
 struct Cleanup(Vec<PathBuf>);
 
 impl Drop for Cleanup {
@@ -198,7 +208,61 @@ fn bake_verify_rebake_and_publish_a_debian_slurm_image() {
         text(&second)
     );
 
-    // 3. Publish the baked disk: only its data blocks travel.
+    // 3. Ctrl-C in the middle of a step: the step's processes stop, the chroot mounts are
+    //    undone and the work directory is removed (the base layer comes from the cache).
+    let slow = base.join("slow.pkr.hcl");
+    std::fs::write(
+        &slow,
+        "source \"local\" \"debian\" {\n  verify = false\n}\nbuild {\n  sources = [\"source.local.debian\"]\n  provisioner \"shell\" {\n    inline = [\"sleep 600\"]\n  }\n}\n",
+    )
+    .expect("template");
+    let out3 = base.join("out-interrupted");
+    let child = Command::new(hpc_image_bin())
+        .args([
+            "build",
+            slow.to_str().expect("utf-8"),
+            "--output",
+            out3.to_str().expect("utf-8"),
+            "--cache-dir",
+            cache_s,
+        ])
+        .current_dir(&base)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("hpc-image");
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(out3.join("build.log"))
+        .unwrap_or_default()
+        .contains("provisioner \"shell\"")
+    {
+        assert!(started.elapsed().as_secs() < 180, "the slow step never started");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(
+        mounts_under(&out3) > 0,
+        "the step should be running in a mounted chroot"
+    );
+    let pid = child.id().to_string();
+    let _ = Command::new("kill").args(["-INT", &pid]).status();
+    let interrupted = child.wait_with_output().expect("wait");
+    let msg = String::from_utf8_lossy(&interrupted.stderr).into_owned();
+    assert!(!interrupted.status.success(), "{msg}");
+    assert!(msg.contains("interrupted"), "{msg}");
+    assert_eq!(mounts_under(&out3), 0, "mounts were left under {}", out3.display());
+    assert!(!out3.join("work").exists(), "the work directory was left behind");
+    let sleeping = Command::new("pgrep")
+        .args(["-f", "^sleep 600$"])
+        .output()
+        .map(|o| o.stdout)
+        .unwrap_or_default();
+    assert!(
+        sleeping.is_empty(),
+        "the interrupted step's processes were left running"
+    );
+
+    // 4. Publish the baked disk: only its data blocks travel.
     let emu = Emulator::start();
     let published = hpc_image(
         &base,

@@ -106,14 +106,19 @@ pub async fn run(cmd: &mut Command, what: &str, log: &Path) -> Result<()> {
         .open(log)
         .map_err(io(format!("opening {}", log.display())))?;
     let err = out.try_clone().map_err(io("log"))?;
-    let status = cmd
+    // Its own process group, so an interrupted build can stop everything the step started
+    // (apt, dpkg, a script's children), not just the chroot process.
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::from(out))
         .stderr(Stdio::from(err))
+        .process_group(0)
         .kill_on_drop(true)
-        .status()
-        .await
+        .spawn()
         .map_err(io(format!("{what}: cannot start")))?;
+    let mut group = GroupKill(child.id());
+    let status = child.wait().await.map_err(io(format!("{what}: waiting")))?;
+    group.0 = None;
     if status.success() {
         Ok(())
     } else {
@@ -121,6 +126,21 @@ pub async fn run(cmd: &mut Command, what: &str, log: &Path) -> Result<()> {
             message: format!("{what} failed ({status}); full output in {}", log.display()),
             output: Some(tail(log, 40)),
         })
+    }
+}
+
+/// Kills a process group when dropped while armed (the build was interrupted or dropped).
+struct GroupKill(Option<u32>);
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
     }
 }
 

@@ -95,6 +95,22 @@ fn parse_args() -> Result<Args, String> {
     Ok(a)
 }
 
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM, so both undo mounts and remove temporary resources.
+async fn interrupted() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
 fn default_cache_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("HPC_IMAGE_CACHE") {
         return PathBuf::from(d);
@@ -320,7 +336,7 @@ async fn build(args: &Args) -> Result<(), String> {
                 // Ctrl-C drops the build: its chroot guard unmounts and its children are killed.
                 let result = tokio::select! {
                     r = b.run(&mut progress) => r,
-                    _ = tokio::signal::ctrl_c() => Err(hpc_image::local::BuildError::new("interrupted; chroot mounts were undone")),
+                    _ = interrupted() => Err(hpc_image::local::BuildError::new("interrupted; chroot mounts were undone")),
                 };
                 let mut report: BuildReport = match result {
                     Ok(r) => r,
@@ -352,7 +368,7 @@ async fn build(args: &Args) -> Result<(), String> {
                     };
                     let v = tokio::select! {
                         r = boot.run() => r.map_err(|e| e.to_string())?,
-                        _ = tokio::signal::ctrl_c() => return Err("interrupted; the qemu guest was stopped".into()),
+                        _ = interrupted() => return Err("interrupted; the qemu guest was stopped".into()),
                     };
                     for c in &v.checks {
                         progress.say(&format!(
@@ -423,7 +439,7 @@ async fn build(args: &Args) -> Result<(), String> {
                 let mut res = ebs_builder::Resources::default();
                 let result = tokio::select! {
                     r = b.run(&mut res, &mut progress) => r.map_err(|e| e.to_string()),
-                    _ = tokio::signal::ctrl_c() => Err("interrupted".to_string()),
+                    _ = interrupted() => Err("interrupted".to_string()),
                 };
                 let leftovers = res.teardown(&aws, &src.region).await;
                 progress.say(if leftovers.is_empty() {
