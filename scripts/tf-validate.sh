@@ -7,6 +7,7 @@
 # Usage: scripts/tf-validate.sh <folder holding terraform-provider-hpc>
 set -euo pipefail
 provider_dir=${1:?usage: tf-validate.sh PROVIDER_DIR}
+provider_dir=$(cd "$provider_dir" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
