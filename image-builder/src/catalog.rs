@@ -307,6 +307,22 @@ mod tests {
     }
 
     #[test]
+    fn images_install_the_programs_slurm_conf_names() {
+        let agent = find("hpc-node").expect("hpc-node");
+        assert!(agent.install.contains("for cmd in resume suspend resume-fail"));
+        assert!(agent.install.contains("\"/usr/local/sbin/hpc-node-$cmd\""));
+        for (cmd, path) in [
+            ("resume", hpc_desired_state::RESUME_PROGRAM),
+            ("suspend", hpc_desired_state::SUSPEND_PROGRAM),
+            ("resume-fail", hpc_desired_state::RESUME_FAIL_PROGRAM),
+        ] {
+            assert_eq!(path, format!("/usr/local/sbin/hpc-node-{cmd}"));
+        }
+        let health = find("health-checks").expect("health-checks");
+        assert!(health.install.contains(&format!("cat >{} <<", hpc_desired_state::HEALTH_CHECK_PROGRAM)));
+    }
+
+    #[test]
     fn downloads_name_declared_arguments_without_defaults() {
         for c in COMPONENTS {
             for d in c.downloads {

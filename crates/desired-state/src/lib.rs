@@ -10,6 +10,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use slurm_model::{Accounting, Cluster, InstanceShape, NodeSet, Partition, PowerSave, SlurmVersion, Storage};
 
+/// Slurm's power-saving and health programs as slurm.conf names them; hpc-image's hpc-node and
+/// health-checks components install exactly these paths.
+pub const RESUME_PROGRAM: &str = "/usr/local/sbin/hpc-node-resume";
+pub const SUSPEND_PROGRAM: &str = "/usr/local/sbin/hpc-node-suspend";
+pub const RESUME_FAIL_PROGRAM: &str = "/usr/local/sbin/hpc-node-resume-fail";
+pub const HEALTH_CHECK_PROGRAM: &str = "/usr/local/sbin/hpc-node-health";
 pub const SCHEMA: u32 = 1;
 
 pub fn cluster_prefix(cluster: &str) -> String {
@@ -286,16 +292,16 @@ impl ClusterDoc {
             munge_socket: None,
             accounting,
             power_save: PowerSave {
-                resume_program: "/usr/local/sbin/hpc-node-resume".into(),
-                suspend_program: "/usr/local/sbin/hpc-node-suspend".into(),
-                resume_fail_program: "/usr/local/sbin/hpc-node-resume-fail".into(),
+                resume_program: RESUME_PROGRAM.into(),
+                suspend_program: SUSPEND_PROGRAM.into(),
+                resume_fail_program: RESUME_FAIL_PROGRAM.into(),
                 resume_timeout_s: self.resume_timeout_s,
                 suspend_time_s: self.scaledown_idletime_s,
                 suspend_timeout_s: 120,
                 resume_rate: 0,
                 suspend_rate: 0,
             },
-            health_check_program: Some("/usr/local/sbin/hpc-node-health".into()),
+            health_check_program: Some(HEALTH_CHECK_PROGRAM.into()),
             extra: self.extra.clone(),
             partitions: partitions.iter().map(PartitionDoc::to_model).collect(),
             ports: None,

@@ -1,11 +1,11 @@
-# health-checks: installs /usr/local/sbin/hpc-node-healthcheck, Slurm's HealthCheckProgram: runs
+# health-checks: installs /usr/local/sbin/hpc-node-health, Slurm's HealthCheckProgram: runs
 # `hpc-node health <this node>` for the cluster named in /etc/hpcforge/cluster.env.
 # Requires hpc-node and slurm. Arguments: none.
 [ -x /usr/local/bin/hpc-node ] || hpc_die "health-checks requires the hpc-node component"
-cat >/usr/local/sbin/hpc-node-healthcheck <<'WRAPPER'
+cat >/usr/local/sbin/hpc-node-health <<'WRAPPER'
 #!/bin/sh
 # Slurm HealthCheckProgram (installed by hpc-image's health-checks component):
-# hpc-node-healthcheck [NODE] [hpc-node options]; NODE defaults to this slurmd's node name.
+# hpc-node-health [NODE] [hpc-node options]; NODE defaults to this slurmd's node name.
 # HPC_CLUSTER and AWS_REGION come from /etc/hpcforge/cluster.env (written at boot).
 set -eu
 if [ -r /etc/hpcforge/cluster.env ]; then
@@ -18,5 +18,5 @@ case " $* " in *" --cluster "*) ;; *) [ -z "${HPC_CLUSTER:-}" ] || set -- "$@" -
 case " $* " in *" --region "*) ;; *) [ -z "${AWS_REGION:-}" ] || set -- "$@" --region "$AWS_REGION" ;; esac
 exec /usr/local/bin/hpc-node health "$@"
 WRAPPER
-chmod 0755 /usr/local/sbin/hpc-node-healthcheck
-hpc_log "installed /usr/local/sbin/hpc-node-healthcheck"
+chmod 0755 /usr/local/sbin/hpc-node-health
+hpc_log "installed /usr/local/sbin/hpc-node-health"

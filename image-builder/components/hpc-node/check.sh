@@ -7,3 +7,9 @@ if [ -n "${HPC_COMPONENT_VERSION:-}" ]; then
     case $out in *"$HPC_COMPONENT_VERSION"*) ;; *) hpc_die "hpc-node is not version $HPC_COMPONENT_VERSION: '$out'" ;; esac
 fi
 ls -l /etc/systemd/system/hpc-node-* || hpc_die "no hpc-node units in /etc/systemd/system"
+for cmd in resume suspend resume-fail; do
+    w=/usr/local/sbin/hpc-node-$cmd
+    [ -x "$w" ] || hpc_die "$w (Slurm's ${cmd} program) is missing"
+    sh -n "$w" || hpc_die "$w is not valid sh"
+done
+echo "Slurm power-saving programs: /usr/local/sbin/hpc-node-{resume,suspend,resume-fail}"

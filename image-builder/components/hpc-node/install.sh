@@ -13,3 +13,19 @@ for unit in "$HPC_FILES"/systemd/*.service "$HPC_FILES"/systemd/*.timer; do
 done
 [ "$n" -gt 0 ] || hpc_die "no systemd units staged under $HPC_FILES/systemd"
 hpc_log "installed /usr/local/bin/hpc-node and $n units (not enabled)"
+# Slurm's ResumeProgram, SuspendProgram and ResumeFailProgram as the provider's slurm.conf names
+# them: `hpc-node resume|suspend|resume-fail <hostlist>` for the cluster in cluster.env.
+for cmd in resume suspend resume-fail; do
+    cat >"/usr/local/sbin/hpc-node-$cmd" <<WRAPPER
+#!/bin/sh
+# Slurm power saving (installed by hpc-image's hpc-node component): hpc-node $cmd <hostlist>.
+# HPC_CLUSTER and AWS_REGION come from /etc/hpcforge/cluster.env (written at boot).
+set -eu
+set -a
+. /etc/hpcforge/cluster.env
+set +a
+exec /usr/local/bin/hpc-node $cmd "\$1" --cluster "\$HPC_CLUSTER" --region "\$AWS_REGION"
+WRAPPER
+    chmod 0755 "/usr/local/sbin/hpc-node-$cmd"
+done
+hpc_log "installed /usr/local/sbin/hpc-node-{resume,suspend,resume-fail}"
