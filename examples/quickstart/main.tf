@@ -1,5 +1,6 @@
-# Quickstart: a PERSISTENT_2 Lustre file system whose /datasets directory is linked to S3.
-# Runs against real AWS or, with `make demo`, against the local emulator.
+# Quickstart: a small Slurm cluster with a CPU partition, an EFA GPU partition and a Lustre
+# file system at /fsx linked to S3. Runs against real AWS or, with `make demo`, against the
+# local emulator (no AWS account needed).
 
 terraform {
   required_version = ">= 1.11"
@@ -12,6 +13,15 @@ terraform {
 
 provider "hpc" {
   region = var.region
+
+  # Cost guardrails, checked at plan time.
+  guardrails {
+    allowed_instance_types      = ["c7i.*", "g6e.*"]
+    max_nodes_per_partition     = 16
+    max_gpus_per_cluster        = 16
+    max_hourly_cost_per_cluster = 150
+  }
+
   default_tags {
     tags = {
       project    = "hpcforge-quickstart"
@@ -20,13 +30,18 @@ provider "hpc" {
   }
 }
 
-resource "hpc_lustre_fs" "scratch" {
+resource "hpc_network" "this" {
+  name               = var.name
+  availability_zones = var.availability_zones
+}
+
+resource "hpc_lustre_fs" "fsx" {
   storage_capacity            = 1200
   deployment_type             = "PERSISTENT_2"
   per_unit_storage_throughput = 125
   data_compression_type       = "LZ4"
-  subnet_ids                  = [var.subnet_id]
-  security_group_ids          = var.security_group_ids
+  subnet_ids                  = [hpc_network.this.private_subnet_ids[var.availability_zones[0]]]
+  security_group_ids          = [hpc_network.this.security_group_id]
 
   metadata_configuration = {
     mode = "AUTOMATIC"
@@ -40,10 +55,60 @@ resource "hpc_lustre_fs" "scratch" {
   }
 
   tags = {
-    Name = "quickstart-scratch"
+    Name = "${var.name}-fsx"
+  }
+}
+
+resource "hpc_cluster" "this" {
+  name      = var.name
+  subnet_id = hpc_network.this.private_subnet_ids[var.availability_zones[0]]
+
+  head_node {
+    ami_id        = var.ami_id
+    instance_type = "c7i.xlarge"
   }
 
-  timeouts {
-    create = "45m"
+  login_nodes {
+    count         = 1
+    instance_type = "c7i.large"
+  }
+
+  storage {
+    mount_point = "/fsx"
+    lustre_id   = hpc_lustre_fs.fsx.id
+    dns_name    = hpc_lustre_fs.fsx.dns_name
+    mount_name  = hpc_lustre_fs.fsx.mount_name
+  }
+}
+
+resource "hpc_partition" "cpu" {
+  cluster_id     = hpc_cluster.this.id
+  name           = "cpu"
+  default        = true
+  instance_types = ["c7i.8xlarge"]
+  max_nodes      = 8
+  ami_id         = var.ami_id
+
+  capacity_pool {
+    subnet_ids = values(hpc_network.this.private_subnet_ids)
+  }
+}
+
+# GPUs fail over zone by zone: the first zone's pool first, then the next.
+resource "hpc_partition" "gpu" {
+  cluster_id      = hpc_cluster.this.id
+  name            = "gpu"
+  instance_types  = ["g6e.12xlarge"]
+  max_nodes       = 2
+  ami_id          = var.ami_id
+  efa_enabled     = true
+  placement_group = true
+  max_time        = "1-00:00:00"
+
+  dynamic "capacity_pool" {
+    for_each = var.availability_zones
+    content {
+      subnet_ids = [hpc_network.this.private_subnet_ids[capacity_pool.value]]
+    }
   }
 }

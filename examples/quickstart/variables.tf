@@ -1,22 +1,28 @@
 variable "region" {
-  description = "AWS region to create the file system in."
+  description = "AWS region of the cluster."
   type        = string
   default     = "us-east-1"
 }
 
-variable "subnet_id" {
-  description = "Subnet for the file system (Lustre lives in one Availability Zone)."
+variable "name" {
+  description = "Cluster name (also names the network and file system)."
+  type        = string
+  default     = "quickstart"
+}
+
+variable "availability_zones" {
+  description = "Zones of the network; the GPU partition tries them in this order."
+  type        = list(string)
+  default     = ["us-east-1a", "us-east-1b"]
+}
+
+variable "ami_id" {
+  description = "An hpc-image AMI (image-builder/templates/debian-slurm.pkr.hcl) for the head, login and compute nodes."
   type        = string
 }
 
-variable "security_group_ids" {
-  description = "Security groups for the file system; they must allow Lustre traffic (TCP 988, 1018-1023) from clients."
-  type        = list(string)
-  default     = null
-}
-
 variable "bucket" {
-  description = "S3 bucket whose datasets/ prefix appears at /datasets in the file system."
+  description = "S3 bucket whose datasets/ prefix appears at /fsx/datasets."
   type        = string
   default     = "hpcforge-quickstart-data"
 }
