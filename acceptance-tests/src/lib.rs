@@ -183,6 +183,15 @@ fn dechunk(mut s: &str) -> String {
 // The emulator
 // ---------------------------------------------------------------------------------------------
 
+/// The first id with this prefix in an XML answer.
+fn first_id(xml: &str, prefix: &str) -> String {
+    let start = xml.find(prefix).unwrap_or_else(|| panic!("no {prefix} id in: {xml}"));
+    xml[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect()
+}
+
 pub struct Emulator {
     child: Child,
     pub port: u16,
@@ -382,6 +391,20 @@ impl Emulator {
         );
         assert_eq!(r.status, 200, "EC2 {query}: {}", r.body);
         r.body
+    }
+
+    /// One of the default subnets of another region (default account).
+    pub fn default_subnet_in(&self, region: &str) -> String {
+        first_id(&self.ec2_in(region, "Action=DescribeSubnets"), "subnet-")
+    }
+
+    /// The default VPC's default security group of a region (default account).
+    pub fn default_security_group_in(&self, region: &str) -> String {
+        let xml = self.ec2_in(
+            region,
+            "Action=DescribeSecurityGroups&Filter.1.Name=group-name&Filter.1.Value.1=default",
+        );
+        first_id(&xml, "sg-")
     }
 
     /// One of the region's default subnets in the default account.

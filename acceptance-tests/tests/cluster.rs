@@ -762,3 +762,105 @@ fn cluster_settings_update_in_place_and_renames_replace() {
     ws.write(&format!("{}{changed}{part}", network()));
     ws.destroy();
 }
+
+/// The launch template's security groups, from DescribeLaunchTemplateVersions.
+fn launch_template_groups(emu: &Emulator, region: &str, lt_id: &str) -> Vec<String> {
+    let xml = emu.ec2_in(
+        region,
+        &format!("Action=DescribeLaunchTemplateVersions&LaunchTemplateId={lt_id}&Version.1=$Latest"),
+    );
+    let mut groups: Vec<String> = xml
+        .split("sg-")
+        .skip(1)
+        .map(|s| {
+            format!(
+                "sg-{}",
+                s.chars().take_while(|c| c.is_ascii_alphanumeric()).collect::<String>()
+            )
+        })
+        .collect();
+    groups.sort();
+    groups.dedup();
+    groups
+}
+
+#[test]
+fn a_cluster_in_the_network_group_reaches_lustre_and_remote_pools_bring_their_own_groups() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("cluster-network-group", &emu);
+    let body = cluster("  security_group_id = hpc_network.net.security_group_id")
+        .replace(
+            "  subnet_ids       = [hpc_network.net.private_subnet_ids[\"us-east-1a\"]]\n}",
+            "  subnet_ids         = [hpc_network.net.private_subnet_ids[\"us-east-1a\"]]\n  security_group_ids = [hpc_network.net.security_group_id]\n}",
+        );
+    // A remote pool without its own groups is refused before anything is made.
+    let remote_pool = |groups: &str| {
+        partition(
+            "gpu",
+            "\"g6e.12xlarge\"",
+            2,
+            &format!(
+                "  capacity_pool {{\n    region     = \"us-west-2\"\n    subnet_ids = [\"{}\"]\n    ami_id     = \"{AMI}\"\n{groups}  }}\n",
+                emu.default_subnet_in("us-west-2")
+            ),
+        )
+    };
+    ws.write(&format!("{}{body}{}", network(), remote_pool("")));
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(!out.success, "{}", out.text());
+    assert!(
+        out.text()
+            .contains("a pool in another region needs its own security_group_ids"),
+        "{}",
+        out.text()
+    );
+
+    let west_vpc_group = emu.default_security_group_in("us-west-2");
+    ws.write(&format!(
+        "{}{body}{}",
+        network(),
+        remote_pool(&format!("    security_group_ids = [\"{west_vpc_group}\"]\n"))
+    ));
+    ws.apply();
+    let net = ws.resource("hpc_network.net");
+    let net_group = net["security_group_id"].as_str().expect("network group").to_string();
+    let c = ws.resource("hpc_cluster.main");
+    let groups = c["security_group_ids"].as_array().expect("groups");
+    assert_eq!(
+        groups[0],
+        json!(net_group),
+        "the cluster adopts the network's group: {c}"
+    );
+    let lustre = ws.resource("hpc_lustre_fs.scratch");
+    assert_eq!(lustre["security_group_ids"], json!([net_group]));
+    // No group of the cluster's own beside the SSH group.
+    let sgs = emu.ec2("Action=DescribeSecurityGroups");
+    assert!(
+        !sgs.contains("hpc-research-cluster"),
+        "a cluster group was created anyway"
+    );
+
+    // Compute nodes: the cluster group (not the SSH group); the remote pool: only its own group.
+    let p = ws.resource("hpc_partition.gpu");
+    let lts = p["launch_template_ids"].as_object().expect("launch templates");
+    for (key, id) in lts {
+        let id = id.as_str().unwrap_or_default();
+        let region = if key.starts_with("2/") {
+            "us-west-2"
+        } else {
+            "us-east-1"
+        };
+        let got = launch_template_groups(&emu, region, id);
+        let want = if region == "us-west-2" {
+            vec![west_vpc_group.clone()]
+        } else {
+            vec![net_group.clone()]
+        };
+        assert_eq!(got, want, "launch template {key} ({region})");
+    }
+
+    // Destroying the cluster leaves the network's group to the network, which removes it.
+    ws.destroy();
+    let sgs = emu.ec2("Action=DescribeSecurityGroups");
+    assert!(!sgs.contains(&net_group), "the network's group outlived the network");
+}

@@ -65,6 +65,8 @@ module "failover" {
       region     = var.second_region
       subnet_ids = [for zone in sort(keys(hpc_network.second.private_subnet_ids)) : hpc_network.second.private_subnet_ids[zone]]
       ami_id     = var.second_region_ami_id
+      # Security groups are regional: the second network's group, open to its members.
+      security_group_ids = [hpc_network.second.security_group_id]
     },
   ]
 

@@ -319,7 +319,9 @@ mod tests {
             assert_eq!(path, format!("/usr/local/sbin/hpc-node-{cmd}"));
         }
         let health = find("health-checks").expect("health-checks");
-        assert!(health.install.contains(&format!("cat >{} <<", hpc_desired_state::HEALTH_CHECK_PROGRAM)));
+        assert!(health
+            .install
+            .contains(&format!("cat >{} <<", hpc_desired_state::HEALTH_CHECK_PROGRAM)));
     }
 
     #[test]

@@ -7,9 +7,9 @@ locals {
   # On-demand pools in failover order: region by region, zone by zone (or one pool per region).
   on_demand_pools = flatten([
     for r in var.regions : r.pool_per_subnet ? [
-      for s in r.subnet_ids : { subnet_ids = [s], region = r.region, ami_id = r.ami_id }
+      for s in r.subnet_ids : { subnet_ids = [s], region = r.region, ami_id = r.ami_id, security_group_ids = r.security_group_ids }
       ] : [
-      { subnet_ids = r.subnet_ids, region = r.region, ami_id = r.ami_id }
+      { subnet_ids = r.subnet_ids, region = r.region, ami_id = r.ami_id, security_group_ids = r.security_group_ids }
     ]
   ])
 
@@ -46,10 +46,11 @@ resource "hpc_partition" "this" {
   dynamic "capacity_pool" {
     for_each = local.pools[each.key]
     content {
-      subnet_ids    = capacity_pool.value.subnet_ids
-      capacity_type = capacity_pool.value.capacity_type
-      region        = capacity_pool.value.region
-      ami_id        = capacity_pool.value.ami_id
+      subnet_ids         = capacity_pool.value.subnet_ids
+      capacity_type      = capacity_pool.value.capacity_type
+      region             = capacity_pool.value.region
+      ami_id             = capacity_pool.value.ami_id
+      security_group_ids = capacity_pool.value.security_group_ids
     }
   }
 

@@ -11,7 +11,14 @@ locals {
   ] : var.subnet_ids
   head_subnet_id = local.private_subnet_ids[0]
 
-  lustre_security_group_ids = local.create_network ? [hpc_network.this[0].security_group_id] : var.lustre_security_group_ids
+  # Nodes and Lustre share one group whose members talk freely: the module's network group, or
+  # the one you give with your own subnets.
+  cluster_security_group_id = local.create_network ? hpc_network.this[0].security_group_id : var.cluster_security_group_id
+  lustre_security_group_ids = (
+    local.create_network ? [hpc_network.this[0].security_group_id] :
+    var.lustre_security_group_ids != null ? var.lustre_security_group_ids :
+    var.cluster_security_group_id != null ? [var.cluster_security_group_id] : null
+  )
 
   storage = concat(
     var.lustre == null ? [] : [module.lustre[0].cluster_storage],
@@ -52,8 +59,9 @@ module "lustre" {
 }
 
 resource "hpc_cluster" "this" {
-  name      = var.name
-  subnet_id = local.head_subnet_id
+  name              = var.name
+  subnet_id         = local.head_subnet_id
+  security_group_id = local.cluster_security_group_id
 
   head_node {
     ami_id                = var.ami_id

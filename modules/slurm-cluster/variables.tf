@@ -31,6 +31,17 @@ variable "subnet_ids" {
   }
 }
 
+variable "cluster_security_group_id" {
+  description = "With existing `subnet_ids`: a security group of that VPC allowing all traffic between its members, used as the cluster group of every node and for the Lustre file system. Null: the cluster creates its own group (then give `lustre_security_group_ids` that admit the nodes). Ignored when the module creates the network (its group is used)."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.cluster_security_group_id == null || startswith(coalesce(var.cluster_security_group_id, "sg-"), "sg-")
+    error_message = "cluster_security_group_id must be a security group id such as \"sg-0123456789abcdef0\"."
+  }
+}
+
 variable "lustre_security_group_ids" {
   description = "With existing `subnet_ids`: security groups for the Lustre file system, admitting TCP 988 and 1018-1023 from the nodes. Ignored when the module creates the network (its cluster security group is used)."
   type        = list(string)

@@ -87,8 +87,12 @@ pub struct ClusterDoc {
     pub resume_timeout_s: u32,
     pub accounting: AccountingDoc,
     pub munge_key_secret_arn: String,
-    /// Security groups every node of the cluster gets (members talk freely).
+    /// The cluster group (members talk freely; compute nodes get only this one of these) and
+    /// the head and login nodes' SSH group.
     pub security_group_ids: Vec<String>,
+    /// Set when the cluster group was given (e.g. the network's), not created by the cluster.
+    #[serde(default)]
+    pub adopted_security_group: Option<String>,
     pub vpc_id: String,
     pub extra: BTreeMap<String, String>,
     pub users: Vec<UserDoc>,

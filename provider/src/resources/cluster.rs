@@ -133,6 +133,13 @@ fn schema() -> Schema {
             Attribute::required("subnet_id", Type::String)
                 .description("Subnet of the head and login nodes.")
                 .requires_replace(),
+            Attribute::optional("security_group_id", Type::String)
+                .description(
+                    "Use this security group as the cluster group (all traffic between members) instead of \
+                     creating one, e.g. `hpc_network.security_group_id`, so a Lustre file system made before the \
+                     cluster in that group is reachable from every node. It is never deleted by the cluster.",
+                )
+                .requires_replace(),
             Attribute::optional("tags", Type::map(Type::String)).description("Tags of everything the cluster creates."),
             Attribute::computed("tags_all", Type::map(Type::String))
                 .description("`tags` merged over the provider's `default_tags`."),
@@ -219,6 +226,7 @@ fn doc_of(v: &Value, clients_region: &str, munge_arn: &str, password_arn: Option
         },
         munge_key_secret_arn: munge_arn.to_string(),
         security_group_ids: strings(v.attr("security_group_ids")).unwrap_or_default(),
+        adopted_security_group: string(v.attr("security_group_id")),
         vpc_id: string(v.attr("vpc_id")).unwrap_or_default(),
         extra: pairs(s.attr("extra")).unwrap_or_default().into_iter().collect(),
         users: v
@@ -765,8 +773,11 @@ impl Resource for HpcCluster {
             .await?;
             clients.ec2.delete_launch_template(&format!("hpc-{name}-head")).await?;
             clients.ec2.delete_launch_template(&format!("hpc-{name}-login")).await?;
+            let adopted = string(req.prior.attr("security_group_id"));
             for sg in strings(req.prior.attr("security_group_ids")).unwrap_or_default() {
-                clients.ec2.delete_security_group(&sg).await?;
+                if Some(&sg) != adopted.as_ref() {
+                    clients.ec2.delete_security_group(&sg).await?;
+                }
             }
             clients.secrets.delete(&format!("hpcforge/{name}/munge-key")).await?;
             clients.secrets.delete(&format!("hpcforge/{name}/db-password")).await?;
@@ -846,6 +857,10 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
     v.set_attr("subnet_id", Value::string(&doc.subnet_id));
     v.set_attr("vpc_id", Value::string(&doc.vpc_id));
     v.set_attr("security_group_ids", of_list(Some(&doc.security_group_ids)));
+    v.set_attr(
+        "security_group_id",
+        convert::of_string(doc.adopted_security_group.clone()),
+    );
     v.set_attr("munge_key_secret_arn", Value::string(&doc.munge_key_secret_arn));
     v.set_attr(
         "desired_state_parameter",
@@ -1016,22 +1031,11 @@ async fn ensure_security_groups(
     state: &Value,
     tags: &[(String, String)],
 ) -> Result<Vec<String>, Diagnostics> {
-    let cluster = clients
-        .ec2
-        .ensure_security_group(
-            &format!("hpc-{name}-cluster"),
-            "hpcforge cluster nodes: all traffic between members",
-            vpc,
-            &[],
-            tags,
-        )
-        .await
-        .map_err(|e| aws_diag("Cannot create the cluster security group", &e))?;
-    clients
-        .ec2
-        .allow_self(&cluster)
-        .await
-        .map_err(|e| aws_diag("Cannot open the cluster security group to its members", &e))?;
+    let cluster = match string(state.attr("security_group_id")) {
+        // Adopted (e.g. the network's group): used as it is, never changed or deleted here.
+        Some(id) => id,
+        None => create_cluster_group(clients, name, vpc, tags).await?,
+    };
     let ssh: Vec<(i32, String)> = strings(state.attr("head_node").attr("allowed_ssh_cidrs"))
         .unwrap_or_default()
         .into_iter()
@@ -1049,6 +1053,31 @@ async fn ensure_security_groups(
         .await
         .map_err(|e| aws_diag("Cannot create the SSH security group", &e))?;
     Ok(vec![cluster, ssh_sg])
+}
+
+async fn create_cluster_group(
+    clients: &Clients,
+    name: &str,
+    vpc: &str,
+    tags: &[(String, String)],
+) -> Result<String, Diagnostics> {
+    let cluster = clients
+        .ec2
+        .ensure_security_group(
+            &format!("hpc-{name}-cluster"),
+            "hpcforge cluster nodes: all traffic between members",
+            vpc,
+            &[],
+            tags,
+        )
+        .await
+        .map_err(|e| aws_diag("Cannot create the cluster security group", &e))?;
+    clients
+        .ec2
+        .allow_self(&cluster)
+        .await
+        .map_err(|e| aws_diag("Cannot open the cluster security group to its members", &e))?;
+    Ok(cluster)
 }
 
 async fn store_password(

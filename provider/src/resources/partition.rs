@@ -45,6 +45,10 @@ fn schema() -> Schema {
             .description("An On-Demand Capacity Reservation or Capacity Block to launch into (`cr-...`)."),
         Attribute::optional("ami_id", Type::String)
             .description("AMI for this pool (required for a pool in another region: AMI ids are regional)."),
+        Attribute::optional("security_group_ids", Type::list(Type::String)).description(
+            "Security groups of the pool's nodes in addition to the cluster group; required for a pool in \
+             another region (security groups are regional: give groups of that region's VPC).",
+        ),
     ]);
     Schema::new(
         0,
@@ -541,6 +545,13 @@ impl Resource for HpcPartition {
                 }
             }
             let other_region = pool.attr("region").as_str().is_some();
+            if other_region && pool.attr("security_group_ids").is_null() {
+                diags.error_at(
+                    at().attr("security_group_ids"),
+                    "a pool in another region needs its own security_group_ids",
+                    "Security groups are regional: give groups of that region's VPC that allow traffic with the cluster.",
+                );
+            }
             if other_region && pool.attr("ami_id").is_null() {
                 diags.error_at(
                     at().attr("ami_id"),
@@ -891,6 +902,7 @@ fn value_of_doc(doc: &PartitionDoc, version: i64, prior: &Value, default_tags: &
                     convert::of_string(p.capacity_reservation_id.clone()),
                 ),
                 ("ami_id", before.attr("ami_id").clone()),
+                ("security_group_ids", before.attr("security_group_ids").clone()),
             ])
         })
         .collect();
@@ -1020,7 +1032,7 @@ async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome
                     image_id: ami.clone(),
                     instance_type: Some(t.clone()),
                     key_name: None,
-                    security_group_ids: cdoc_security_groups(&cdoc),
+                    security_group_ids: pool_security_groups(&cdoc, pool, region != clients.aws.region),
                     instance_profile_arn: string(planned.attr("instance_profile_arn")),
                     user_data: Some(user_data(
                         &cluster,
@@ -1153,8 +1165,16 @@ async fn wait_applied(
     }
 }
 
-fn cdoc_security_groups(doc: &ClusterDoc) -> Vec<String> {
-    doc.security_group_ids.clone()
+/// Compute nodes get the cluster group (not the head and login nodes' SSH group) and the pool's
+/// own groups; a pool in another region gets only its own (groups are regional).
+fn pool_security_groups(doc: &ClusterDoc, pool: &Value, other_region: bool) -> Vec<String> {
+    let mut sgs = if other_region {
+        Vec::new()
+    } else {
+        doc.security_group_ids.iter().take(1).cloned().collect()
+    };
+    sgs.extend(strings(pool.attr("security_group_ids")).unwrap_or_default());
+    sgs
 }
 
 #[cfg(test)]
