@@ -537,3 +537,27 @@ fn release_policy_is_kept_on_the_file_system_for_the_node_agent() {
     );
     ws.destroy();
 }
+
+#[test]
+fn empty_event_lists_read_back_as_written() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("empty-events", &emu);
+    ws.write(&persistent(
+        &emu.default_subnet(),
+        1200,
+        r#"
+  data_repository {
+    file_system_path     = "/ns1"
+    data_repository_path = "s3://research-data/ns1"
+    auto_import_events   = ["NEW"]
+    auto_export_events   = []
+  }
+"#,
+    ));
+    ws.apply();
+    let fs = ws.resource("hpc_lustre_fs.main");
+    assert_eq!(fs["data_repository"][0]["auto_export_events"], json!([]), "{fs}");
+    assert_eq!(fs["data_repository"][0]["auto_import_events"], json!(["NEW"]), "{fs}");
+    ws.assert_no_changes();
+    ws.destroy();
+}

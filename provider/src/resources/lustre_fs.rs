@@ -256,6 +256,16 @@ fn spec_of(v: &Value) -> LustreSpec {
     }
 }
 
+/// FSx reports "no events" as absent; a configured empty set stays an empty set (not null),
+/// so `auto_export_events = []` reads back as written.
+fn events_value(reported: Option<&[String]>, prior: &Value) -> Value {
+    match reported.filter(|e| !e.is_empty()) {
+        Some(events) => of_set(Some(events)),
+        None if !prior.is_null() && !prior.is_unknown() && prior.elements().is_empty() => prior.clone(),
+        None => Value::Null,
+    }
+}
+
 fn data_repository_value(d: &DataRepositoryAssociation, prior: &Value) -> Value {
     object(vec![
         ("file_system_path", of_string(d.spec.file_system_path.clone())),
@@ -267,11 +277,11 @@ fn data_repository_value(d: &DataRepositoryAssociation, prior: &Value) -> Value 
         ("imported_file_chunk_size", of_int(d.spec.imported_file_chunk_size)),
         (
             "auto_import_events",
-            of_set(d.spec.auto_import_events.as_deref().filter(|e| !e.is_empty())),
+            events_value(d.spec.auto_import_events.as_deref(), prior.attr("auto_import_events")),
         ),
         (
             "auto_export_events",
-            of_set(d.spec.auto_export_events.as_deref().filter(|e| !e.is_empty())),
+            events_value(d.spec.auto_export_events.as_deref(), prior.attr("auto_export_events")),
         ),
         (
             "delete_data_in_file_system",
