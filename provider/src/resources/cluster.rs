@@ -181,16 +181,16 @@ fn schema() -> Schema {
                 .description("On-demand USD/hour of the head and login nodes (partitions report their own)."),
         ])
         .with_blocks(vec![
-            NestedBlock::new("head_node", BlockNesting::Single, head)
+            NestedBlock::new("head_node", BlockNesting::Single, head.description("The head node: slurmctld, accounting and the node agent; its AMI, type, root volume and SSH access."))
                 .min_items(1)
                 .max_items(1),
-            NestedBlock::new("slurm", BlockNesting::Single, slurm),
-            NestedBlock::new("accounting", BlockNesting::Single, accounting),
-            NestedBlock::new("login_nodes", BlockNesting::Single, login),
-            NestedBlock::new("user", BlockNesting::List, user),
-            NestedBlock::new("mfa", BlockNesting::Single, mfa),
-            NestedBlock::new("home", BlockNesting::Single, home),
-            NestedBlock::new("storage", BlockNesting::List, storage),
+            NestedBlock::new("slurm", BlockNesting::Single, slurm.description("Slurm version, power saving timings and extra slurm.conf settings.")),
+            NestedBlock::new("accounting", BlockNesting::Single, accounting.description("Job accounting: slurmdbd with a local MariaDB on the head node, an external database, or none.")),
+            NestedBlock::new("login_nodes", BlockNesting::Single, login.description("Login nodes users SSH to; their count changes in place.")),
+            NestedBlock::new("user", BlockNesting::List, user.description("A Unix user on every node (same uid everywhere).")),
+            NestedBlock::new("mfa", BlockNesting::Single, mfa.description("Multi-factor authentication for SSH logins (a PAM module and its configuration).")),
+            NestedBlock::new("home", BlockNesting::Single, home.description("Where /home lives: the head node's disk (NFS-exported) or an EFS file system.")),
+            NestedBlock::new("storage", BlockNesting::List, storage.description("A Lustre file system every node mounts.")),
             timeouts::block(&["create", "update", "delete"]),
         ])
         .description(

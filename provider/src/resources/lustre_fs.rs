@@ -158,7 +158,7 @@ fn schema() -> Schema {
             Attribute::optional("tags", Type::map(Type::String)).description("Tags of the file system."),
         ])
         .with_blocks(vec![
-            NestedBlock::new("data_repository", BlockNesting::List, data_repository).max_items(8),
+            NestedBlock::new("data_repository", BlockNesting::List, data_repository.description("An S3 data repository association: a file system path linked to an S3 prefix, imported and exported automatically.")).max_items(8),
                         NestedBlock::new(
                 "release_policy",
                 BlockNesting::Single,

@@ -126,7 +126,7 @@ fn schema() -> Schema {
             computed("desired_state_version", Type::Number, "Version of the published partition document."),
         ])
         .with_blocks(vec![
-            NestedBlock::new("capacity_pool", BlockNesting::List, pool).min_items(1).max_items(16),
+            NestedBlock::new("capacity_pool", BlockNesting::List, pool.description("Where capacity comes from, in failover order: subnets (zones), region, capacity type, reservation. The node agent tries the next pool when one has no capacity or its nodes do not arrive in time.")).min_items(1).max_items(16),
             timeouts::block(&["create", "update", "delete"]),
         ])
         .description("A Slurm partition of elastic EC2 capacity with ordered capacity pools and failover."),
