@@ -13,7 +13,7 @@ use hpc_aws::Aws;
 use tokio::process::Command;
 
 use crate::local::{BuildError, Result, CLEANUP_SCRIPT};
-use crate::plan::{sh_quote, EbsSource, FileContent, PublishConfig, Step};
+use crate::plan::{sh_quote, EbsSource, PublishConfig, Step};
 use crate::progress::Progress;
 
 /// What a build created, so it can always be removed.
@@ -271,23 +271,7 @@ impl Ssh {
         let stage = self
             .key
             .with_file_name(format!("stage-{}", step.id.replace(['@', '/'], "_")));
-        let _ = std::fs::remove_dir_all(&stage);
-        std::fs::create_dir_all(stage.join("files")).map_err(|e| BuildError::new(format!("staging: {e}")))?;
-        for f in &step.files {
-            let dest = stage.join("files").join(&f.name);
-            if let Some(d) = dest.parent() {
-                std::fs::create_dir_all(d).map_err(|e| BuildError::new(format!("staging: {e}")))?;
-            }
-            match &f.content {
-                FileContent::Path(p) => std::fs::copy(p, &dest).map(|_| ()),
-                FileContent::Text(t) => std::fs::write(&dest, t),
-            }
-            .map_err(|e| BuildError::new(format!("staging {}: {e}", f.name)))?;
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(f.mode))
-                .map_err(|e| BuildError::new(format!("staging {}: {e}", f.name)))?;
-        }
-        std::fs::write(stage.join("step.sh"), &step.script).map_err(|e| BuildError::new(format!("staging: {e}")))?;
+        crate::local::stage_step(step, &stage)?;
         let remote = "/var/tmp/hpc-image";
         let script = format!(
             "set -e; sudo -n rm -rf {remote}; sudo -n mkdir -p {remote}; sudo -n tar -x -C {remote}; \

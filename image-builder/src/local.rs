@@ -129,6 +129,27 @@ pub async fn run(cmd: &mut Command, what: &str, log: &Path) -> Result<()> {
     }
 }
 
+/// Puts a step's script (`step.sh`) and its files (`files/...`, with their modes) into `dir`,
+/// emptied first: what both builders copy into the target before running the step.
+pub fn stage_step(step: &Step, dir: &Path) -> Result<()> {
+    let _ = fs::remove_dir_all(dir);
+    let files = dir.join("files");
+    fs::create_dir_all(&files).map_err(io("creating the staging directory"))?;
+    for f in &step.files {
+        let dest = files.join(&f.name);
+        if let Some(parent) = dest.parent() {
+            fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+        }
+        match &f.content {
+            FileContent::Path(p) => fs::copy(p, &dest).map(|_| ()),
+            FileContent::Text(t) => fs::write(&dest, t),
+        }
+        .map_err(io(format!("staging {}", f.name)))?;
+        set_mode(&dest, f.mode)?;
+    }
+    fs::write(dir.join("step.sh"), &step.script).map_err(io("writing the step script"))
+}
+
 /// Kills a process group when dropped while armed (the build was interrupted or dropped).
 struct GroupKill(Option<u32>);
 
@@ -152,7 +173,6 @@ impl Drop for GroupKill {
 /// starting, and the host's DNS; all undone on drop (also on Ctrl-C or error).
 pub struct Chroot {
     root: PathBuf,
-    mounted: Vec<PathBuf>,
     resolv_saved: bool,
 }
 
@@ -164,7 +184,6 @@ impl Chroot {
     pub fn enter(root: &Path) -> Result<Chroot> {
         let mut c = Chroot {
             root: root.to_path_buf(),
-            mounted: Vec::new(),
             resolv_saved: false,
         };
         let mounts: [(&str, &[&str]); 4] = [
@@ -188,7 +207,6 @@ impl Chroot {
                     target.display()
                 )));
             }
-            c.mounted.push(target);
         }
         let policy = root.join(POLICY_RC);
         fs::write(
@@ -210,22 +228,7 @@ impl Chroot {
     /// Runs a step's script as root inside the chroot, its files staged under $HPC_FILES.
     pub async fn run_step(&self, step: &Step, log: &Path) -> Result<()> {
         let stage = self.root.join("var/tmp/hpc-image");
-        let _ = fs::remove_dir_all(&stage);
-        let files = stage.join("files");
-        fs::create_dir_all(&files).map_err(io("creating the staging directory"))?;
-        for f in &step.files {
-            let dest = files.join(&f.name);
-            if let Some(dir) = dest.parent() {
-                fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
-            }
-            match &f.content {
-                FileContent::Path(p) => fs::copy(p, &dest).map(|_| ()),
-                FileContent::Text(t) => fs::write(&dest, t),
-            }
-            .map_err(io(format!("staging {}", f.name)))?;
-            set_mode(&dest, f.mode)?;
-        }
-        fs::write(stage.join("step.sh"), &step.script).map_err(io("writing the step script"))?;
+        stage_step(step, &stage)?;
         let result = run(
             Command::new("chroot")
                 .arg(&self.root)
@@ -244,21 +247,7 @@ impl Chroot {
     }
 
     fn exit(&mut self) {
-        for target in self.mounted.drain(..).rev() {
-            let ok = std::process::Command::new("umount")
-                .arg(&target)
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !ok {
-                let _ = std::process::Command::new("umount")
-                    .arg("-l")
-                    .arg(&target)
-                    .stdin(Stdio::null())
-                    .status();
-            }
-        }
+        // Everything under the root, deepest first: ours, and anything a step left mounted.
         let _ = unmount_all_under(&self.root);
         let _ = fs::remove_file(self.root.join(POLICY_RC));
         if self.resolv_saved {
