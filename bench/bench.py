@@ -153,6 +153,33 @@ def plan_many(provider_dir: Path, count: int, runs: int) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def quickstart_apply(provider_dir: Path, runs: int) -> dict:
+    """Apply (and destroy) examples/quickstart against a fresh emulator: wall time and AWS calls."""
+    samples, destroys, calls = [], [], {}
+    for _ in range(runs):
+        work = Path(tempfile.mkdtemp(prefix="hpcforge-bench-qs-"))
+        emu = Emulator(work)
+        try:
+            shutil.copytree(ROOT / "examples/quickstart", work / "qs")
+            (work / "cli.tfrc").write_text(
+                f'provider_installation {{\n  dev_overrides {{ "hpcforge/hpc" = "{provider_dir}" }}\n  direct {{}}\n}}\n')
+            env = {**os.environ, "TF_CLI_CONFIG_FILE": str(work / "cli.tfrc"), "CHECKPOINT_DISABLE": "1",
+                   "TF_IN_AUTOMATION": "1", "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
+                   "AWS_ENDPOINT_URL": emu.url, "AWS_EC2_METADATA_DISABLED": "true"}
+            samples.append(terraform(work / "qs", env, "apply", "-auto-approve", "-input=false",
+                                     "-var", "ami_id=ami-03cf127a"))
+            calls = emu.control("GET", "/_emulator/calls")["calls"]
+            destroys.append(terraform(work / "qs", env, "destroy", "-auto-approve", "-input=false",
+                                      "-var", "ami_id=ami-03cf127a"))
+        finally:
+            emu.stop()
+            shutil.rmtree(work, ignore_errors=True)
+    mutating = {k: v for k, v in calls.items()
+                if not k.split(":")[-1].startswith(("Describe", "List", "Get"))}
+    return {**summary(samples), "destroy": summary(destroys), "aws_calls": sum(calls.values()),
+            "mutating_calls": sum(mutating.values()), "resources": 5}
+
+
 def aws_call(emu: Emulator, service: str, target: str | None, body: str) -> str:
     """A raw call to the emulator (query protocol when target is None, else JSON 1.1)."""
     headers = {"Authorization": f"AWS4-HMAC-SHA256 Credential=bench/20260101/us-east-1/{service}/aws4_request, "
@@ -277,6 +304,16 @@ def write_markdown(results: dict) -> None:
         f"| the same with capacity in the first pool (s) | {results['resume_without_ice']['wall_s']} | {min(results['resume_without_ice']['wall_s_runs'])} | {max(results['resume_without_ice']['wall_s_runs'])} | {len(results['resume_without_ice']['wall_s_runs'])} | |",
         f"| time the no-capacity answer added (failover latency; difference of medians, within noise when ≤ 0) (s) | {results['resume']['failover_added_s']} | | | | goal ≤ 1 s added (issue 7) |",
         f"| CreateFleet / CreateTags / DescribeInstances calls for that resume | {results['resume']['create_fleet_calls']} / {results['resume']['create_tags_calls']} / {results['resume']['describe_instances_calls']} | | | | |",
+    ]
+    q = results.get("quickstart_apply")
+    if q:
+        lines += [
+            f"| apply of examples/quickstart (network, Lustre, cluster, 2 partitions) (s) | {q['median']} | {q['min']} | "
+            f"{q['max']} | {q['runs']} | {q['aws_calls']} AWS calls, {q['mutating_calls']} of them changes |",
+            f"| destroy of it (s) | {q['destroy']['median']} | {q['destroy']['min']} | {q['destroy']['max']} | "
+            f"{q['destroy']['runs']} | |",
+        ]
+    lines += [
         "",
         "Raw numbers: [bench/results/provider.json](bench/results/provider.json).",
         "",
@@ -334,6 +371,7 @@ def main() -> None:
         "plan": plan_many(args.provider_dir.resolve(), args.resources, args.runs),
         "resume": resume_median(args.provider_dir.resolve(), args.nodes, True, args.runs),
         "resume_without_ice": resume_median(args.provider_dir.resolve(), args.nodes, False, args.runs),
+        "quickstart_apply": quickstart_apply(args.provider_dir.resolve(), args.runs),
     }
     results["resume"]["failover_added_s"] = round(results["resume"]["wall_s"] - results["resume_without_ice"]["wall_s"], 2)
     RESULTS.mkdir(parents=True, exist_ok=True)
