@@ -561,3 +561,42 @@ fn empty_event_lists_read_back_as_written() {
     ws.assert_no_changes();
     ws.destroy();
 }
+
+#[test]
+fn refreshing_many_file_systems_takes_a_few_calls_not_two_each() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("many", &emu);
+    ws.write(&format!(
+        r#"
+resource "hpc_lustre_fs" "many" {{
+  count                    = 20
+  storage_capacity         = 1200
+  deployment_type          = "SCRATCH_2"
+  file_system_type_version = "2.15"
+  subnet_ids               = ["{}"]
+  data_repository {{
+    file_system_path     = "/data"
+    data_repository_path = "s3://research-data/fs-${{count.index}}"
+  }}
+}}
+"#,
+        emu.default_subnet()
+    ));
+    ws.apply();
+    for parallelism in ["-parallelism=1", "-parallelism=10"] {
+        emu.reset_calls();
+        let out = ws.ok(&["plan", "-no-color", "-input=false", "-detailed-exitcode", parallelism]);
+        assert!(out.stdout.contains("No changes"), "{}", out.text());
+        let calls = emu.calls();
+        let fsx: u64 = calls.iter().filter(|(k, _)| k.starts_with("fsx:")).map(|(_, n)| n).sum();
+        // One view of the region (file systems + associations, 25 a page) instead of 2 calls each.
+        assert!(fsx <= 4, "{parallelism}: {fsx} FSx calls for 20 file systems: {calls:?}");
+    }
+    // A file system deleted behind Terraform's back is still noticed.
+    let victim = ws.resource("hpc_lustre_fs.many[3]")["id"].as_str().expect("id").to_string();
+    let (status, _) = emu.fsx("DeleteFileSystem", json!({"FileSystemId": victim}));
+    assert_eq!(status, 200);
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(out.stdout.contains("hpc_lustre_fs.many[3] will be created"), "{}", out.text());
+    ws.destroy();
+}

@@ -771,13 +771,12 @@ fn uuid_token() -> String {
 }
 
 async fn read_state(clients: &Clients, id: &str, prior: &Value) -> hpc_aws::Result<Option<Value>> {
-    let Some(fs) = clients.fsx.find_lustre(id).await? else {
+    let Some((fs, dras)) = clients.fsx.read_lustre(id).await? else {
         return Ok(None);
     };
     if fs.lifecycle == "DELETING" {
         return Ok(None);
     }
-    let dras = clients.fsx.list_data_repositories(id).await?;
     Ok(Some(state_of(&fs, &dras, prior, clients)))
 }
 

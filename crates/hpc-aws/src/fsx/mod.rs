@@ -5,7 +5,10 @@
 
 pub mod rules;
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use aws_sdk_fsx::types::{
     AutoExportPolicy, AutoImportPolicy, AutoImportPolicyType, CreateFileSystemLustreConfiguration,
@@ -59,6 +62,21 @@ pub struct DataRepositoryAssociation {
 pub struct Fsx {
     client: Client,
     region: String,
+    view: Arc<tokio::sync::Mutex<View>>,
+    /// Bumped by every change this process makes; a view taken before it is stale.
+    generation: Arc<AtomicU64>,
+}
+
+/// How long a region-wide view serves refreshes (a plan reads many file systems at once).
+pub const VIEW_TTL: Duration = Duration::from_secs(30);
+
+/// Every file system and data repository association of the region, read in a few paginated
+/// calls instead of two calls per file system.
+#[derive(Debug, Default)]
+struct View {
+    taken: Option<(Instant, u64)>,
+    file_systems: HashMap<String, LustreFileSystem>,
+    associations: HashMap<String, Vec<DataRepositoryAssociation>>,
 }
 
 fn tags_to_sdk(tags: &[(String, String)]) -> Vec<Tag> {
@@ -251,7 +269,96 @@ impl DataRepositoryAssociation {
 
 impl Fsx {
     pub fn new(client: Client, region: String) -> Self {
-        Fsx { client, region }
+        Fsx {
+            client,
+            region,
+            view: Arc::default(),
+            generation: Arc::default(),
+        }
+    }
+
+    /// Marks the region-wide view stale: this process is about to change something.
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A file system and its associations for a refresh. Concurrent and successive refreshes
+    /// share one region-wide view (DescribeFileSystems and DescribeDataRepositoryAssociations,
+    /// paginated), read again after [`VIEW_TTL`] or any change made here. A file system the
+    /// view lacks is looked up directly, so nothing is reported gone on the view's word alone.
+    pub async fn read_lustre(&self, id: &str) -> Result<Option<(LustreFileSystem, Vec<DataRepositoryAssociation>)>> {
+        {
+            let mut view = self.view.lock().await;
+            let generation = self.generation.load(Ordering::SeqCst);
+            let fresh = view
+                .taken
+                .is_some_and(|(at, g)| g == generation && at.elapsed() < VIEW_TTL);
+            if !fresh {
+                *view = self.read_view(generation).await?;
+            }
+            if let Some(fs) = view.file_systems.get(id) {
+                return Ok(Some((
+                    fs.clone(),
+                    view.associations.get(id).cloned().unwrap_or_default(),
+                )));
+            }
+        }
+        match self.find_lustre(id).await? {
+            None => Ok(None),
+            Some(fs) => {
+                let dras = self.list_data_repositories(id).await?;
+                Ok(Some((fs, dras)))
+            }
+        }
+    }
+
+    async fn read_view(&self, generation: u64) -> Result<View> {
+        let mut view = View {
+            taken: Some((Instant::now(), generation)),
+            ..View::default()
+        };
+        let mut token = None;
+        loop {
+            let page = self
+                .client
+                .describe_file_systems()
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| AwsError::from_sdk(self.ctx("listing file systems", ""), &e))?;
+            for fs in page.file_systems() {
+                if let Some(id) = fs.file_system_id() {
+                    view.file_systems.insert(id.to_string(), LustreFileSystem::from_sdk(fs));
+                }
+            }
+            token = page.next_token().map(str::to_string);
+            if token.is_none() {
+                break;
+            }
+        }
+        let mut token = None;
+        loop {
+            let page = self
+                .client
+                .describe_data_repository_associations()
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| AwsError::from_sdk(self.ctx("listing data repository associations", ""), &e))?;
+            for a in page.associations() {
+                if let Some(fs) = a.file_system_id() {
+                    view.associations
+                        .entry(fs.to_string())
+                        .or_default()
+                        .push(DataRepositoryAssociation::from_sdk(a));
+                }
+            }
+            token = page.next_token().map(str::to_string);
+            if token.is_none() {
+                break;
+            }
+        }
+        Ok(view)
     }
 
     pub fn region(&self) -> &str {
@@ -268,6 +375,7 @@ impl Fsx {
 
     /// Creates a Lustre file system (not waiting for it). `token` makes retries idempotent.
     pub async fn create_lustre(&self, spec: &LustreSpec, token: &str) -> Result<LustreFileSystem> {
+        self.changed();
         let lustre = CreateFileSystemLustreConfiguration::builder()
             .set_weekly_maintenance_start_time(spec.weekly_maintenance_start_time.clone())
             .set_import_path(spec.import_path.clone())
@@ -412,6 +520,7 @@ impl Fsx {
         new: &LustreSpec,
         timeout: Duration,
     ) -> Result<Option<LustreFileSystem>> {
+        self.changed();
         let mut last = None;
         for step in update_steps(old, new) {
             let mut req = self.client.update_file_system().file_system_id(id);
@@ -435,6 +544,7 @@ impl Fsx {
         skip_final_backup: bool,
         final_backup_tags: &[(String, String)],
     ) -> Result<()> {
+        self.changed();
         let mut conf = DeleteFileSystemLustreConfiguration::builder().skip_final_backup(skip_final_backup);
         if !skip_final_backup && !final_backup_tags.is_empty() {
             conf = conf.set_final_backup_tags(Some(tags_to_sdk(final_backup_tags)));
@@ -461,6 +571,7 @@ impl Fsx {
 
     /// Makes the resource's tags equal to `new` (from `old`).
     pub async fn update_tags(&self, arn: &str, old: &[(String, String)], new: &[(String, String)]) -> Result<()> {
+        self.changed();
         let removed: Vec<String> = old
             .iter()
             .filter(|(k, _)| !new.iter().any(|(nk, _)| nk == k))
@@ -491,6 +602,7 @@ impl Fsx {
     /// Starts a task that releases, from the file system, files under `paths` not accessed
     /// for `days` (their data stays in S3). Returns the task id.
     pub async fn start_release_task(&self, fs_id: &str, paths: &[String], days: i64) -> Result<String> {
+        self.changed();
         use aws_sdk_fsx::types::{
             CompletionReport, DataRepositoryTaskType, DurationSinceLastAccess, ReleaseConfiguration, Unit,
         };
@@ -545,6 +657,7 @@ impl Fsx {
         token: &str,
         tags: &[(String, String)],
     ) -> Result<DataRepositoryAssociation> {
+        self.changed();
         let out = self
             .client
             .create_data_repository_association()
@@ -571,6 +684,7 @@ impl Fsx {
     }
 
     pub async fn update_data_repository(&self, id: &str, spec: &DataRepositorySpec) -> Result<()> {
+        self.changed();
         self.client
             .update_data_repository_association()
             .association_id(id)
@@ -583,6 +697,7 @@ impl Fsx {
     }
 
     pub async fn delete_data_repository(&self, id: &str, delete_data: bool) -> Result<()> {
+        self.changed();
         let res = self
             .client
             .delete_data_repository_association()
