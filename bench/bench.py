@@ -153,6 +153,68 @@ def plan_many(provider_dir: Path, count: int, runs: int) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def plan_clusters(provider_dir: Path, clusters: int, partitions: int, runs: int) -> dict:
+    """Plan+refresh of `clusters` hpc_cluster with `partitions` hpc_partition each."""
+    work = Path(tempfile.mkdtemp(prefix="hpcforge-bench-cl-"))
+    emu = Emulator(work)
+    try:
+        (work / "cli.tfrc").write_text(
+            f'provider_installation {{\n  dev_overrides {{ "hpcforge/hpc" = "{provider_dir}" }}\n  direct {{}}\n}}\n')
+        env = {**os.environ, "TF_CLI_CONFIG_FILE": str(work / "cli.tfrc"), "CHECKPOINT_DISABLE": "1",
+               "TF_IN_AUTOMATION": "1", "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
+               "AWS_ENDPOINT_URL": emu.url, "AWS_EC2_METADATA_DISABLED": "true"}
+        subnet = emu.subnet()
+        (work / "main.tf").write_text(f"""
+terraform {{
+  required_providers {{
+    hpc = {{ source = "hpcforge/hpc" }}
+  }}
+}}
+provider "hpc" {{
+  region = "us-east-1"
+}}
+resource "hpc_cluster" "c" {{
+  count     = {clusters}
+  name      = "bench-${{count.index}}"
+  subnet_id = "{subnet}"
+  head_node {{
+    ami_id = "ami-03cf127a"
+  }}
+}}
+resource "hpc_partition" "p" {{
+  count          = {clusters * partitions}
+  cluster_id     = hpc_cluster.c[floor(count.index / {partitions})].id
+  name           = "p${{count.index % {partitions}}}"
+  instance_types = ["c7i.2xlarge"]
+  max_nodes      = 4
+  ami_id         = "ami-03cf127a"
+  wait_for_apply = false
+  capacity_pool {{
+    subnet_ids = ["{subnet}"]
+  }}
+}}
+""")
+        resources = clusters * (partitions + 1)
+        apply_s = terraform(work, env, "apply", "-auto-approve", "-input=false", "-parallelism=10")
+        result = {"clusters": clusters, "partitions_per_cluster": partitions, "resources": resources,
+                  "apply_parallelism_10_s": round(apply_s, 2)}
+        for parallelism in (1, 10):
+            samples, calls = [], {}
+            for _ in range(runs):
+                emu.control("POST", "/_emulator/calls/reset")
+                samples.append(terraform(work, env, "plan", "-input=false", "-detailed-exitcode",
+                                         f"-parallelism={parallelism}"))
+                calls = emu.control("GET", "/_emulator/calls")["calls"]
+            total = sum(calls.values())
+            result[f"plan_parallelism_{parallelism}"] = {**summary(samples), "aws_calls": total,
+                                                          "aws_calls_per_resource": round(total / resources, 3)}
+        terraform(work, env, "destroy", "-auto-approve", "-input=false", "-parallelism=10")
+        return result
+    finally:
+        emu.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def quickstart_apply(provider_dir: Path, runs: int) -> dict:
     """Apply (and destroy) examples/quickstart against a fresh emulator: wall time and AWS calls."""
     samples, destroys, calls = [], [], {}
@@ -305,6 +367,16 @@ def write_markdown(results: dict) -> None:
         f"| time the no-capacity answer added (failover latency; difference of medians, within noise when ≤ 0) (s) | {results['resume']['failover_added_s']} | | | | goal ≤ 1 s added (issue 7) |",
         f"| CreateFleet / CreateTags / DescribeInstances calls for that resume | {results['resume']['create_fleet_calls']} / {results['resume']['create_tags_calls']} / {results['resume']['describe_instances_calls']} | | | | |",
     ]
+    c = results.get("plan_clusters")
+    if c:
+        for par in (1, 10):
+            r = c[f"plan_parallelism_{par}"]
+            lines += [
+                f"| plan+refresh of {c['clusters']} clusters × {c['partitions_per_cluster']} partitions "
+                f"({c['resources']} resources), -parallelism={par} (s) | {r['median']} | {r['min']} | {r['max']} | "
+                f"{r['runs']} | |",
+                f"| AWS calls per resource on that plan | {r['aws_calls_per_resource']} | | | | goal ≤ 0.2 (issue 7) |",
+            ]
     q = results.get("quickstart_apply")
     if q:
         lines += [
@@ -372,6 +444,7 @@ def main() -> None:
         "resume": resume_median(args.provider_dir.resolve(), args.nodes, True, args.runs),
         "resume_without_ice": resume_median(args.provider_dir.resolve(), args.nodes, False, args.runs),
         "quickstart_apply": quickstart_apply(args.provider_dir.resolve(), args.runs),
+        "plan_clusters": plan_clusters(args.provider_dir.resolve(), 20, 10, args.runs),
     }
     results["resume"]["failover_added_s"] = round(results["resume"]["wall_s"] - results["resume_without_ice"]["wall_s"], 2)
     RESULTS.mkdir(parents=True, exist_ok=True)
