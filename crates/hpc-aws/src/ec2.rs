@@ -152,6 +152,8 @@ pub struct FleetOutcome {
 pub struct Ec2 {
     pub(crate) client: Client,
     region: String,
+    /// Instance type facts already described (they do not change while a process runs).
+    types: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, InstanceTypeInfo>>>,
 }
 
 pub(crate) fn sdk_tags(tags: &[(String, String)]) -> Vec<Tag> {
@@ -224,7 +226,11 @@ pub fn network_cidrs(cidr: &str, zone_index: u32) -> Option<(String, String)> {
 
 impl Ec2 {
     pub fn new(client: Client, region: String) -> Self {
-        Ec2 { client, region }
+        Ec2 {
+            client,
+            region,
+            types: Default::default(),
+        }
     }
 
     pub fn region(&self) -> &str {
@@ -247,8 +253,31 @@ impl Ec2 {
     // -----------------------------------------------------------------------------------------
 
     /// Facts about the given instance types. Types EC2 does not know are left out; the
-    /// caller compares the result with what it asked for.
+    /// caller compares the result with what it asked for. Answers are remembered, so plans of
+    /// many partitions of the same types ask EC2 once.
     pub async fn instance_types(&self, names: &[String]) -> Result<Vec<InstanceTypeInfo>> {
+        let (mut known, missing): (Vec<InstanceTypeInfo>, Vec<String>) = {
+            let cache = self
+                .types
+                .lock()
+                .map_err(|_| AwsError::new("instance types", None, "cache poisoned"))?;
+            let known = names.iter().filter_map(|n| cache.get(n).cloned()).collect();
+            let missing = names.iter().filter(|n| !cache.contains_key(*n)).cloned().collect();
+            (known, missing)
+        };
+        if !missing.is_empty() {
+            let fetched = self.describe_instance_types(&missing).await?;
+            if let Ok(mut cache) = self.types.lock() {
+                for info in &fetched {
+                    cache.insert(info.instance_type.clone(), info.clone());
+                }
+            }
+            known.extend(fetched);
+        }
+        Ok(known)
+    }
+
+    async fn describe_instance_types(&self, names: &[String]) -> Result<Vec<InstanceTypeInfo>> {
         let mut out = Vec::new();
         for chunk in names.chunks(100) {
             let res = self
