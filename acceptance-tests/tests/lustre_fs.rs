@@ -588,15 +588,29 @@ resource "hpc_lustre_fs" "many" {{
         let out = ws.ok(&["plan", "-no-color", "-input=false", "-detailed-exitcode", parallelism]);
         assert!(out.stdout.contains("No changes"), "{}", out.text());
         let calls = emu.calls();
-        let fsx: u64 = calls.iter().filter(|(k, _)| k.starts_with("fsx:")).map(|(_, n)| n).sum();
+        let fsx: u64 = calls
+            .iter()
+            .filter(|(k, _)| k.starts_with("fsx:"))
+            .map(|(_, n)| n)
+            .sum();
         // One view of the region (file systems + associations, 25 a page) instead of 2 calls each.
-        assert!(fsx <= 4, "{parallelism}: {fsx} FSx calls for 20 file systems: {calls:?}");
+        assert!(
+            fsx <= 4,
+            "{parallelism}: {fsx} FSx calls for 20 file systems: {calls:?}"
+        );
     }
     // A file system deleted behind Terraform's back is still noticed.
-    let victim = ws.resource("hpc_lustre_fs.many[3]")["id"].as_str().expect("id").to_string();
+    let victim = ws.resource("hpc_lustre_fs.many[3]")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
     let (status, _) = emu.fsx("DeleteFileSystem", json!({"FileSystemId": victim}));
     assert_eq!(status, 200);
     let out = ws.tf(&["plan", "-no-color", "-input=false"]);
-    assert!(out.stdout.contains("hpc_lustre_fs.many[3] will be created"), "{}", out.text());
+    assert!(
+        out.stdout.contains("hpc_lustre_fs.many[3] will be created"),
+        "{}",
+        out.text()
+    );
     ws.destroy();
 }
