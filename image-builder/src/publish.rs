@@ -122,7 +122,7 @@ pub async fn publish(
 
     // Copies, a few at a time; every success is reported before any failure.
     let others: Vec<String> = cfg.regions.iter().skip(1).cloned().collect();
-    let results: Vec<(String, Result<(String, bool), String>)> = stream::iter(others)
+    let results: Vec<(String, CopyResult)> = stream::iter(others)
         .map(|region| {
             let source_id = source.id.clone();
             let home = home.clone();
@@ -270,14 +270,11 @@ async fn upload_and_register(
     }
 }
 
+/// A copy's outcome: (AMI id, whether it was there already), or what went wrong.
+type CopyResult = Result<(String, bool), String>;
+
 /// Copies the image into `region` unless it is there already; (id, already there).
-async fn copy_to(
-    aws: &Aws,
-    cfg: &PublishConfig,
-    home: &str,
-    source_id: &str,
-    region: &str,
-) -> Result<(String, bool), String> {
+async fn copy_to(aws: &Aws, cfg: &PublishConfig, home: &str, source_id: &str, region: &str) -> CopyResult {
     let ec2 = aws.ec2_in(region);
     if let Some(img) = ec2.find_own_image(&cfg.ami_name).await.map_err(|e| e.to_string())? {
         return Ok((img.id, true));

@@ -180,7 +180,7 @@ impl VarType {
     }
 
     /// A `-var name=value` string as this type.
-    fn from_cli(self, raw: &str) -> Result<Value, String> {
+    fn parse_cli(self, raw: &str) -> Result<Value, String> {
         match self {
             VarType::String | VarType::Any => Ok(Value::String(raw.to_string())),
             VarType::Bool => match raw {
@@ -429,7 +429,7 @@ pub fn parse_all(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Resu
     for (k, raw) in &inputs.vars {
         match decls.iter().find(|d| &d.name == k) {
             None => p.problem(0, "", format!("-var {k}=...: the template declares no variable {k:?}")),
-            Some(d) => match d.kind.from_cli(raw) {
+            Some(d) => match d.kind.parse_cli(raw) {
                 Ok(v) => {
                     values.insert(k.clone(), v);
                 }
