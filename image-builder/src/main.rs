@@ -274,7 +274,7 @@ async fn publish_disk(
     );
     let aws = connect(&cfg.regions[0]).await?;
     let mut lines = Vec::new();
-    let result = publish::publish(&aws, cfg, disk, &plan.template_sha256, &mut |l: &str| {
+    let result = publish::publish(&aws, cfg, Some(disk), &plan.template_sha256, &mut |l: &str| {
         lines.push(l.to_string())
     })
     .await;
@@ -455,18 +455,18 @@ async fn build(args: &Args) -> Result<(), String> {
                     return Err(format!("built {image}, but removing the builder's resources failed"));
                 }
                 let mut cfg = cfg.clone();
-                if cfg.regions.first() != Some(&src.region) {
-                    cfg.regions.insert(0, src.region.clone());
+                // The image exists in the builder's region: publish copies it from there.
+                cfg.regions.retain(|r| r != &src.region);
+                cfg.regions.insert(0, src.region.clone());
+                let mut lines = Vec::new();
+                let result = publish::publish(&aws, &cfg, None, &plan.template_sha256, &mut |l: &str| {
+                    lines.push(l.to_string())
+                })
+                .await;
+                for l in lines {
+                    progress.say(&l);
                 }
-                let report = publish::publish(
-                    &aws,
-                    &cfg,
-                    Path::new("/nonexistent"),
-                    &plan.template_sha256,
-                    &mut |l: &str| eprintln!("{l}"),
-                )
-                .await
-                .map_err(|e| e.to_string())?;
+                let report = result.map_err(|e| e.to_string())?;
                 let manifest = manifest_for(&plan, &source.reference(), "amazon-ebs", &cfg.ami_name, &report);
                 write_json(
                     &args.manifest.clone().unwrap_or_else(|| out.join("manifest.json")),

@@ -80,11 +80,12 @@ fn token(parts: &[&str]) -> String {
 }
 
 /// Publishes `disk` as `cfg.ami_name` in every region. Re-running with the same name changes
-/// nothing: regions that have the image are left alone.
+/// nothing: regions that have the image are left alone. `disk` is None when the image was made
+/// in the first region already (the amazon-ebs builder's CreateImage): only copies and sharing.
 pub async fn publish(
     aws: &Aws,
     cfg: &PublishConfig,
-    disk: &Path,
+    disk: Option<&Path>,
     template_sha256: &str,
     say: &mut dyn FnMut(&str),
 ) -> Result<PublishReport, PublishError> {
@@ -113,6 +114,15 @@ pub async fn publish(
             img
         }
         None => {
+            let disk = disk.ok_or_else(|| {
+                fail(
+                    format!(
+                        "{home} has no image named {:?} and there is no disk to upload",
+                        cfg.ami_name
+                    ),
+                    &images,
+                )
+            })?;
             let (img, stats) = upload_and_register(aws, cfg, &home, disk, &tags, template_sha256, say).await?;
             upload = Some(stats);
             img
