@@ -864,3 +864,95 @@ fn a_cluster_in_the_network_group_reaches_lustre_and_remote_pools_bring_their_ow
     let sgs = emu.ec2("Action=DescribeSecurityGroups");
     assert!(!sgs.contains(&net_group), "the network's group outlived the network");
 }
+
+#[test]
+fn refreshing_many_clusters_and_partitions_takes_a_few_calls_not_several_each() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("many-clusters", &emu);
+    let subnet = emu.default_subnet();
+    ws.write(&format!(
+        r#"
+resource "hpc_cluster" "c" {{
+  count     = 3
+  name      = "many-${{count.index}}"
+  subnet_id = "{subnet}"
+  head_node {{
+    ami_id = "{AMI}"
+  }}
+}}
+
+resource "hpc_partition" "p" {{
+  count          = 12
+  cluster_id     = hpc_cluster.c[floor(count.index / 4)].id
+  name           = "p${{count.index % 4}}"
+  instance_types = ["c7i.2xlarge"]
+  max_nodes      = 4
+  ami_id         = "{AMI}"
+  wait_for_apply = false
+  capacity_pool {{
+    subnet_ids = ["{subnet}"]
+  }}
+}}
+"#
+    ));
+    ws.apply();
+    for parallelism in ["-parallelism=1", "-parallelism=10"] {
+        emu.reset_calls();
+        let out = ws.ok(&["plan", "-no-color", "-input=false", "-detailed-exitcode", parallelism]);
+        assert!(out.stdout.contains("No changes"), "{}", out.text());
+        let calls = emu.calls();
+        let ssm: u64 = calls
+            .iter()
+            .filter(|(k, _)| k.starts_with("ssm:"))
+            .map(|(_, n)| n)
+            .sum();
+        // One listing of each cluster's parameters (cluster + 4 partitions fit a page of 10),
+        // instead of a GetParameter per resource and a listing per partition.
+        assert!(
+            ssm <= 3,
+            "{parallelism}: {ssm} SSM calls for 3 clusters and 12 partitions: {calls:?}"
+        );
+        // The three head nodes come from one view of the region's head and login nodes.
+        let describes = calls.get("ec2:DescribeInstances").copied().unwrap_or(0);
+        assert!(
+            describes <= 1,
+            "{parallelism}: {describes} DescribeInstances: {calls:?}"
+        );
+        let total: u64 = calls.values().sum();
+        assert!(total <= 6, "{parallelism}: {total} calls for 15 resources: {calls:?}");
+    }
+    // Out-of-band changes still show: a partition's document deleted, a head node terminated.
+    let auth =
+        "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/ssm/aws4_request, SignedHeaders=host, Signature=0";
+    let del = acceptance_tests::http(
+        emu.port,
+        "POST",
+        "/",
+        &[
+            ("Content-Type", "application/x-amz-json-1.1"),
+            ("X-Amz-Target", "AmazonSSM.DeleteParameter"),
+            ("Authorization", auth),
+        ],
+        &json!({"Name": "/hpcforge/clusters/many-1/partitions/p2"}).to_string(),
+    );
+    assert_eq!(del.status, 200, "{}", del.body);
+    let head = ws.resource("hpc_cluster.c[2]")["head_node_instance_id"]
+        .as_str()
+        .expect("head node id")
+        .to_string();
+    emu.ec2(&format!(
+        "Action=TerminateInstances&Version=2016-11-15&InstanceId.1={head}"
+    ));
+    let plan = ws.plan();
+    assert!(
+        plan.stdout.contains("hpc_partition.p[6] will be created"),
+        "{}",
+        plan.text()
+    );
+    assert!(
+        plan.stdout.contains("hpc_cluster.c[2] will be updated in-place"),
+        "{}",
+        plan.text()
+    );
+    ws.destroy();
+}

@@ -20,6 +20,7 @@ use aws_sdk_ec2::Client;
 use base64::Engine as _;
 
 use crate::error::{AwsError, Result};
+use crate::view::Views;
 use crate::wait::{self, Backoff, Poll};
 
 /// What EC2 says about an instance type: what Slurm and the guardrails need.
@@ -153,7 +154,10 @@ pub struct Ec2 {
     pub(crate) client: Client,
     region: String,
     /// Instance type facts already described (they do not change while a process runs).
-    types: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, InstanceTypeInfo>>>,
+    /// (`None`: EC2 does not know the name.)
+    types: std::sync::Arc<tokio::sync::Mutex<std::collections::HashMap<String, Option<InstanceTypeInfo>>>>,
+    /// Instances carrying a tag key, by tag key, for refreshes (see [`crate::view`]).
+    tagged: std::sync::Arc<Views<std::collections::HashMap<String, InstanceInfo>>>,
 }
 
 pub(crate) fn sdk_tags(tags: &[(String, String)]) -> Vec<Tag> {
@@ -230,6 +234,7 @@ impl Ec2 {
             client,
             region,
             types: Default::default(),
+            tagged: Default::default(),
         }
     }
 
@@ -256,25 +261,18 @@ impl Ec2 {
     /// caller compares the result with what it asked for. Answers are remembered, so plans of
     /// many partitions of the same types ask EC2 once.
     pub async fn instance_types(&self, names: &[String]) -> Result<Vec<InstanceTypeInfo>> {
-        let (mut known, missing): (Vec<InstanceTypeInfo>, Vec<String>) = {
-            let cache = self
-                .types
-                .lock()
-                .map_err(|_| AwsError::new("instance types", None, "cache poisoned"))?;
-            let known = names.iter().filter_map(|n| cache.get(n).cloned()).collect();
-            let missing = names.iter().filter(|n| !cache.contains_key(*n)).cloned().collect();
-            (known, missing)
-        };
+        // Held across the describe: concurrent plans of partitions of the same types wait for
+        // the first one's answer instead of each asking.
+        let mut cache = self.types.lock().await;
+        let missing: Vec<String> = names.iter().filter(|n| !cache.contains_key(*n)).cloned().collect();
         if !missing.is_empty() {
             let fetched = self.describe_instance_types(&missing).await?;
-            if let Ok(mut cache) = self.types.lock() {
-                for info in &fetched {
-                    cache.insert(info.instance_type.clone(), info.clone());
-                }
+            for name in &missing {
+                let info = fetched.iter().find(|i| &i.instance_type == name).cloned();
+                cache.insert(name.clone(), info);
             }
-            known.extend(fetched);
         }
-        Ok(known)
+        Ok(names.iter().filter_map(|n| cache.get(n).cloned().flatten()).collect())
     }
 
     async fn describe_instance_types(&self, names: &[String]) -> Result<Vec<InstanceTypeInfo>> {
@@ -884,6 +882,7 @@ impl Ec2 {
 
     /// Makes the tags of every given resource go from `old` to `new`.
     pub async fn retag(&self, ids: &[String], old: &[(String, String)], new: &[(String, String)]) -> Result<()> {
+        let _changing = self.changing_instances();
         let ids: Vec<String> = ids.iter().filter(|i| !i.is_empty()).cloned().collect();
         if ids.is_empty() {
             return Ok(());
@@ -1280,6 +1279,7 @@ impl Ec2 {
         client_token: &str,
         tags: &[(String, String)],
     ) -> Result<String> {
+        let _changing = self.changing_instances();
         let out = self
             .client
             .run_instances()
@@ -1302,6 +1302,36 @@ impl Ec2 {
             .and_then(|i| i.instance_id())
             .map(str::to_string)
             .ok_or_else(|| AwsError::new(self.ctx("launching instance"), None, "no instance in the response"))
+    }
+
+    /// Marks the instance views stale now and again when the returned guard drops (after the
+    /// change, on every path out of the caller).
+    fn changing_instances(&self) -> impl Drop + '_ {
+        struct Changing<'a>(&'a Views<std::collections::HashMap<String, InstanceInfo>>);
+        impl Drop for Changing<'_> {
+            fn drop(&mut self) {
+                self.0.changed();
+            }
+        }
+        self.tagged.changed();
+        Changing(&self.tagged)
+    }
+
+    /// An instance for a refresh, through a view of every live instance carrying `tag_key`
+    /// (one paginated DescribeInstances serves the head nodes of every cluster a plan reads).
+    /// An instance the view lacks is looked up directly before it is reported gone.
+    pub async fn find_instance_viewed(&self, tag_key: &str, id: &str) -> Result<Option<InstanceInfo>> {
+        let view = self
+            .tagged
+            .get(tag_key, || async {
+                let found = self.instances_filtered(filter("tag-key", &[tag_key])).await?;
+                Ok(found.into_iter().map(|i| (i.id.clone(), i)).collect())
+            })
+            .await?;
+        if let Some(i) = view.get(id) {
+            return Ok(Some(i.clone()));
+        }
+        self.find_instance(id).await
     }
 
     pub async fn find_instance(&self, id: &str) -> Result<Option<InstanceInfo>> {
@@ -1337,6 +1367,7 @@ impl Ec2 {
 
     /// Asks EC2 to terminate instances without waiting; missing ones count as terminated.
     pub async fn request_termination(&self, ids: &[String]) -> Result<()> {
+        let _changing = self.changing_instances();
         if ids.is_empty() {
             return Ok(());
         }
@@ -1372,6 +1403,7 @@ impl Ec2 {
     /// Launches up to `count` instances with an instant fleet. EC2 answers capacity problems
     /// per override inside a successful response; they come back in `errors`.
     pub async fn launch_fleet(&self, req: &FleetRequest) -> Result<FleetOutcome> {
+        let _changing = self.changing_instances();
         use aws_sdk_ec2::types::{
             DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest,
             FleetLaunchTemplateSpecificationRequest, FleetOnDemandAllocationStrategy, FleetType,
@@ -1509,23 +1541,38 @@ impl Ec2 {
 
     /// Instances (not terminated) carrying a tag.
     pub async fn instances_tagged(&self, key: &str, value: &str) -> Result<Vec<InstanceInfo>> {
-        let out = self
-            .client
-            .describe_instances()
-            .filters(filter(&format!("tag:{key}"), &[value]))
-            .filters(filter(
-                "instance-state-name",
-                &["pending", "running", "stopping", "stopped", "shutting-down"],
-            ))
-            .send()
-            .await
-            .map_err(|e| self.err("listing instances", &e))?;
-        Ok(out
-            .reservations()
-            .iter()
-            .flat_map(|r| r.instances())
-            .map(instance_info)
-            .collect())
+        self.instances_filtered(filter(&format!("tag:{key}"), &[value])).await
+    }
+
+    /// Every instance matching `by` that is not terminated, all pages.
+    async fn instances_filtered(&self, by: Filter) -> Result<Vec<InstanceInfo>> {
+        let mut out = Vec::new();
+        let mut token = None;
+        loop {
+            let page = self
+                .client
+                .describe_instances()
+                .filters(by.clone())
+                .filters(filter(
+                    "instance-state-name",
+                    &["pending", "running", "stopping", "stopped", "shutting-down"],
+                ))
+                .max_results(1000)
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| self.err("listing instances", &e))?;
+            out.extend(
+                page.reservations()
+                    .iter()
+                    .flat_map(|r| r.instances())
+                    .map(instance_info),
+            );
+            token = page.next_token().filter(|t| !t.is_empty()).map(str::to_string);
+            if token.is_none() {
+                return Ok(out);
+            }
+        }
     }
 }
 

@@ -11,6 +11,7 @@ pub mod fsx;
 pub mod image;
 pub mod secrets;
 pub mod ssm;
+pub mod view;
 pub mod wait;
 
 pub use config::{AssumeRole, Aws, Settings};

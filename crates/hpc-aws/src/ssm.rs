@@ -2,10 +2,14 @@
 //! node agent reads it (and reports back what it applied). Every write makes a new parameter
 //! version, so the desired state is versioned by SSM itself.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use aws_sdk_ssm::types::{ParameterTier, ParameterType, Tag};
 use aws_sdk_ssm::Client;
 
 use crate::error::{AwsError, Result};
+use crate::view::Views;
 
 /// Parameters hold at most 8 KiB (advanced tier); a desired-state document must fit.
 pub const MAX_VALUE_BYTES: usize = 8192;
@@ -21,11 +25,43 @@ pub struct Parameter {
 pub struct Ssm {
     client: Client,
     region: String,
+    /// Every parameter under a path, by path, for plans and refreshes.
+    views: Arc<Views<BTreeMap<String, Parameter>>>,
 }
 
 impl Ssm {
     pub fn new(client: Client, region: String) -> Self {
-        Ssm { client, region }
+        Ssm {
+            client,
+            region,
+            views: Arc::default(),
+        }
+    }
+
+    /// Every parameter under `path` for a plan or refresh: read once (GetParametersByPath,
+    /// paginated) and shared by concurrent and later readers of the same path (see
+    /// [`crate::view`]). Changes and anything that waits on a parameter read directly
+    /// ([`Ssm::get`], [`Ssm::list`]).
+    pub async fn view(&self, path: &str) -> Result<Arc<BTreeMap<String, Parameter>>> {
+        self.views
+            .get(path, || async {
+                Ok(self
+                    .list(path)
+                    .await?
+                    .into_iter()
+                    .map(|p| (p.name.clone(), p))
+                    .collect())
+            })
+            .await
+    }
+
+    /// One parameter for a plan or refresh, through the view of `path` (which holds `name`).
+    /// A parameter the view lacks is read directly before it is reported missing.
+    pub async fn get_viewed(&self, path: &str, name: &str) -> Result<Option<Parameter>> {
+        if let Some(p) = self.view(path).await?.get(name) {
+            return Ok(Some(p.clone()));
+        }
+        self.get(name).await
     }
 
     fn ctx(&self, what: &str, name: &str) -> String {
@@ -41,6 +77,7 @@ impl Ssm {
                 format!("{} bytes; the limit is {MAX_VALUE_BYTES}", value.len()),
             ));
         }
+        self.views.changed();
         let tier = if value.len() > 4096 {
             ParameterTier::Advanced
         } else {
@@ -71,6 +108,8 @@ impl Ssm {
                 .await
                 .map_err(|e| AwsError::from_sdk(self.ctx("tagging", name), &e))?;
         }
+        // Again after the write: a view read while it was in flight may hold the old value.
+        self.views.changed();
         Ok(res.version())
     }
 
@@ -115,7 +154,10 @@ impl Ssm {
 
     /// Deletes the parameter; a missing one counts as deleted.
     pub async fn delete(&self, name: &str) -> Result<()> {
-        match self.client.delete_parameter().name(name).send().await {
+        self.views.changed();
+        let res = self.client.delete_parameter().name(name).send().await;
+        self.views.changed();
+        match res {
             Ok(_) => Ok(()),
             Err(e) => AwsError::from_sdk(self.ctx("deleting", name), &e).or_ok_if(&["ParameterNotFound"], ()),
         }

@@ -689,15 +689,20 @@ impl Resource for HpcCluster {
         let Some(name) = string(req.state.attr("name")) else {
             return Ok(None);
         };
+        // Through shared views: a plan of many clusters lists their parameters and head nodes
+        // in a few calls instead of two per cluster.
         let param = clients
             .ssm
-            .get(&desired_state::cluster_param(&name))
+            .get_viewed(
+                &desired_state::cluster_prefix(&name),
+                &desired_state::cluster_param(&name),
+            )
             .await
             .map_err(|e| aws_diag("Cannot read cluster", &e))?;
         let head = match string(req.state.attr("head_node_instance_id")) {
             Some(id) => clients
                 .ec2
-                .find_instance(&id)
+                .find_instance_viewed("hpcforge:role", &id)
                 .await
                 .map_err(|e| aws_diag("Cannot read head node", &e))?,
             None => None,

@@ -368,20 +368,67 @@ fn user_data(cluster: &str, partition: &str, region: &str, extra: Option<&str>) 
     s
 }
 
-async fn cluster_doc(clients: &Clients, cluster: &str) -> Result<Option<(ClusterDoc, String)>, Diagnostics> {
+/// The cluster's published desired state, read directly (applies act on what is there now).
+async fn cluster_doc(clients: &Clients, cluster: &str) -> Result<Option<ClusterDoc>, Diagnostics> {
     let param = clients
         .ssm
         .get(&desired_state::cluster_param(cluster))
         .await
         .map_err(|e| aws_diag("Cannot read the cluster's desired state", &e))?;
-    let Some(p) = param else { return Ok(None) };
-    let doc: ClusterDoc = serde_json::from_str(&p.value).map_err(|e| {
+    param.as_ref().map(parse_cluster_doc).transpose()
+}
+
+/// Everything a plan or refresh reads about a cluster: its desired state and its partitions,
+/// from one shared view of the cluster's parameters (a plan of a cluster's ten partitions reads
+/// them once, not ten times).
+struct Published {
+    params: std::sync::Arc<std::collections::BTreeMap<String, hpc_aws::ssm::Parameter>>,
+    cluster: String,
+}
+
+impl Published {
+    async fn read(clients: &Clients, cluster: &str) -> Result<Self, Diagnostics> {
+        let params = clients
+            .ssm
+            .view(&desired_state::cluster_prefix(cluster))
+            .await
+            .map_err(|e| aws_diag("Cannot read the cluster's desired state", &e))?;
+        Ok(Published {
+            params,
+            cluster: cluster.to_string(),
+        })
+    }
+
+    fn cluster_doc(&self) -> Result<Option<ClusterDoc>, Diagnostics> {
+        self.params
+            .get(&desired_state::cluster_param(&self.cluster))
+            .map(parse_cluster_doc)
+            .transpose()
+    }
+
+    fn partition(&self, name: &str) -> Option<&hpc_aws::ssm::Parameter> {
+        self.params.get(&desired_state::partition_param(&self.cluster, name))
+    }
+
+    /// The other partitions of the cluster, as published.
+    fn other_partitions(&self, this: &str) -> Vec<PartitionDoc> {
+        let prefix = format!("{}/", desired_state::partitions_path(&self.cluster));
+        self.params
+            .values()
+            .filter(|p| p.name.starts_with(&prefix))
+            .filter_map(|p| serde_json::from_str::<PartitionDoc>(&p.value).ok())
+            .filter(|d| d.name != this)
+            .collect()
+    }
+}
+
+fn parse_cluster_doc(p: &hpc_aws::ssm::Parameter) -> Result<ClusterDoc, Diagnostics> {
+    serde_json::from_str(&p.value).map_err(|e| {
         Diagnostics::from(Diagnostic::error(
             "The cluster's desired state is not readable",
             format!("{}: {e}", p.name),
         ))
-    })?;
-    Ok(Some((doc, p.value)))
+    })
 }
 
 fn cluster_missing(cluster: &str) -> Diagnostics {
@@ -391,20 +438,6 @@ fn cluster_missing(cluster: &str) -> Diagnostics {
     )
     .at(AttributePath::root("cluster_id"))
     .into()
-}
-
-/// The other partitions of the cluster, as published.
-async fn other_partitions(clients: &Clients, cluster: &str, this: &str) -> Result<Vec<PartitionDoc>, Diagnostics> {
-    let params = clients
-        .ssm
-        .list(&desired_state::partitions_path(cluster))
-        .await
-        .map_err(|e| aws_diag("Cannot read the cluster's partitions", &e))?;
-    Ok(params
-        .iter()
-        .filter_map(|p| serde_json::from_str::<PartitionDoc>(&p.value).ok())
-        .filter(|d| d.name != this)
-        .collect())
 }
 
 fn usage_pools(doc: &PartitionDoc) -> Vec<(String, u32, u32, u32)> {
@@ -629,9 +662,9 @@ impl Resource for HpcPartition {
         let doc = doc_of(p, cluster_id.as_deref().unwrap_or(""), &infos, &clients.aws.region);
         let pools = usage_pools(&doc);
         // Cluster-wide guardrails and the rendered lines need the cluster (reads only).
-        let cdoc = match &cluster_id {
-            Some(cluster) => match cluster_doc(clients, cluster).await {
-                Ok(c) => c.map(|(d, _)| d),
+        let published = match &cluster_id {
+            Some(cluster) => match Published::read(clients, cluster).await {
+                Ok(p) => Some(p),
                 Err(d) => {
                     req.diagnostics.extend(d);
                     return;
@@ -639,24 +672,27 @@ impl Resource for HpcPartition {
             },
             None => None,
         };
+        let cdoc = match published.as_ref().map(Published::cluster_doc).transpose() {
+            Ok(c) => c.flatten(),
+            Err(d) => {
+                req.diagnostics.extend(d);
+                return;
+            }
+        };
         let diags = set_derived(&mut req.planned, &doc, cdoc.as_ref(), &clients.price_overrides);
         req.diagnostics.extend(diags);
-        if let (Some(cluster), Some(_)) = (&cluster_id, &cdoc) {
-            match other_partitions(clients, cluster, &name).await {
-                Ok(others) => {
-                    let mut all: Vec<(String, u32, u32, u32)> = others.iter().flat_map(usage_pools).collect();
-                    all.extend(pools);
-                    for b in pricing::check_pools(
-                        &format!("cluster {cluster}"),
-                        &all,
-                        &clients.price_overrides,
-                        &clients.limits,
-                    ) {
-                        req.diagnostics
-                            .push(Diagnostic::error(b.summary, b.detail).at(AttributePath::root("max_nodes")));
-                    }
-                }
-                Err(d) => req.diagnostics.extend(d),
+        if let (Some(cluster), Some(published), Some(_)) = (&cluster_id, &published, &cdoc) {
+            let mut all: Vec<(String, u32, u32, u32)> =
+                published.other_partitions(&name).iter().flat_map(usage_pools).collect();
+            all.extend(pools);
+            for b in pricing::check_pools(
+                &format!("cluster {cluster}"),
+                &all,
+                &clients.price_overrides,
+                &clients.limits,
+            ) {
+                req.diagnostics
+                    .push(Diagnostic::error(b.summary, b.detail).at(AttributePath::root("max_nodes")));
             }
         }
         // Launch templates and placement groups change when pools or types change.
@@ -693,18 +729,23 @@ impl Resource for HpcPartition {
         let (Some(cluster), Some(name)) = (string(req.state.attr("cluster_id")), string(req.state.attr("name"))) else {
             return Ok(None);
         };
-        let param = clients
-            .ssm
-            .get(&desired_state::partition_param(&cluster, &name))
-            .await
-            .map_err(|e| aws_diag("Cannot read partition", &e))?;
+        let published = Published::read(clients, &cluster).await?;
+        let param = match published.partition(&name) {
+            Some(p) => Some(p.clone()),
+            // Not in the view: confirmed directly before the partition is reported gone.
+            None => clients
+                .ssm
+                .get(&desired_state::partition_param(&cluster, &name))
+                .await
+                .map_err(|e| aws_diag("Cannot read partition", &e))?,
+        };
         let Some(param) = param else { return Ok(None) };
         let Ok(doc) = serde_json::from_str::<PartitionDoc>(&param.value) else {
             return Err(Diagnostic::error("The partition's desired state is not readable", param.name).into());
         };
         // What the agent acts on is the published document: state is read from it.
         let mut s = value_of_doc(&doc, param.version, &req.state, &clients.default_tags);
-        let cdoc = cluster_doc(clients, &cluster).await?.map(|(d, _)| d);
+        let cdoc = published.cluster_doc()?;
         let diags = set_derived(&mut s, &doc, cdoc.as_ref(), &clients.price_overrides);
         if diags.has_errors() {
             return Err(diags);
@@ -978,7 +1019,7 @@ async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome
     let mut state = planned.clone();
     state.set_attr("id", Value::string(format!("{cluster}/{name}")));
     let result: Result<i64, Diagnostics> = async {
-        let (cdoc, _) = cluster_doc(clients, &cluster)
+        let cdoc = cluster_doc(clients, &cluster)
             .await?
             .ok_or_else(|| cluster_missing(&cluster))?;
         let types = strings(planned.attr("instance_types")).unwrap_or_default();

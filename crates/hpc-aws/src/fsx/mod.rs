@@ -6,9 +6,8 @@
 pub mod rules;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_sdk_fsx::types::{
     AutoExportPolicy, AutoImportPolicy, AutoImportPolicyType, CreateFileSystemLustreConfiguration,
@@ -24,6 +23,7 @@ use aws_sdk_fsx::Client;
 pub use rules::{DataRepositorySpec, LogSpec, LustreSpec, MetadataSpec, RootSquashSpec};
 
 use crate::error::{AwsError, Result};
+use crate::view::Views;
 use crate::wait::{self, Backoff, Poll};
 
 const FS_NOT_FOUND: &[&str] = &["FileSystemNotFound"];
@@ -62,19 +62,14 @@ pub struct DataRepositoryAssociation {
 pub struct Fsx {
     client: Client,
     region: String,
-    view: Arc<tokio::sync::Mutex<View>>,
-    /// Bumped by every change this process makes; a view taken before it is stale.
-    generation: Arc<AtomicU64>,
+    /// The region-wide view for refreshes (one key: the region).
+    views: Arc<Views<View>>,
 }
-
-/// How long a region-wide view serves refreshes (a plan reads many file systems at once).
-pub const VIEW_TTL: Duration = Duration::from_secs(30);
 
 /// Every file system and data repository association of the region, read in a few paginated
 /// calls instead of two calls per file system.
 #[derive(Debug, Default)]
 struct View {
-    taken: Option<(Instant, u64)>,
     file_systems: HashMap<String, LustreFileSystem>,
     associations: HashMap<String, Vec<DataRepositoryAssociation>>,
 }
@@ -272,36 +267,26 @@ impl Fsx {
         Fsx {
             client,
             region,
-            view: Arc::default(),
-            generation: Arc::default(),
+            views: Arc::default(),
         }
     }
 
     /// Marks the region-wide view stale: this process is about to change something.
     fn changed(&self) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.views.changed();
     }
 
     /// A file system and its associations for a refresh. Concurrent and successive refreshes
     /// share one region-wide view (DescribeFileSystems and DescribeDataRepositoryAssociations,
-    /// paginated), read again after [`VIEW_TTL`] or any change made here. A file system the
+    /// paginated), read again after [`crate::view::VIEW_TTL`] or any change made here. A file system the
     /// view lacks is looked up directly, so nothing is reported gone on the view's word alone.
     pub async fn read_lustre(&self, id: &str) -> Result<Option<(LustreFileSystem, Vec<DataRepositoryAssociation>)>> {
-        {
-            let mut view = self.view.lock().await;
-            let generation = self.generation.load(Ordering::SeqCst);
-            let fresh = view
-                .taken
-                .is_some_and(|(at, g)| g == generation && at.elapsed() < VIEW_TTL);
-            if !fresh {
-                *view = self.read_view(generation).await?;
-            }
-            if let Some(fs) = view.file_systems.get(id) {
-                return Ok(Some((
-                    fs.clone(),
-                    view.associations.get(id).cloned().unwrap_or_default(),
-                )));
-            }
+        let view = self.views.get(&self.region, || self.read_view()).await?;
+        if let Some(fs) = view.file_systems.get(id) {
+            return Ok(Some((
+                fs.clone(),
+                view.associations.get(id).cloned().unwrap_or_default(),
+            )));
         }
         match self.find_lustre(id).await? {
             None => Ok(None),
@@ -312,11 +297,8 @@ impl Fsx {
         }
     }
 
-    async fn read_view(&self, generation: u64) -> Result<View> {
-        let mut view = View {
-            taken: Some((Instant::now(), generation)),
-            ..View::default()
-        };
+    async fn read_view(&self) -> Result<View> {
+        let mut view = View::default();
         let mut token = None;
         loop {
             let page = self
