@@ -339,27 +339,20 @@ async fn evict(args: &Args, aws: &Aws) -> Result<(), String> {
     Ok(())
 }
 
-/// Tags each placed instance with its node name (EC2 takes one value per call, so the calls run
-/// 16 at a time), reads their addresses in a few calls, and tells Slurm in one update.
+/// Name tags in flight at once: enough to hide latency, within EC2's per-account request
+/// bucket for CreateTags (the SDK retries what is throttled).
+const TAGS_IN_FLIGHT: usize = 16;
+
+/// Reads the placed instances' addresses in a few calls, tells Slurm in one update, then tags
+/// each instance with its node name (EC2 takes one value per call).
 async fn name_and_address(
     clients: &Regions,
     doc: &PartitionDoc,
     placed: &[hpc_node::resume::Placement],
 ) -> Result<(), String> {
-    let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(16));
-    let mut tasks = tokio::task::JoinSet::new();
-    for p in placed {
-        let ec2 = clients.ec2_for(&doc.pools[p.pool]);
-        let (id, node) = (p.instance.id.clone(), p.node.clone());
-        let permit = limit.clone().acquire_owned().await.map_err(|e| e.to_string())?;
-        tasks.spawn(async move {
-            let _permit = permit;
-            ec2.retag(&[id], &[], &[("hpcforge:node".to_string(), node)]).await
-        });
-    }
-    while let Some(done) = tasks.join_next().await {
-        done.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
-    }
+    // Addresses first: Slurm can reach a node as soon as it knows its address, and the name
+    // tags (one CreateTags per instance, as each value differs) are bookkeeping for suspend
+    // and the sweep that need not hold Slurm up.
     let mut addresses: Vec<(String, String)> = Vec::new();
     for (i, pool) in doc.pools.iter().enumerate() {
         let in_pool: Vec<&hpc_node::resume::Placement> = placed.iter().filter(|p| p.pool == i).collect();
@@ -387,6 +380,20 @@ async fn name_and_address(
             format!("nodeaddr={}", ips.join(",")),
             format!("nodehostname={}", names.join(",")),
         ]);
+    }
+    let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(TAGS_IN_FLIGHT));
+    let mut tasks = tokio::task::JoinSet::new();
+    for p in placed {
+        let ec2 = clients.ec2_for(&doc.pools[p.pool]);
+        let (id, node) = (p.instance.id.clone(), p.node.clone());
+        let permit = limit.clone().acquire_owned().await.map_err(|e| e.to_string())?;
+        tasks.spawn(async move {
+            let _permit = permit;
+            ec2.retag(&[id], &[], &[("hpcforge:node".to_string(), node)]).await
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
     }
     Ok(())
 }
