@@ -9,7 +9,7 @@ EMULATOR := acceptance-tests/emulator
 VENV := $(EMULATOR)/.venv
 PYTHON ?= python3
 
-.PHONY: bench bench-image all build test unit acceptance emulator-test tf-check docs docs-check emulator-venv emulator demo demo-destroy fmt lint clean
+.PHONY: bench bench-provider bench-image bench-build all build test unit acceptance emulator-test tf-check docs docs-check emulator-venv emulator demo demo-destroy fmt lint clean
 
 all: build
 
@@ -76,13 +76,19 @@ clean:
 	$(CARGO) clean
 	rm -rf .demo $(VENV)
 
-## bench: measure the provider (release build) against its anchors; writes bench/results and BENCHMARKS.md
-bench: emulator-venv
+## bench: measure hpcforge (release build) against its anchors; writes bench/results and BENCHMARKS.md
+bench: bench-provider bench-image bench-build
+
+## bench-provider: plans, memory, hpc-node resume and the quickstart apply (about 10 minutes)
+bench-provider: emulator-venv
 	$(CARGO) build --release -p terraform-provider-hpc -p hpc-node -p hpc-image
 	$(PYTHON) bench/bench.py $(TARGET_DIR)/release
-	$(PYTHON) bench/image.py $(TARGET_DIR)/release
 
 ## bench-image: only hpc-image's bake, re-bake and upload measures (root; about 8 minutes)
 bench-image: emulator-venv
 	$(CARGO) build --release -p hpc-node -p hpc-image
 	$(PYTHON) bench/image.py $(TARGET_DIR)/release
+
+## bench-build: cold and warm `cargo build` of the workspace and one `make test` (about 25 minutes)
+bench-build:
+	$(PYTHON) bench/build.py

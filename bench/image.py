@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import RESULTS, ROOT, Emulator, machine, summary, write_markdown  # noqa: E402
+from bench import ROOT, Emulator, machine, summary, save_part  # noqa: E402
 
 TEMPLATE = ROOT / "image-builder/templates/debian-slurm.pkr.hcl"
 
@@ -106,12 +106,7 @@ def main() -> None:
             "disk_bytes": report["disk_bytes"],
             "upload": uploads,
         }
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "image.json").write_text(json.dumps(results, indent=2) + "\n")
-        provider = RESULTS / "provider.json"
-        if provider.exists():
-            write_markdown(json.loads(provider.read_text()))
-        print(json.dumps(results, indent=2))
+        save_part("image", results)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

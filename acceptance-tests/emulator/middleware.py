@@ -198,21 +198,34 @@ def _rest_operation(service: str, environ: dict[str, Any], query: dict[str, list
 
 
 class CallCounter:
+    """Calls per ``service:Action`` and the seconds the emulator spent answering them (so a
+    benchmark can tell the emulator's time from the client's)."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
+        self._seconds: Counter[str] = Counter()
 
     def add(self, key: str) -> None:
         with self._lock:
             self._counts[key] += 1
 
+    def add_time(self, key: str, seconds: float) -> None:
+        with self._lock:
+            self._seconds[key] += seconds
+
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(sorted(self._counts.items()))
 
+    def seconds(self) -> dict[str, float]:
+        with self._lock:
+            return {k: round(v, 4) for k, v in sorted(self._seconds.items())}
+
     def clear(self) -> None:
         with self._lock:
             self._counts.clear()
+            self._seconds.clear()
 
 
 class ControlError(Exception):
@@ -244,7 +257,18 @@ class EmulatorMiddleware:
                 status, headers, body = render_error(call.protocol, outcome.error)
                 start_response(f"{status} Error", headers)
                 return [body]
-        return self.app(environ, start_response)
+        if call is None:
+            return self.app(environ, start_response)
+        started = time.perf_counter()
+        result = self.app(environ, start_response)
+        try:
+            answered = list(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+            self.calls.add_time(call.key, time.perf_counter() - started)
+        return answered
 
     # --- control API ---------------------------------------------------------------------------
 
@@ -266,7 +290,7 @@ class EmulatorMiddleware:
         if route == "/health" and method == "GET":
             return 200, {"status": "ok", "moto_version": moto.__version__, "uptime_s": time.time() - self.started}
         if route == "/calls" and method == "GET":
-            return 200, {"calls": self.calls.snapshot()}
+            return 200, {"calls": self.calls.snapshot(), "seconds": self.calls.seconds()}
         if route == "/calls/reset" and method == "POST":
             self.calls.clear()
             return 200, {"calls": {}}

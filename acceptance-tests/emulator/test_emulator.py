@@ -558,7 +558,7 @@ def test_counts_rest_and_query_calls_and_resets(endpoint: str, ec2: Any) -> None
     calls = control(endpoint, "GET", "/calls")["calls"]
     assert calls == {"s3:CreateBucket": 1, "s3:PutObject": 1, "ec2:DescribeVpcs": 1}
     assert control(endpoint, "POST", "/calls/reset") == {"calls": {}}
-    assert control(endpoint, "GET", "/calls") == {"calls": {}}
+    assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}}
 
 
 def test_reset_clears_state_faults_and_counters(endpoint: str, fsx: Any, network: dict[str, Any]) -> None:
@@ -566,7 +566,7 @@ def test_reset_clears_state_faults_and_counters(endpoint: str, fsx: Any, network
     control(endpoint, "POST", "/faults", {"service": "sts", "code": "Throttling"})
     control(endpoint, "POST", "/reset")
     assert control(endpoint, "GET", "/faults") == {"faults": []}
-    assert control(endpoint, "GET", "/calls") == {"calls": {}}
+    assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}}
     assert fsx.describe_file_systems()["FileSystems"] == []
 
     create_persistent2(fsx, _default_network(endpoint))  # the VPC of `network` went with the reset
@@ -792,3 +792,16 @@ def test_deleting_a_missing_launch_template_is_not_found(ec2: Any) -> None:
     with pytest.raises(ClientError) as err:
         ec2.delete_launch_template(LaunchTemplateId="lt-0123456789abcdef0")
     assert err.value.response["Error"]["Code"] == "InvalidLaunchTemplateId.NotFound"
+
+
+def test_calls_report_the_seconds_spent_answering_them(endpoint: str) -> None:
+    fsx = client(endpoint, "fsx", NO_RETRIES)
+    control(endpoint, "POST", "/calls/reset")
+    fsx.describe_file_systems()
+    fsx.describe_file_systems()
+    report = control(endpoint, "GET", "/calls")
+    assert report["calls"] == {"fsx:DescribeFileSystems": 2}
+    assert set(report["seconds"]) == {"fsx:DescribeFileSystems"}
+    assert 0 < report["seconds"]["fsx:DescribeFileSystems"] < 10
+    control(endpoint, "POST", "/calls/reset")
+    assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}}
