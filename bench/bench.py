@@ -83,6 +83,64 @@ def provider_startup(binary: Path, runs: int) -> dict:
     return summary(samples)
 
 
+def h2_frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def hpack_literal(name: str, value: str) -> bytes:
+    """A header as an HPACK literal without indexing (no Huffman); names and values < 127 bytes."""
+    n, v = name.encode(), value.encode()
+    return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
+
+
+def schema_served(binary: Path, runs: int) -> dict:
+    """Process start until the answer to GetProviderSchema arrives: the handshake, then one gRPC
+    call over plaintext HTTP/2 (what Terraform does first), spoken here by hand."""
+    import socket
+
+    samples = []
+    env = {**os.environ, "TF_PLUGIN_MAGIC_COOKIE": COOKIE, "PLUGIN_PROTOCOL_VERSIONS": "6"}
+    env.pop("PLUGIN_CLIENT_CERT", None)
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([str(binary)], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            line = (proc.stdout.readline() if proc.stdout else b"").decode()
+            parts = line.strip().split("|")
+            if len(parts) < 5 or parts[2] != "tcp" or (len(parts) > 5 and parts[5]):
+                sys.exit(f"unexpected handshake (plaintext tcp expected): {line!r}")
+            host, port = parts[3].rsplit(":", 1)
+            with socket.create_connection((host, int(port)), timeout=10) as sock:
+                headers = b"".join(hpack_literal(k, v) for k, v in [
+                    (":method", "POST"), (":scheme", "http"), (":path", "/tfplugin6.Provider/GetProviderSchema"),
+                    (":authority", parts[3]), ("content-type", "application/grpc"), ("te", "trailers")])
+                sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, b"")
+                             + h2_frame(1, 0x4, 1, headers) + h2_frame(0, 0x1, 1, b"\x00" * 5))
+                buf, data, done = b"", b"", False
+                while not done:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        sys.exit("the provider closed the connection before answering GetProviderSchema")
+                    buf += chunk
+                    while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                        length, kind, flags = int.from_bytes(buf[:3], "big"), buf[3], buf[4]
+                        stream = int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+                        if kind == 4 and not flags & 1:  # the server's settings: acknowledge
+                            sock.sendall(h2_frame(4, 1, 0, b""))
+                        if kind == 0 and stream == 1:
+                            data += buf[9:9 + length]
+                        if stream == 1 and flags & 1:  # END_STREAM: the trailers, the call is over
+                            done = True
+                        buf = buf[9 + length:]
+            samples.append(time.perf_counter() - t0)
+            if b"hpc_partition" not in data:
+                sys.exit(f"GetProviderSchema answered without the schema ({len(data)} bytes)")
+        finally:
+            proc.kill()
+            proc.wait()
+    return summary(samples)
+
+
 def terraform(workdir: Path, env: dict, *args: str) -> float:
     t0 = time.perf_counter()
     out = subprocess.run(["terraform", *args], cwd=workdir, env=env, capture_output=True, text=True)
@@ -403,7 +461,9 @@ def write_markdown(results: dict) -> None:
         "## Provider: plans, refreshes, memory",
         "",
         *HEADER,
-        row("provider start → serving (s)", s),
+        row("provider start → serving (handshake printed) (s)", s),
+        *([row("provider start → GetProviderSchema answered (s)", results["schema_served_s"])]
+          if "schema_served_s" in results else []),
     ]
     for par in (1, 10):
         r = p[f"plan_parallelism_{par}"]
@@ -575,6 +635,7 @@ def main() -> None:
     results = {
         "machine": machine(),
         "provider_startup_s": provider_startup(binary, 20),
+        "schema_served_s": schema_served(binary, 20),
         "plan": plan_many(args.provider_dir.resolve(), args.resources, args.runs),
         "resume": resume_median(args.provider_dir.resolve(), args.nodes, True, args.runs),
         "resume_without_ice": resume_median(args.provider_dir.resolve(), args.nodes, False, args.runs),
