@@ -99,6 +99,7 @@ def main() -> None:
             "full_bake_and_verify_s": round(full_s, 1),
             "verify_boot_s": verify_s,
             "accelerator": report["verify"]["accelerator"],
+            "kvm_device": os.path.exists("/dev/kvm"),
             "step_seconds": steps,
             "rebake_last_step_s": summary(rebakes),
             "rebake_layers_reused": rebake_report["layers_reused"],
