@@ -111,19 +111,30 @@ fn versions(ws: &Workspace) -> Vec<(String, Value)> {
     out
 }
 
-fn ssm_parameters(emu: &Emulator) -> Vec<String> {
-    let auth =
-        "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/ssm/aws4_request, SignedHeaders=host, Signature=0";
-    let r = acceptance_tests::http(
+/// A JSON 1.1 call to the emulator (SSM, Secrets Manager) as `target` (e.g. AmazonSSM.GetParameter).
+fn json_call(emu: &Emulator, service: &str, target: &str, body: &Value) -> acceptance_tests::HttpResponse {
+    let auth = format!(
+        "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=0"
+    );
+    acceptance_tests::http(
         emu.port,
         "POST",
         "/",
         &[
             ("Content-Type", "application/x-amz-json-1.1"),
-            ("X-Amz-Target", "AmazonSSM.GetParametersByPath"),
-            ("Authorization", auth),
+            ("X-Amz-Target", target),
+            ("Authorization", &auth),
         ],
-        &json!({"Path": "/hpcforge", "Recursive": true}).to_string(),
+        &body.to_string(),
+    )
+}
+
+fn ssm_parameters(emu: &Emulator) -> Vec<String> {
+    let r = json_call(
+        emu,
+        "ssm",
+        "AmazonSSM.GetParametersByPath",
+        &json!({"Path": "/hpcforge", "Recursive": true}),
     );
     let v: Value = serde_json::from_str(&r.body).unwrap_or_default();
     let mut names: Vec<String> = v["Parameters"]
@@ -139,17 +150,11 @@ fn ssm_parameters(emu: &Emulator) -> Vec<String> {
 }
 
 fn secret_value_b64(emu: &Emulator, id: &str) -> String {
-    let auth = "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/secretsmanager/aws4_request, SignedHeaders=host, Signature=0";
-    let r = acceptance_tests::http(
-        emu.port,
-        "POST",
-        "/",
-        &[
-            ("Content-Type", "application/x-amz-json-1.1"),
-            ("X-Amz-Target", "secretsmanager.GetSecretValue"),
-            ("Authorization", auth),
-        ],
-        &json!({ "SecretId": id }).to_string(),
+    let r = json_call(
+        emu,
+        "secretsmanager",
+        "secretsmanager.GetSecretValue",
+        &json!({ "SecretId": id }),
     );
     let v: Value = serde_json::from_str(&r.body).unwrap_or_default();
     v["SecretBinary"].as_str().unwrap_or_default().to_string()
@@ -340,28 +345,20 @@ fn partition_drift_and_disappearance_are_detected() {
     ));
     ws.apply();
     // Someone edits the published document by hand.
-    let auth =
-        "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/ssm/aws4_request, SignedHeaders=host, Signature=0";
-    let get = acceptance_tests::http(
-        emu.port,
-        "POST",
-        "/",
-        &[
-            ("Content-Type", "application/x-amz-json-1.1"),
-            ("X-Amz-Target", "AmazonSSM.GetParameter"),
-            ("Authorization", auth),
-        ],
-        &json!({"Name": "/hpcforge/clusters/research/partitions/cpu"}).to_string(),
+    let get = json_call(
+        &emu,
+        "ssm",
+        "AmazonSSM.GetParameter",
+        &json!({"Name": "/hpcforge/clusters/research/partitions/cpu"}),
     );
     let v: Value = serde_json::from_str(&get.body).expect("json");
     let mut doc: Value = serde_json::from_str(v["Parameter"]["Value"].as_str().expect("value")).expect("doc");
     doc["max_nodes"] = json!(99);
-    let put = acceptance_tests::http(
-        emu.port,
-        "POST",
-        "/",
-        &[("Content-Type", "application/x-amz-json-1.1"), ("X-Amz-Target", "AmazonSSM.PutParameter"), ("Authorization", auth)],
-        &json!({"Name": "/hpcforge/clusters/research/partitions/cpu", "Value": doc.to_string(), "Type": "String", "Overwrite": true}).to_string(),
+    let put = json_call(
+        &emu,
+        "ssm",
+        "AmazonSSM.PutParameter",
+        &json!({"Name": "/hpcforge/clusters/research/partitions/cpu", "Value": doc.to_string(), "Type": "String", "Overwrite": true}),
     );
     assert_eq!(put.status, 200, "{}", put.body);
     let plan = ws.plan();
@@ -371,16 +368,11 @@ fn partition_drift_and_disappearance_are_detected() {
     ws.assert_no_changes();
 
     // Deleted out of band: planned for creation again.
-    let del = acceptance_tests::http(
-        emu.port,
-        "POST",
-        "/",
-        &[
-            ("Content-Type", "application/x-amz-json-1.1"),
-            ("X-Amz-Target", "AmazonSSM.DeleteParameter"),
-            ("Authorization", auth),
-        ],
-        &json!({"Name": "/hpcforge/clusters/research/partitions/cpu"}).to_string(),
+    let del = json_call(
+        &emu,
+        "ssm",
+        "AmazonSSM.DeleteParameter",
+        &json!({"Name": "/hpcforge/clusters/research/partitions/cpu"}),
     );
     assert_eq!(del.status, 200);
     let plan = ws.plan();
@@ -922,18 +914,11 @@ resource "hpc_partition" "p" {{
         assert!(total <= 6, "{parallelism}: {total} calls for 15 resources: {calls:?}");
     }
     // Out-of-band changes still show: a partition's document deleted, a head node terminated.
-    let auth =
-        "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/ssm/aws4_request, SignedHeaders=host, Signature=0";
-    let del = acceptance_tests::http(
-        emu.port,
-        "POST",
-        "/",
-        &[
-            ("Content-Type", "application/x-amz-json-1.1"),
-            ("X-Amz-Target", "AmazonSSM.DeleteParameter"),
-            ("Authorization", auth),
-        ],
-        &json!({"Name": "/hpcforge/clusters/many-1/partitions/p2"}).to_string(),
+    let del = json_call(
+        &emu,
+        "ssm",
+        "AmazonSSM.DeleteParameter",
+        &json!({"Name": "/hpcforge/clusters/many-1/partitions/p2"}),
     );
     assert_eq!(del.status, 200, "{}", del.body);
     let head = ws.resource("hpc_cluster.c[2]")["head_node_instance_id"]
