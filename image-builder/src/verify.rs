@@ -65,12 +65,6 @@ pub fn parse_results(text: &str) -> Option<Vec<CheckResult>> {
 /// or two when KVM works; under software emulation within about ten).
 const KVM_SIGN_OF_LIFE: Duration = Duration::from_secs(40);
 
-/// The exit status standing for "KVM did not run the machine" (as if qemu had failed).
-fn kvm_unusable_status() -> std::process::ExitStatus {
-    use std::os::unix::process::ExitStatusExt;
-    std::process::ExitStatus::from_raw(1 << 8)
-}
-
 fn kvm_usable() -> bool {
     fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok()
 }
@@ -113,31 +107,28 @@ impl Boot<'_> {
         let mut accel = if kvm_usable() { "kvm" } else { "tcg" };
         let started = Instant::now();
         let mut child = self.spawn(accel, &vars, &console, &results)?;
-        let mut waited = if accel == "kvm" {
-            // KVM can be present yet unusable: seen here as an MSR assertion at start (qemu
-            // exits) and as a machine that never runs (not a byte on the serial console).
-            let first = tokio::time::timeout(KVM_SIGN_OF_LIFE.min(self.timeout), child.wait()).await;
-            let silent = first.is_err() && fs::metadata(&console).map(|m| m.len() == 0).unwrap_or(true);
-            if silent {
+        let first_window = if accel == "kvm" {
+            KVM_SIGN_OF_LIFE.min(self.timeout)
+        } else {
+            self.timeout
+        };
+        let mut waited = tokio::time::timeout(first_window, child.wait()).await;
+        // KVM can be present yet unusable: seen here as an MSR assertion at start (qemu exits
+        // at once) and as a machine that never runs (not a byte on the serial console).
+        let kvm_failed = accel == "kvm"
+            && match &waited {
+                Ok(Ok(status)) => !status.success(),
+                Err(_) => fs::metadata(&console).map(|m| m.len() == 0).unwrap_or(true),
+                Ok(Err(_)) => false,
+            };
+        if kvm_failed {
+            if waited.is_err() {
                 let _ = child.kill().await;
                 eprintln!(
                     "    no output from the machine under KVM within {}s; booting it again under software emulation",
                     KVM_SIGN_OF_LIFE.as_secs()
                 );
-                Ok(Ok(kvm_unusable_status()))
-            } else if first.is_err() {
-                tokio::time::timeout(self.timeout.saturating_sub(started.elapsed()), child.wait()).await
-            } else {
-                first
             }
-        } else {
-            tokio::time::timeout(self.timeout, child.wait()).await
-        };
-        // Boot again under software emulation when KVM failed at the start.
-        if accel == "kvm"
-            && matches!(&waited, Ok(Ok(s)) if !s.success())
-            && started.elapsed() < KVM_SIGN_OF_LIFE + Duration::from_secs(15)
-        {
             accel = "tcg";
             for f in [&console, &results] {
                 let _ = fs::remove_file(f);
@@ -145,6 +136,9 @@ impl Boot<'_> {
             fs::copy(OVMF_VARS, &vars).map_err(|e| BuildError::new(format!("copying OVMF vars: {e}")))?;
             child = self.spawn(accel, &vars, &console, &results)?;
             waited = tokio::time::timeout(self.timeout, child.wait()).await;
+        } else if waited.is_err() && first_window < self.timeout {
+            // Alive under KVM: the rest of the time.
+            waited = tokio::time::timeout(self.timeout.saturating_sub(started.elapsed()), child.wait()).await;
         }
         let read = |p: &Path| {
             fs::read(p)

@@ -882,7 +882,7 @@ impl Ec2 {
 
     /// Makes the tags of every given resource go from `old` to `new`.
     pub async fn retag(&self, ids: &[String], old: &[(String, String)], new: &[(String, String)]) -> Result<()> {
-        let _changing = self.changing_instances();
+        let _changing = self.tagged.changing();
         let ids: Vec<String> = ids.iter().filter(|i| !i.is_empty()).cloned().collect();
         if ids.is_empty() {
             return Ok(());
@@ -1279,7 +1279,7 @@ impl Ec2 {
         client_token: &str,
         tags: &[(String, String)],
     ) -> Result<String> {
-        let _changing = self.changing_instances();
+        let _changing = self.tagged.changing();
         let out = self
             .client
             .run_instances()
@@ -1302,19 +1302,6 @@ impl Ec2 {
             .and_then(|i| i.instance_id())
             .map(str::to_string)
             .ok_or_else(|| AwsError::new(self.ctx("launching instance"), None, "no instance in the response"))
-    }
-
-    /// Marks the instance views stale now and again when the returned guard drops (after the
-    /// change, on every path out of the caller).
-    fn changing_instances(&self) -> impl Drop + '_ {
-        struct Changing<'a>(&'a Views<std::collections::HashMap<String, InstanceInfo>>);
-        impl Drop for Changing<'_> {
-            fn drop(&mut self) {
-                self.0.changed();
-            }
-        }
-        self.tagged.changed();
-        Changing(&self.tagged)
     }
 
     /// An instance for a refresh, through a view of every live instance carrying `tag_key`
@@ -1367,7 +1354,7 @@ impl Ec2 {
 
     /// Asks EC2 to terminate instances without waiting; missing ones count as terminated.
     pub async fn request_termination(&self, ids: &[String]) -> Result<()> {
-        let _changing = self.changing_instances();
+        let _changing = self.tagged.changing();
         if ids.is_empty() {
             return Ok(());
         }
@@ -1403,7 +1390,7 @@ impl Ec2 {
     /// Launches up to `count` instances with an instant fleet. EC2 answers capacity problems
     /// per override inside a successful response; they come back in `errors`.
     pub async fn launch_fleet(&self, req: &FleetRequest) -> Result<FleetOutcome> {
-        let _changing = self.changing_instances();
+        let _changing = self.tagged.changing();
         use aws_sdk_ec2::types::{
             DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest,
             FleetLaunchTemplateSpecificationRequest, FleetOnDemandAllocationStrategy, FleetType,

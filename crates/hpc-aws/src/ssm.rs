@@ -77,7 +77,7 @@ impl Ssm {
                 format!("{} bytes; the limit is {MAX_VALUE_BYTES}", value.len()),
             ));
         }
-        self.views.changed();
+        let _changing = self.views.changing();
         let tier = if value.len() > 4096 {
             ParameterTier::Advanced
         } else {
@@ -108,8 +108,6 @@ impl Ssm {
                 .await
                 .map_err(|e| AwsError::from_sdk(self.ctx("tagging", name), &e))?;
         }
-        // Again after the write: a view read while it was in flight may hold the old value.
-        self.views.changed();
         Ok(res.version())
     }
 
@@ -154,10 +152,8 @@ impl Ssm {
 
     /// Deletes the parameter; a missing one counts as deleted.
     pub async fn delete(&self, name: &str) -> Result<()> {
-        self.views.changed();
-        let res = self.client.delete_parameter().name(name).send().await;
-        self.views.changed();
-        match res {
+        let _changing = self.views.changing();
+        match self.client.delete_parameter().name(name).send().await {
             Ok(_) => Ok(()),
             Err(e) => AwsError::from_sdk(self.ctx("deleting", name), &e).or_ok_if(&["ParameterNotFound"], ()),
         }

@@ -52,11 +52,25 @@ impl<T> std::fmt::Debug for Views<T> {
     }
 }
 
+/// Held while this process changes something (see [`Views::changing`]).
+pub(crate) struct Changing<'a, T>(&'a Views<T>);
+
+impl<T> Drop for Changing<'_, T> {
+    fn drop(&mut self) {
+        self.0.changed();
+    }
+}
+
 impl<T> Views<T> {
-    /// Marks every view stale. Call it before a change and again after it: a view read while
-    /// the change was in flight may hold the old value.
-    pub(crate) fn changed(&self) {
+    fn changed(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Marks every view stale now and again when the guard drops, on every way out of the
+    /// change: a view read while the change was in flight may hold the old value.
+    pub(crate) fn changing(&self) -> Changing<'_, T> {
+        self.changed();
+        Changing(self)
     }
 
     /// The view under `key`, read with `load` when there is none, it is older than
@@ -114,9 +128,19 @@ mod tests {
         assert_eq!(loads.load(Ordering::SeqCst), 1, "eight readers, one load");
         // Another key is its own view.
         assert_eq!(*read(views.clone(), loads.clone(), "b").await.expect("view"), 2);
-        views.changed();
+        drop(views.changing());
         assert_eq!(*read(views.clone(), loads.clone(), "a").await.expect("view"), 3);
         assert_eq!(*read(views.clone(), loads.clone(), "a").await.expect("view"), 3);
+    }
+
+    #[tokio::test]
+    async fn a_view_taken_during_a_change_is_stale_once_the_change_is_over() {
+        let views: Views<u32> = Views::default();
+        let change = views.changing();
+        assert_eq!(*views.get("k", || async { Ok(1) }).await.expect("view"), 1);
+        assert_eq!(*views.get("k", || async { Ok(2) }).await.expect("view"), 1);
+        drop(change);
+        assert_eq!(*views.get("k", || async { Ok(3) }).await.expect("view"), 3);
     }
 
     #[tokio::test]

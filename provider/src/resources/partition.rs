@@ -406,10 +406,6 @@ impl Published {
             .transpose()
     }
 
-    fn partition(&self, name: &str) -> Option<&hpc_aws::ssm::Parameter> {
-        self.params.get(&desired_state::partition_param(&self.cluster, name))
-    }
-
     /// The other partitions of the cluster, as published.
     fn other_partitions(&self, this: &str) -> Vec<PartitionDoc> {
         let prefix = format!("{}/", desired_state::partitions_path(&self.cluster));
@@ -729,23 +725,22 @@ impl Resource for HpcPartition {
         let (Some(cluster), Some(name)) = (string(req.state.attr("cluster_id")), string(req.state.attr("name"))) else {
             return Ok(None);
         };
-        let published = Published::read(clients, &cluster).await?;
-        let param = match published.partition(&name) {
-            Some(p) => Some(p.clone()),
-            // Not in the view: confirmed directly before the partition is reported gone.
-            None => clients
-                .ssm
-                .get(&desired_state::partition_param(&cluster, &name))
-                .await
-                .map_err(|e| aws_diag("Cannot read partition", &e))?,
-        };
+        let param = clients
+            .ssm
+            .get_viewed(
+                &desired_state::cluster_prefix(&cluster),
+                &desired_state::partition_param(&cluster, &name),
+            )
+            .await
+            .map_err(|e| aws_diag("Cannot read partition", &e))?;
         let Some(param) = param else { return Ok(None) };
         let Ok(doc) = serde_json::from_str::<PartitionDoc>(&param.value) else {
             return Err(Diagnostic::error("The partition's desired state is not readable", param.name).into());
         };
         // What the agent acts on is the published document: state is read from it.
         let mut s = value_of_doc(&doc, param.version, &req.state, &clients.default_tags);
-        let cdoc = published.cluster_doc()?;
+        // The same view of the cluster's parameters: no further call.
+        let cdoc = Published::read(clients, &cluster).await?.cluster_doc()?;
         let diags = set_derived(&mut s, &doc, cdoc.as_ref(), &clients.price_overrides);
         if diags.has_errors() {
             return Err(diags);

@@ -271,11 +271,6 @@ impl Fsx {
         }
     }
 
-    /// Marks the region-wide view stale: this process is about to change something.
-    fn changed(&self) {
-        self.views.changed();
-    }
-
     /// A file system and its associations for a refresh. Concurrent and successive refreshes
     /// share one region-wide view (DescribeFileSystems and DescribeDataRepositoryAssociations,
     /// paginated), read again after [`crate::view::VIEW_TTL`] or any change made here. A file system the
@@ -357,7 +352,7 @@ impl Fsx {
 
     /// Creates a Lustre file system (not waiting for it). `token` makes retries idempotent.
     pub async fn create_lustre(&self, spec: &LustreSpec, token: &str) -> Result<LustreFileSystem> {
-        self.changed();
+        let _changing = self.views.changing();
         let lustre = CreateFileSystemLustreConfiguration::builder()
             .set_weekly_maintenance_start_time(spec.weekly_maintenance_start_time.clone())
             .set_import_path(spec.import_path.clone())
@@ -502,7 +497,7 @@ impl Fsx {
         new: &LustreSpec,
         timeout: Duration,
     ) -> Result<Option<LustreFileSystem>> {
-        self.changed();
+        let _changing = self.views.changing();
         let mut last = None;
         for step in update_steps(old, new) {
             let mut req = self.client.update_file_system().file_system_id(id);
@@ -526,7 +521,7 @@ impl Fsx {
         skip_final_backup: bool,
         final_backup_tags: &[(String, String)],
     ) -> Result<()> {
-        self.changed();
+        let _changing = self.views.changing();
         let mut conf = DeleteFileSystemLustreConfiguration::builder().skip_final_backup(skip_final_backup);
         if !skip_final_backup && !final_backup_tags.is_empty() {
             conf = conf.set_final_backup_tags(Some(tags_to_sdk(final_backup_tags)));
@@ -553,7 +548,7 @@ impl Fsx {
 
     /// Makes the resource's tags equal to `new` (from `old`).
     pub async fn update_tags(&self, arn: &str, old: &[(String, String)], new: &[(String, String)]) -> Result<()> {
-        self.changed();
+        let _changing = self.views.changing();
         let removed: Vec<String> = old
             .iter()
             .filter(|(k, _)| !new.iter().any(|(nk, _)| nk == k))
@@ -584,7 +579,7 @@ impl Fsx {
     /// Starts a task that releases, from the file system, files under `paths` not accessed
     /// for `days` (their data stays in S3). Returns the task id.
     pub async fn start_release_task(&self, fs_id: &str, paths: &[String], days: i64) -> Result<String> {
-        self.changed();
+        let _changing = self.views.changing();
         use aws_sdk_fsx::types::{
             CompletionReport, DataRepositoryTaskType, DurationSinceLastAccess, ReleaseConfiguration, Unit,
         };
@@ -639,7 +634,7 @@ impl Fsx {
         token: &str,
         tags: &[(String, String)],
     ) -> Result<DataRepositoryAssociation> {
-        self.changed();
+        let _changing = self.views.changing();
         let out = self
             .client
             .create_data_repository_association()
@@ -666,7 +661,7 @@ impl Fsx {
     }
 
     pub async fn update_data_repository(&self, id: &str, spec: &DataRepositorySpec) -> Result<()> {
-        self.changed();
+        let _changing = self.views.changing();
         self.client
             .update_data_repository_association()
             .association_id(id)
@@ -679,7 +674,7 @@ impl Fsx {
     }
 
     pub async fn delete_data_repository(&self, id: &str, delete_data: bool) -> Result<()> {
-        self.changed();
+        let _changing = self.views.changing();
         let res = self
             .client
             .delete_data_repository_association()
