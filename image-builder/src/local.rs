@@ -266,13 +266,17 @@ impl Drop for Chroot {
 
 /// Mount points at or under `root` (from /proc/self/mountinfo), deepest first.
 pub fn mounts_under(root: &Path) -> Vec<PathBuf> {
+    // mountinfo holds absolute paths: a relative root (the default `output/<source>`) must be too.
+    let root = fs::canonicalize(root)
+        .or_else(|_| std::path::absolute(root))
+        .unwrap_or_else(|_| root.to_path_buf());
     let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let mut found: Vec<PathBuf> = text
         .lines()
         .filter_map(|l| l.split(' ').nth(4))
         .map(unescape_mount_path)
         .map(PathBuf::from)
-        .filter(|p| p.starts_with(root))
+        .filter(|p| p.starts_with(&root))
         .collect();
     found.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     found.dedup();
@@ -637,6 +641,10 @@ test -s /etc/machine-id || { echo "machine-id was not generated at boot"; exit 1
 ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1 || { echo "no SSH host keys were generated at boot"; exit 1; }
 systemctl is-active --quiet ssh.service || { systemctl status --no-pager ssh.service; exit 1; }
 command -v cloud-init >/dev/null || { echo "cloud-init is missing"; exit 1; }
+resolv=$(readlink /etc/resolv.conf || true)
+[ "$resolv" = ../run/systemd/resolve/stub-resolv.conf ] || { echo "/etc/resolv.conf is not systemd-resolved's stub: $(ls -l /etc/resolv.conf)"; exit 1; }
+want=$(sed -n 's/^locale: *//p' /etc/cloud/cloud.cfg.d/*.cfg | tail -n 1)
+locale -a | grep -qix "$(printf '%s' "${want:-C.UTF-8}" | sed 's/UTF-8$/utf8/')" || { echo "cloud-init's locale ${want:-unset} is not generated (locale -a: $(locale -a | tr '\n' ' '))"; exit 1; }
 echo "system state: $(systemctl is-system-running || true)"
 systemctl --failed --no-pager --no-legend || true
 "#;
@@ -807,9 +815,32 @@ impl LocalBuild<'_> {
             check: None,
             args: Default::default(),
         };
-        let chroot = Chroot::enter(root)?;
-        chroot.run_step(&step, log).await
+        {
+            let chroot = Chroot::enter(root)?;
+            chroot.run_step(&step, log).await?;
+        }
+        write_platform_files(root)
     }
+}
+
+/// cloud-init's locale step: the locale every image has (en_US.UTF-8, cloud-init's default, is
+/// not generated in a minimal root, so the step failed and left the system degraded).
+const CLOUD_LOCALE: &str = "# hpc-image: C.UTF-8 exists in every glibc; en_US.UTF-8 is not generated\nlocale: C.UTF-8\n";
+const STUB_RESOLV: &str = "../run/systemd/resolve/stub-resolv.conf";
+
+/// What the image says of its own DNS and locale, written after the last chroot has put back
+/// the resolv.conf it found (debootstrap's copy of the build host's, a resolver no VPC has):
+/// /etc/resolv.conf becomes systemd-resolved's stub, which serves the DNS the instance's
+/// network gives it.
+fn write_platform_files(root: &Path) -> Result<()> {
+    let resolv = root.join(RESOLV);
+    if resolv.symlink_metadata().is_ok() {
+        fs::remove_file(&resolv).map_err(io("removing the build's resolv.conf"))?;
+    }
+    std::os::unix::fs::symlink(STUB_RESOLV, &resolv).map_err(io("linking resolv.conf to systemd-resolved"))?;
+    let cloud = root.join("etc/cloud/cloud.cfg.d");
+    fs::create_dir_all(&cloud).map_err(io("creating etc/cloud/cloud.cfg.d"))?;
+    fs::write(cloud.join("01-hpcforge-locale.cfg"), CLOUD_LOCALE).map_err(io("writing the cloud-init locale"))
 }
 
 /// Copies `src` into `dst` at `offset`, writing only non-zero chunks (the disk stays sparse).
@@ -905,6 +936,15 @@ mod tests {
     fn mount_paths_are_unescaped() {
         assert_eq!(unescape_mount_path("/var/tmp/a\\040b/proc"), "/var/tmp/a b/proc");
         assert_eq!(unescape_mount_path("/plain"), "/plain");
+    }
+
+    #[test]
+    fn mounts_under_a_relative_path_are_found() {
+        let cwd = std::env::current_dir().expect("cwd");
+        let up = "../".repeat(cwd.components().count() - 1);
+        let relative = PathBuf::from(format!("{up}proc"));
+        assert!(relative.is_relative());
+        assert!(mounts_under(&relative).contains(&PathBuf::from("/proc")));
     }
 
     #[test]
