@@ -465,6 +465,36 @@ def forget_snapshot(account_id: str, region: str, snapshot_id: str) -> None:
         backend.forget(snapshot_id)
 
 
+def has_blocks(account_id: str, region: str, snapshot_id: str) -> bool:
+    """Whether a snapshot was written (or copied from one written) through the EBS direct APIs."""
+    backend = ebs_direct_backends[account_id][region]
+    with backend.lock:
+        return snapshot_id in backend.snapshots
+
+
+def snapshot_blocks(account_id: str, region: str, snapshot_id: str) -> tuple[int, list[tuple[int, bytes]]]:
+    """A completed snapshot's size in bytes and its non-zero blocks (index, data), for booting it.
+
+    Raises EbsError when the snapshot is unknown, not completed, or lost block data to the budget.
+    """
+    backend = ebs_direct_backends[account_id][region]
+    with backend.lock:
+        snapshot = backend.readable(snapshot_id)
+        blocks = sorted(snapshot.visible_blocks().items())
+        size = snapshot.volume_size << 30
+    out = []
+    for index, block in blocks:
+        if block.zero:
+            continue
+        if block.data is None:
+            raise EbsError(
+                "InternalServerException",
+                f"block {index} of {snapshot_id} was not kept (over the emulator's block store budget)",
+            )
+        out.append((index, block.data))
+    return size, out
+
+
 def share_blocks(account_id: str, source_region: str, source_id: str, region: str, copy: TimedSnapshot) -> None:
     """Makes the blocks of a snapshot written here readable from its copy (CopyImage) as well."""
     source_backend = ebs_direct_backends[account_id][source_region]

@@ -18,6 +18,7 @@ moto's EC2 handler that adds or replaces these actions:
 from __future__ import annotations
 
 import copy
+import datetime
 import math
 import time
 import uuid
@@ -297,17 +298,16 @@ class EmulatorEC2Response(ImageActions, EC2Response):
                 break
             error = self._pool_error(pool, market)
             if error is not None:
-                errors.append(
-                    {
-                        "LaunchTemplateAndOverrides": pool.described(),
-                        "Lifecycle": market,
-                        "ErrorCode": error.code,
-                        "ErrorMessage": error.message,
-                    }
-                )
+                errors.append(self._pool_failure(pool, market, error.code, error.message))
                 continue
             count = math.ceil(remaining / pool.weight)
-            instances = self._launch(pool, count, market, fleet.id, tags)
+            try:
+                instances = self._launch(pool, count, market, fleet.id, tags)
+            except EC2ClientError as err:
+                if err.code != "InsufficientInstanceCapacity":  # boot mode: past the machine budget
+                    raise
+                errors.append(self._pool_failure(pool, market, err.code, err.message))
+                continue
             # moto's fleet keeps spot and on-demand instances alike here for Describe/DeleteFleets.
             fleet.on_demand_instances += [{"id": i.id, "instance": i, "launch_spec": None} for i in instances]
             fleet.fulfilled_capacity += count * pool.weight
@@ -321,6 +321,15 @@ class EmulatorEC2Response(ImageActions, EC2Response):
                 }
             )
         return errors, launched
+
+    @staticmethod
+    def _pool_failure(pool: CapacityPool, market: str, code: str, message: str) -> dict[str, Any]:
+        return {
+            "LaunchTemplateAndOverrides": pool.described(),
+            "Lifecycle": market,
+            "ErrorCode": code,
+            "ErrorMessage": message,
+        }
 
     def _capacity_pools(self, config: dict[str, Any]) -> list[CapacityPool]:
         spec = config.get("LaunchTemplateSpecification", {})
@@ -412,6 +421,19 @@ class EmulatorEC2Response(ImageActions, EC2Response):
                     iam_instance_profile_arn=profile.get("Arn"),
                 )
         return reservation.instances
+
+    def get_console_output(self) -> Any:
+        """Boot mode: the machine's own console (base64, as EC2 sends it); else moto's."""
+        import boot
+
+        instance_id = self._get_param("InstanceId")
+        output = boot.console_output(instance_id) if boot.MANAGER else None
+        if output is None:
+            return super().get_console_output()
+        self.ec2_backend.get_instance(instance_id)
+        return ActionResult(
+            {"InstanceId": instance_id, "Timestamp": datetime.datetime.now(datetime.timezone.utc), "Output": output}
+        )
 
     # --- launch templates -----------------------------------------------------------------------
 

@@ -30,7 +30,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--image-delay", type=float, default=1.0, metavar="SECONDS", help="image pending -> available")
     parser.add_argument("--seed", type=int, default=0, help="seed of the RNG behind ratio fault rules")
     parser.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    parser.add_argument(
+        "--boot-instances", action="store_true",
+        help="boot a real machine (systemd-nspawn) per EC2 instance from its AMI's disk; needs root",
+    )
+    parser.add_argument(
+        "--machine-budget", type=int, default=None, metavar="N",
+        help="boot mode: machines at once (default: memory / 384 MiB, at most 64); past it launches get "
+        "InsufficientInstanceCapacity",
+    )
+    parser.add_argument(
+        "--boot-dir", default="/var/tmp/hpcemu", metavar="DIR",
+        help="boot mode: where machines, disks and shared file systems live (default /var/tmp/hpcemu)",
+    )
     args = parser.parse_args(argv)
+    if args.machine_budget is not None and args.machine_budget < 1:
+        parser.error("--machine-budget must be at least 1")
     if not 0 <= args.port <= 65535:
         parser.error("--port must be between 0 and 65535")
     for name in ("fsx_create_delay", "fsx_update_delay", "fsx_delete_delay", "snapshot_delay", "image_delay"):
@@ -45,6 +60,22 @@ def write_port_file(path: str, port: int) -> None:
     with open(temporary, "w", encoding="utf-8") as handle:
         handle.write(f"{port}\n")
     os.replace(temporary, path)
+
+
+def start_boot_mode(args: argparse.Namespace, app: object) -> object | None:
+    """Checks what boot mode needs, removes what crashed runs left, installs the machines."""
+    import boot
+    from machines import MachineManager, default_budget
+
+    missing = boot.missing_prerequisites()
+    if missing:
+        print(f"emulator: --boot-instances needs: {', '.join(missing)}", file=sys.stderr)
+        return None
+    for stale in boot.clean_stale(args.boot_dir):
+        print(f"emulator: removed what an earlier run left: {args.boot_dir}/{stale}", file=sys.stderr)
+    manager = MachineManager(args.boot_dir, args.machine_budget or default_budget(), app)
+    boot.install(manager)
+    return manager
 
 
 def main(argv: list[str]) -> int:
@@ -76,6 +107,11 @@ def main(argv: list[str]) -> int:
     ec2.install()
     ebs.install()
     app = EmulatorMiddleware(DomainDispatcherApplication(create_backend_app))
+    manager = None
+    if args.boot_instances:
+        manager = start_boot_mode(args, app)
+        if manager is None:
+            return 2
     try:
         server = make_server(args.host, args.port, app, threaded=True, request_handler=MotoRequestHandler)
     except OSError as err:
@@ -99,6 +135,8 @@ def main(argv: list[str]) -> int:
     print(f"emulator listening on http://{host}:{port}", flush=True)
 
     stop.wait()
+    if manager is not None:
+        manager.close()
     server.shutdown()
     server.server_close()
     serving.join()

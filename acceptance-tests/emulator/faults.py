@@ -23,7 +23,12 @@ from xml.sax.saxutils import escape
 
 MATCH_KEYS = ("AvailabilityZone", "InstanceType", "SubnetId", "Lifecycle")
 MATCH_ACTIONS = ("RunInstances", "CreateFleet")
-RULE_KEYS = {"service", "action", "code", "message", "http_status", "count", "ratio", "latency_ms", "match"}
+RULE_KEYS = {
+    "service", "action", "code", "message", "http_status", "count", "ratio", "latency_ms", "match", "boot", "delay_s",
+}
+# Boot faults (boot mode): what happens to the machines of matching launches.
+BOOT_FAULTS = ("never-arrives", "dies-at-boot", "spot-interruption")
+BOOT_DELAY_DEFAULTS = {"never-arrives": 0.0, "dies-at-boot": 2.0, "spot-interruption": 120.0}
 
 
 class FaultRuleError(ValueError):
@@ -50,6 +55,8 @@ class FaultRule:
     ratio: float | None
     latency_s: float
     match: dict[str, str] | None
+    boot: str | None = None
+    delay_s: float = 0.0
     fired: int = 0
 
     @classmethod
@@ -75,8 +82,9 @@ class FaultRule:
         latency_ms = raw.get("latency_ms", 0)
         if isinstance(latency_ms, bool) or not isinstance(latency_ms, (int, float)) or latency_ms < 0:
             raise FaultRuleError("'latency_ms' must be a non-negative number")
-        if code is None and not latency_ms:
-            raise FaultRuleError("a rule needs a 'code' (to fail) or 'latency_ms' (to delay), or both")
+        boot, delay_s = _boot_fault(raw, service, action, code)
+        if code is None and not latency_ms and boot is None:
+            raise FaultRuleError("a rule needs a 'code' (to fail), 'latency_ms' (to delay) or 'boot' (a machine fault)")
         http_status = raw.get("http_status", default_http_status(code or ""))
         if isinstance(http_status, bool) or not isinstance(http_status, int) or not 400 <= http_status <= 599:
             raise FaultRuleError("'http_status' must be an integer between 400 and 599")
@@ -94,24 +102,30 @@ class FaultRule:
             ratio=float(ratio) if ratio is not None else None,
             latency_s=latency_ms / 1000.0,
             match=match,
+            boot=boot,
+            delay_s=delay_s,
         )
 
     def applies_to(self, service: str, action: str, attrs: dict[str, str] | None) -> bool:
         if self.service != service or (self.action is not None and self.action != action):
             return False
+        if self.boot is not None:
+            return False  # boot rules are walked by boot_fault, once per launched machine
         if attrs is None:
             return self.match is None
         return self.match is not None and all(attrs.get(k) == v for k, v in self.match.items())
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "service": self.service}
-        for key in ("action", "code", "message", "count", "ratio", "match"):
+        for key in ("action", "code", "message", "count", "ratio", "match", "boot"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         if self.code is not None:
             out["http_status"] = self.http_status
         if self.latency_s:
             out["latency_ms"] = self.latency_s * 1000.0
+        if self.boot is not None:
+            out["delay_s"] = self.delay_s
         out["fired"] = self.fired
         out["remaining"] = None if self.count is None else max(self.count - self.fired, 0)
         return out
@@ -122,6 +136,24 @@ def _optional_str(raw: dict[str, Any], key: str) -> str | None:
     if value is not None and (not isinstance(value, str) or not value):
         raise FaultRuleError(f"'{key}' must be a non-empty string")
     return value
+
+
+def _boot_fault(raw: dict[str, Any], service: str, action: str | None, code: str | None) -> tuple[str | None, float]:
+    boot = raw.get("boot")
+    if boot is None:
+        if "delay_s" in raw:
+            raise FaultRuleError("'delay_s' goes with 'boot'")
+        return None, 0.0
+    if boot not in BOOT_FAULTS:
+        raise FaultRuleError(f"'boot' must be one of {', '.join(BOOT_FAULTS)}")
+    if service.lower() != "ec2" or action not in MATCH_ACTIONS:
+        raise FaultRuleError(f"'boot' is supported only for service ec2 with action {' or '.join(MATCH_ACTIONS)}")
+    if code is not None:
+        raise FaultRuleError("a 'boot' rule launches the instance: it takes no 'code'")
+    delay = raw.get("delay_s", BOOT_DELAY_DEFAULTS[boot])
+    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
+        raise FaultRuleError("'delay_s' must be a non-negative number of seconds")
+    return boot, float(delay)
 
 
 def _validate_match(match: Any, service: str, action: str | None) -> None:
@@ -212,6 +244,20 @@ class FaultEngine:
                     outcome.error = FaultError(rule.code, message, rule.http_status)
                     break
         return outcome
+
+    def boot_fault(self, action: str, attrs: dict[str, str]) -> tuple[str, float] | None:
+        """The first firing ``boot`` rule for one machine of a launch: (kind, delay_s), or None."""
+        with self._lock:
+            for rule in self._rules:
+                if rule.boot is None or rule.service != "ec2" or rule.action not in (None, action):
+                    continue
+                if rule.match and not all(attrs.get(k) == v for k, v in rule.match.items()):
+                    continue
+                if not self._fires(rule):
+                    continue
+                rule.fired += 1
+                return rule.boot, rule.delay_s
+        return None
 
     def _fires(self, rule: FaultRule) -> bool:
         if rule.count is not None:

@@ -774,6 +774,15 @@ class LustreResponse(BaseResponse):
             return err.code, headers, err.description
 
 
+def file_system_ids() -> set[str]:
+    """Every Lustre file system of every account and region (boot mode shares one directory each)."""
+    ids: set[str] = set()
+    for account in list(lustre_backends.keys()):
+        for region in list(lustre_backends[account].keys()):
+            ids.update(lustre_backends[account][region].file_systems.keys())
+    return ids
+
+
 def force_lifecycle(resource_id: str, lifecycle: str, message: str | None) -> dict[str, Any]:
     """Control-API hook: pins a lifecycle on the FSx resource with this id, in any account or region."""
     now = time.time()

@@ -27,6 +27,7 @@ from faults import (
     PROTOCOL_QUERY,
     PROTOCOL_REST_JSON,
     PROTOCOL_REST_XML,
+    FaultError,
     FaultRuleError,
     render_error,
 )
@@ -249,6 +250,12 @@ class EmulatorMiddleware:
         call = classify(environ)
         if call is not None:
             self.calls.add(call.key)
+            denied = _authorize(environ, call)
+            if denied is not None:
+                _drain(environ)
+                status, headers, body = render_error(call.protocol, denied)
+                start_response(f"{status} Error", headers)
+                return [body]
             outcome = FAULTS.evaluate(call.service, call.action)
             if outcome.latency_s:
                 time.sleep(outcome.latency_s)
@@ -306,7 +313,13 @@ class EmulatorMiddleware:
                 return 200, CONFIG.as_dict()
             if method == "POST":
                 return 200, self._update_config(_json_body(environ))
+        if route == "/instances" or route.startswith("/instances/"):
+            return _instances(method, route, environ)
         if route == "/reset" and method == "POST":
+            import boot
+
+            if boot.MANAGER is not None:
+                boot.MANAGER.reset()
             moto_api_backend.reset()
             self.calls.clear()
             FAULTS.reset()
@@ -355,6 +368,64 @@ class EmulatorMiddleware:
             raise ControlError(404, str(err.args[0])) from err
         except ValueError as err:
             raise ControlError(400, str(err)) from err
+
+
+def _authorize(environ: dict[str, Any], call: AwsCall) -> FaultError | None:
+    """Boot mode: a call signed with an instance's credentials must be allowed by its role."""
+    import boot
+    import iam_enforce
+
+    if boot.MANAGER is None:
+        return None
+    session = iam_enforce.session_of(environ)
+    if session is None:
+        return None
+    action = f"{call.service}:{call.action}"
+    body = _peek_json(environ) if call.protocol == PROTOCOL_JSON else {}
+    resource = iam_enforce.resource_of(session, call.service, body)
+    if iam_enforce.decide(iam_enforce.role_documents(session), action, resource):
+        return None
+    return iam_enforce.denial(session, action, call.protocol)
+
+
+def _peek_json(environ: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body of a request, put back for the app behind us."""
+    length = environ.get("CONTENT_LENGTH") or ""
+    if not length.isdigit():
+        return {}
+    raw = environ["wsgi.input"].read(int(length))
+    environ["wsgi.input"] = io.BytesIO(raw)
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _instances(method: str, route: str, environ: dict[str, Any]) -> tuple[int, Any]:
+    """Boot mode's read-outs: the machines, one instance's IMDS requests; and spot interruptions."""
+    import boot
+
+    if boot.MANAGER is None:
+        raise ControlError(404, "boot mode is off: start the emulator with --boot-instances")
+    parts = route.split("/")[2:]
+    if not parts and method == "GET":
+        return 200, {"budget": boot.MANAGER.budget, "instances": boot.MANAGER.describe()}
+    if len(parts) == 2 and parts[1] == "imds-log" and method == "GET":
+        machine = boot.MANAGER.machines.get(parts[0])
+        if machine is None or machine.metadata is None:
+            raise ControlError(404, f"instance {parts[0]} has no machine")
+        return 200, {"requests": [vars(r) for r in machine.metadata.log]}
+    if len(parts) == 2 and parts[1] == "interrupt" and method == "POST":
+        body = _json_body(environ) if (environ.get("CONTENT_LENGTH") or "0") != "0" else {}
+        delay = body.get("delay_s", 120) if isinstance(body, dict) else 120
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
+            raise ControlError(400, "delay_s must be a non-negative number of seconds")
+        try:
+            return 200, boot.MANAGER.interrupt(parts[0], float(delay))
+        except LookupError as err:
+            raise ControlError(404, str(err)) from err
+    raise ControlError(404, f"no control endpoint {method} {CONTROL_PREFIX}{route}")
 
 
 def _json_body(environ: dict[str, Any]) -> Any:

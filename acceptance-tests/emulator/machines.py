@@ -1,0 +1,638 @@
+"""Boot mode: every EC2 instance is a real machine booted from its AMI's disk.
+
+A machine is systemd-nspawn on an overlay (the AMI's root read-only below, the instance's own
+upper layer above) in a network namespace plugged into its VPC's (``vpcnet``), in a time
+namespace of its own so Slurm sees a fresh boot, with its console (the container's
+/dev/console) written to a file that GetConsoleOutput serves. The instance's state follows
+its machine: ``pending`` until the machine starts, ``running`` while it runs,
+``stopping``/``shutting-down`` until it is gone; a machine that powers off by itself is
+``stopped`` or ``terminated`` (InstanceInitiatedShutdownBehavior), one that dies is
+``terminated`` with ``Server.InternalError``.
+
+What the emulator must tell an instance (cloud-init's datasource, where the AWS endpoint
+is, the shared-storage mount helpers) goes into the instance's upper layer before boot,
+never into the image.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from moto.ec2.models import ec2_backends
+from moto.ec2.models.instances import InstanceState, StateReason
+
+import iam_enforce
+import netns
+import vpcnet
+from disks import DiskStore
+from imds import Imds, MetadataSource
+
+log = logging.getLogger("emulator.boot")
+
+STOP_GRACE_S = 20
+CONSOLE_LIMIT = 64 * 1024
+SHARES_IN_MACHINE = "/run/hpcemu/shares"
+DEFAULT_MEMORY_PER_MACHINE = 384 << 20
+
+
+class BootError(RuntimeError):
+    """A machine could not be booted; the message says why."""
+
+
+def default_budget() -> int:
+    """Machines the host holds: memory / 384 MiB (a node with Slurm and an agent), at most 64."""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as handle:
+            total_kib = int(next(line for line in handle if line.startswith("MemTotal")).split()[1])
+    except (OSError, StopIteration, ValueError):
+        return 8
+    return max(1, min(64, (total_kib << 10) // DEFAULT_MEMORY_PER_MACHINE))
+
+
+@dataclass
+class BootFault:
+    kind: str  # never-arrives | dies-at-boot | spot-interruption
+    delay_s: float = 120.0
+
+
+@dataclass
+class Machine:
+    instance: Any
+    account: str
+    region: str
+    index: int
+    directory: str
+    vpc: vpcnet.Vpc
+    mac: str
+    address: str
+    fault: BootFault | None = None
+    process: subprocess.Popen[bytes] | None = None
+    wanted: str = "running"  # running | stopped | terminated
+    interruption: dict[str, str] | None = None
+    metadata: MetadataSource | None = None
+    started_at: float = 0.0
+    lower: str = ""
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def instance_id(self) -> str:
+        return self.instance.id
+
+    @property
+    def ns(self) -> str:
+        return f"{self.vpc.run_prefix}-i{self.index}"
+
+    @property
+    def link(self) -> str:
+        return f"e{self.index}"
+
+    @property
+    def console(self) -> str:
+        return os.path.join(self.directory, "console.log")
+
+
+def _set_state(instance: Any, name: str, code: int, reason: tuple[str, str] | None = None) -> None:
+    instance._state = InstanceState(name, code)
+    if reason is not None:
+        instance.state_reason = StateReason(reason[0], reason[1])
+        instance._reason = reason[0]
+
+
+STATES = {"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "stopping": 64, "stopped": 80}
+
+
+class MachineManager:
+    """Boots, tracks and ends the machines of one emulator run."""
+
+    def __init__(self, state_root: str, budget: int, app: Any) -> None:
+        self.run_prefix = f"hpcemu-{os.getpid()}"
+        self.state_dir = os.path.join(state_root, f"run-{os.getpid()}")
+        os.makedirs(self.state_dir, exist_ok=True)
+        with open(os.path.join(self.state_dir, "owner.pid"), "w", encoding="utf-8") as handle:
+            handle.write(f"{os.getpid()}\n")
+        self.budget = budget
+        self.app = app
+        self.disks = DiskStore(self.state_dir)
+        self.shares_dir = os.path.join(self.state_dir, "shares")
+        os.makedirs(self.shares_dir, exist_ok=True)
+        self.imds = Imds(self._metadata_at)
+        self.machines: dict[str, Machine] = {}
+        self.vpcs: dict[tuple[str, str, str], vpcnet.Vpc] = {}
+        self._reserved = 0
+        self._counter = 0
+        self._lock = threading.RLock()
+        self._servers: dict[str, list[Any]] = {}
+        self._closing = False
+
+    # --- capacity -------------------------------------------------------------------------------
+
+    def live(self) -> int:
+        with self._lock:
+            return sum(1 for m in self.machines.values() if not m.done.is_set()) + self._reserved
+
+    def reserve(self, count: int) -> int:
+        """Reserves up to ``count`` machines; returns how many fit the budget."""
+        with self._lock:
+            granted = max(0, min(count, self.budget - self.live()))
+            self._reserved += granted
+            return granted
+
+    def release(self, count: int) -> None:
+        with self._lock:
+            self._reserved = max(0, self._reserved - count)
+
+    # --- networks -------------------------------------------------------------------------------
+
+    def _vpc(self, account: str, region: str, subnet: Any) -> vpcnet.Vpc:
+        key = (account, region, subnet.vpc_id)
+        with self._lock:
+            vpc = self.vpcs.get(key)
+            if vpc is None:
+                backend = ec2_backends[account][region]
+                cidr = backend.vpcs[subnet.vpc_id].cidr_block
+                index = len(self.vpcs)
+                vpc = vpcnet.Vpc(
+                    run_prefix=self.run_prefix, index=index, account=account, region=region,
+                    vpc_id=subnet.vpc_id, cidr=ipaddress.ip_network(cidr),
+                    state_dir=os.path.join(self.state_dir, f"vpc{index}"),
+                )
+                vpc.create(route_host=True)
+                self._serve_in(vpc)
+                self.vpcs[key] = vpc
+        vpc.add_subnet(subnet.id, subnet.cidr_block)
+        return vpc
+
+    def _serve_in(self, vpc: vpcnet.Vpc) -> None:
+        """IMDS and the AWS endpoint, listening inside the VPC's namespace."""
+        from werkzeug.serving import make_server
+
+        imds_server = self.imds.serve(netns.listen_tcp(vpc.ns, vpcnet.IMDS_ADDRESS, 80))
+        sock = netns.listen_tcp(vpc.ns, vpcnet.ENDPOINT_ADDRESS, 80)
+        server = make_server(vpcnet.ENDPOINT_ADDRESS, 80, self.app, threaded=True, fd=sock.fileno())
+        threading.Thread(target=server.serve_forever, name=f"endpoint-{vpc.ns}", daemon=True).start()
+        self._servers[vpc.ns] = [imds_server, server]
+
+    def _retire_idle_vpcs(self) -> None:
+        """A VPC's namespace, servers and host route go with its last machine (a VPC made later
+        with the same CIDR is then routed from the host)."""
+        with self._lock:
+            busy = {id(m.vpc) for m in self.machines.values() if not m.done.is_set()}
+            for key, vpc in list(self.vpcs.items()):
+                if id(vpc) in busy:
+                    continue
+                for server in self._servers.pop(vpc.ns, []):
+                    _shutdown(server)
+                vpc.destroy()
+                del self.vpcs[key]
+
+    def _metadata_at(self, address: str) -> MetadataSource | None:
+        with self._lock:
+            for machine in self.machines.values():
+                if machine.address == address and not machine.done.is_set():
+                    return machine.metadata
+        return None
+
+    # --- launch ---------------------------------------------------------------------------------
+
+    def launch(self, instance: Any, fault: BootFault | None, reserved: bool) -> None:
+        """Starts booting a new (or started) instance; returns at once, as EC2 does."""
+        account, region = instance.ec2_backend.account_id, instance.ec2_backend.region_name
+        nic = instance.nics[0]
+        subnet = instance.ec2_backend.get_subnet(instance.subnet_id)
+        with self._lock:
+            if reserved:
+                self._reserved = max(0, self._reserved - 1)
+            previous = self.machines.get(instance.id)
+            index = previous.index if previous else self._counter
+            self._counter += 0 if previous else 1
+            machine = Machine(
+                instance=instance, account=account, region=region, index=index,
+                directory=os.path.join(self.state_dir, "machines", instance.id),
+                vpc=self._vpc(account, region, subnet), mac=nic.mac_address,
+                address=nic.private_ip_address, fault=fault,
+            )
+            self.machines[instance.id] = machine
+        _set_state(instance, "pending", 0)
+        threading.Thread(target=self._boot, args=(machine,), name=f"boot-{instance.id}", daemon=True).start()
+
+    def _boot(self, machine: Machine) -> None:
+        try:
+            self._prepare(machine)
+            if machine.wanted != "running":
+                raise BootError("stopped before it booted")
+            self._start(machine)
+        except Exception as err:  # noqa: BLE001 - any failure ends this machine, with the reason
+            log.error("instance %s did not boot: %s", machine.instance_id, err)
+            with open(machine.console, "a", encoding="utf-8") as console:
+                console.write(f"hpcemu: the machine could not boot: {err}\n")
+            self._ended(machine, ("Server.InternalError: Internal error on launch", "Server.InternalError"))
+
+    def _prepare(self, machine: Machine) -> None:
+        os.makedirs(machine.directory, exist_ok=True)
+        lower = self.disks.root(machine.account, machine.region, machine.instance.image_id)
+        upper = os.path.join(machine.directory, "upper")
+        first_boot = not os.path.isdir(upper)
+        for sub in ("upper", "work", "root", "cgroup"):
+            os.makedirs(os.path.join(machine.directory, sub), exist_ok=True)
+        if first_boot:
+            write_overlay(upper, lower, machine)
+        machine.metadata = MetadataSource(
+            instance_id=machine.instance_id,
+            tokens_required=_tokens_required(machine.instance),
+            tree=lambda: metadata_tree(machine, self.imds_credentials),
+            user_data=lambda: user_data(machine.instance),
+        )
+        netns.delete(machine.ns)
+        netns.create(machine.ns)
+        machine.vpc.attach(machine.ns, machine.link, machine.mac, machine.address, machine.instance.subnet_id)
+        machine.lower = lower
+
+    def _start(self, machine: Machine) -> None:
+        console = open(machine.console, "ab")
+        if machine.fault is not None and machine.fault.kind == "never-arrives":
+            console.write(b"hpcemu: fault 'never-arrives': the machine is held before boot and never runs\n")
+            console.close()
+            _set_state(machine.instance, "running", 16)
+            return
+        script = boot_script(machine, self.shares_dir)
+        uptime = int(float(open("/proc/uptime", encoding="utf-8").read().split()[0]))
+        machine.process = subprocess.Popen(
+            [
+                "nsenter", f"--net={netns.NETNS_DIR}/{machine.ns}", "--",
+                "unshare", "--mount", "--propagation", "slave", "--time", "--boottime", str(-uptime),
+                "--monotonic", str(-uptime), "--fork", "--kill-child=SIGKILL", "sh", "-c", script,
+            ],
+            stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        console.close()
+        machine.started_at = time.time()
+        _set_state(machine.instance, "running", 16)
+        threading.Thread(target=self._watch, args=(machine,), name=f"watch-{machine.instance_id}", daemon=True).start()
+        if machine.fault is not None and machine.fault.kind == "dies-at-boot":
+            threading.Timer(machine.fault.delay_s, self._kill, args=(machine,)).start()
+        if machine.fault is not None and machine.fault.kind == "spot-interruption":
+            self.interrupt(machine.instance_id, machine.fault.delay_s)
+
+    def _watch(self, machine: Machine) -> None:
+        assert machine.process is not None
+        code = machine.process.wait()
+        if machine.wanted == "running" and code in (133,) and not self._closing:
+            log.info("instance %s rebooted", machine.instance_id)
+            return self._start(machine)
+        reason = None
+        if machine.wanted == "running":
+            behavior = getattr(machine.instance, "instance_initiated_shutdown_behavior", "stop") or "stop"
+            if code == 0:
+                machine.wanted = "terminated" if behavior == "terminate" else "stopped"
+                reason = ("Client.InstanceInitiatedShutdown: Instance initiated shutdown", "Client.InstanceInitiatedShutdown")
+            else:
+                machine.wanted = "terminated"
+                reason = ("Server.InternalError: Internal error on launch", "Server.InternalError")
+        self._ended(machine, reason)
+
+    def _ended(self, machine: Machine, reason: tuple[str, str] | None) -> None:
+        self._teardown_process(machine)
+        if machine.wanted == "running":
+            machine.wanted = "terminated"
+        final = machine.wanted
+        _set_state(machine.instance, final, STATES[final], reason)
+        machine.done.set()
+        self._retire_idle_vpcs()
+        if final == "terminated":
+            iam_enforce.forget(machine.instance_id)
+            shutil.rmtree(os.path.join(machine.directory, "upper"), ignore_errors=True)
+            shutil.rmtree(os.path.join(machine.directory, "work"), ignore_errors=True)
+
+    def _teardown_process(self, machine: Machine) -> None:
+        machine.vpc.detach(machine.mac)
+        netns.delete(machine.ns)
+
+    # --- stop, terminate, interrupt -------------------------------------------------------------
+
+    def end(self, instance_id: str, wanted: str) -> bool:
+        """Stops or terminates a machine; returns False if the instance has none."""
+        machine = self.machines.get(instance_id)
+        if machine is None or machine.done.is_set():
+            return False
+        machine.wanted = wanted
+        _set_state(machine.instance, "stopping" if wanted == "stopped" else "shutting-down",
+                   STATES["stopping" if wanted == "stopped" else "shutting-down"])
+        process = machine.process
+        if process is None or process.poll() is not None:
+            if machine.fault is not None and machine.fault.kind == "never-arrives":
+                threading.Thread(target=self._ended, args=(machine, None), daemon=True).start()
+            return True
+        threading.Thread(target=self._stop_process, args=(machine,), daemon=True).start()
+        return True
+
+    def _stop_process(self, machine: Machine) -> None:
+        process = machine.process
+        if process is None:
+            return
+        pid = _nspawn_pid(machine)
+        try:
+            os.kill(pid or process.pid, signal.SIGTERM)
+            process.wait(timeout=STOP_GRACE_S)
+        except (OSError, subprocess.TimeoutExpired):
+            self._kill(machine)
+
+    def _kill(self, machine: Machine) -> None:
+        if machine.process is not None and machine.process.poll() is None:
+            try:
+                os.killpg(machine.process.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def interrupt(self, instance_id: str, delay_s: float) -> dict[str, Any]:
+        """A spot interruption: the notice on IMDS now, termination ``delay_s`` later."""
+        machine = self.machines.get(instance_id)
+        if machine is None or machine.done.is_set():
+            raise LookupError(f"instance {instance_id} has no running machine")
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + delay_s))
+        machine.interruption = {"action": "terminate", "time": when}
+        threading.Timer(delay_s, self.end, args=(instance_id, "terminated")).start()
+        return {"InstanceId": instance_id, "action": "terminate", "time": when}
+
+    def imds_credentials(self, machine: Machine) -> dict[str, Any] | None:
+        return instance_credentials(machine)
+
+    def describe(self) -> list[dict[str, Any]]:
+        with self._lock:
+            machines = list(self.machines.values())
+        return [
+            {
+                "InstanceId": m.instance_id,
+                "State": m.instance._state.name,
+                "PrivateIpAddress": m.address,
+                "Namespace": m.ns,
+                "VpcNamespace": m.vpc.ns,
+                "RoutedFromHost": m.vpc.host_route,
+                "ClientAddress": m.vpc.client_address,
+                "Fault": m.fault.kind if m.fault else None,
+            }
+            for m in machines
+        ]
+
+    def reset(self) -> None:
+        """Ends every machine (the emulator's reset clears the instances they belong to)."""
+        for machine in list(self.machines.values()):
+            if not machine.done.is_set():
+                self.end(machine.instance_id, "terminated")
+        for machine in list(self.machines.values()):
+            machine.done.wait(STOP_GRACE_S + 5)
+        with self._lock:
+            self.machines.clear()
+
+    # --- teardown -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Ends every machine, namespace and mount of this run (SIGTERM/SIGINT of the emulator)."""
+        self._closing = True
+        for machine in list(self.machines.values()):
+            if not machine.done.is_set():
+                self.end(machine.instance_id, "terminated")
+        deadline = time.monotonic() + STOP_GRACE_S + 5
+        for machine in list(self.machines.values()):
+            if machine.process is not None:
+                machine.done.wait(max(0.0, deadline - time.monotonic()))
+                self._kill(machine)
+        for servers in self._servers.values():
+            for server in servers:
+                _shutdown(server)
+        for vpc in self.vpcs.values():
+            vpc.destroy()
+        self.disks.close()
+        for name in netns.names(self.run_prefix + "-"):
+            netns.delete(name)
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+def _shutdown(server: Any) -> None:
+    try:
+        server.shutdown()
+        server.server_close()
+    except Exception:  # noqa: BLE001 - best effort while stopping
+        pass
+
+
+def _nspawn_pid(machine: Machine) -> int | None:
+    try:
+        with open(os.path.join(machine.directory, "nspawn.pid"), encoding="utf-8") as handle:
+            return int(handle.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _template_data(instance: Any) -> dict[str, Any]:
+    tags = {tag["key"]: tag["value"] for tag in instance.get_tags()} if hasattr(instance, "get_tags") else {}
+    template_id = tags.get("aws:ec2launchtemplate:id")
+    if not template_id:
+        return {}
+    try:
+        template = instance.ec2_backend.get_launch_template(template_id)
+        return template.get_version(tags.get("aws:ec2launchtemplate:version", "$Default")).data
+    except Exception:  # noqa: BLE001 - a template deleted since is no template
+        return {}
+
+
+def _tokens_required(instance: Any) -> bool:
+    options = _template_data(instance).get("MetadataOptions", {}) or {}
+    tokens = options.get("HttpTokens") or instance.metadata_options.http_tokens
+    return tokens == "required"
+
+
+def user_data(instance: Any) -> bytes | None:
+    if instance.user_data:
+        raw = instance.user_data
+        text = raw[0] if isinstance(raw, list) else raw
+        encoded = text.as_bytes() if hasattr(text, "as_bytes") else str(text).encode()
+        return base64.b64decode(encoded)
+    template = _template_data(instance).get("UserData")
+    return base64.b64decode(template) if template else None
+
+
+def instance_profile_role(instance: Any) -> Any | None:
+    from moto.iam.models import iam_backends
+
+    association = instance.ec2_backend.iam_instance_profile_associations.get(instance.id)
+    profile = association.iam_instance_profile if association is not None else None
+    if profile is None:
+        spec = _template_data(instance).get("IamInstanceProfile") or {}
+        iam = iam_backends[instance.ec2_backend.account_id]["global"]
+        for candidate in iam.instance_profiles.values():
+            if candidate.arn == spec.get("Arn") or candidate.name == spec.get("Name"):
+                profile = candidate
+    return profile.roles[0] if profile is not None and profile.roles else None
+
+
+def instance_credentials(machine: Machine) -> dict[str, Any] | None:
+    role = instance_profile_role(machine.instance)
+    if role is None:
+        return None
+    return iam_enforce.credentials_for(machine.account, machine.region, role, machine.instance_id)
+
+
+def metadata_tree(machine: Machine, credentials: Any) -> dict[str, Any]:
+    """The instance's metadata, built from what EC2 knows of it now."""
+    instance = machine.instance
+    backend = instance.ec2_backend
+    subnet = backend.get_subnet(instance.subnet_id)
+    vpc = backend.vpcs[subnet.vpc_id]
+    hostname = vpcnet.ec2_hostname(machine.address, machine.region)
+    zone = subnet.availability_zone
+    groups = [group.id for group in instance.nics[0].group_set]
+    tree: dict[str, Any] = {
+        "ami-id": instance.image_id,
+        "ami-launch-index": "0",
+        "hostname": hostname,
+        "instance-id": instance.id,
+        "instance-type": instance.instance_type,
+        "instance-life-cycle": "spot" if instance.lifecycle == "spot" else "on-demand",
+        "local-hostname": hostname,
+        "local-ipv4": machine.address,
+        "mac": machine.mac,
+        "reservation-id": getattr(instance, "reservation_id", "r-0"),
+        "security-groups": [group.name for group in instance.nics[0].group_set],
+        "placement": {"availability-zone": zone, "region": machine.region},
+        "network": {"interfaces": {"macs": {machine.mac: {
+            "device-number": "0",
+            "interface-id": instance.nics[0].id,
+            "local-hostname": hostname,
+            "local-ipv4s": machine.address,
+            "mac": machine.mac,
+            "owner-id": machine.account,
+            "security-group-ids": groups,
+            "subnet-id": subnet.id,
+            "subnet-ipv4-cidr-block": subnet.cidr_block,
+            "vpc-id": vpc.id,
+            "vpc-ipv4-cidr-block": vpc.cidr_block,
+            "vpc-ipv4-cidr-blocks": vpc.cidr_block,
+        }}}},
+        "services": {"domain": "amazonaws.com", "partition": "aws"},
+        "_dynamic": {"instance-identity": {"document": json.dumps({
+            "accountId": machine.account, "architecture": "x86_64", "availabilityZone": zone,
+            "imageId": instance.image_id, "instanceId": instance.id, "instanceType": instance.instance_type,
+            "pendingTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(machine.started_at or time.time())),
+            "privateIp": machine.address, "region": machine.region, "version": "2017-09-30",
+        })}},
+    }
+    key = backend.key_pairs.get(instance.key_name) if instance.key_name else None
+    if key is not None:
+        tree["public-keys"] = {"_listing": f"0={key.key_name}", "0": {"openssh-key": key.material_public.decode()
+                                                                      if isinstance(key.material_public, bytes)
+                                                                      else key.material_public}}
+    options = _template_data(instance).get("MetadataOptions", {}) or {}
+    if (options.get("InstanceMetadataTags") or instance.metadata_options.instance_metadata_tags) == "enabled":
+        tree["tags"] = {"instance": {tag["key"]: tag["value"] for tag in instance.get_tags()
+                                     if not tag["key"].startswith("aws:")}}
+    creds = credentials(machine)
+    if creds is not None:
+        role_name = creds.pop("_role")
+        tree["iam"] = {
+            "info": json.dumps({"Code": "Success", "InstanceProfileArn": creds.pop("_profile_arn", ""),
+                                "LastUpdated": creds["LastUpdated"]}),
+            "security-credentials": {role_name: json.dumps(creds)},
+        }
+    if machine.interruption is not None:
+        tree["spot"] = {"instance-action": json.dumps(machine.interruption),
+                        "termination-time": machine.interruption["time"]}
+    return tree
+
+
+CLOUD_CONFIG = """\
+# hpcemu (the local EC2 of hpcforge's emulator): this instance's datasource is EC2's IMDS.
+datasource_list: [ Ec2 ]
+datasource:
+  Ec2:
+    strict_id: false
+    metadata_urls: [ "http://169.254.169.254" ]
+    max_wait: 30
+    timeout: 5
+"""
+
+MOUNT_HELPER = """#!/bin/sh
+# hpcemu: this kernel has neither NFS nor Lustre, so a file system's DNS name (EFS
+# fs-….efs.<region>.amazonaws.com:/path, FSx fs-….fsx.<region>.amazonaws.com@tcp:/name) is mounted
+# as a bind of the emulator's shared directory for that file system: every instance sees the same files.
+set -eu
+spec=$1; target=$2
+fsid=$(printf '%s' "$spec" | sed -n 's/^\\(fs-[0-9a-f]*\\)\\..*/\\1/p')
+[ -n "$fsid" ] || { echo "mount: $spec: not an EFS or FSx DNS name" >&2; exit 32; }
+sub=$(printf '%s' "$spec" | sed -n 's/^[^:]*:\\/\\{0,1\\}\\(.*\\)$/\\1/p' | sed 's/^[^/]*@tcp//')
+dir=SHARES/$fsid
+[ -d "$dir" ] || { echo "mount: $spec: no such file system (mount target unreachable)" >&2; exit 32; }
+exec mount --bind "$dir" "$target"
+""".replace("SHARES", SHARES_IN_MACHINE)
+
+
+def write_overlay(upper: str, lower: str, machine: Machine) -> None:
+    """The emulator's own files in the instance's upper layer (never in the image)."""
+    endpoint = f"http://{vpcnet.ENDPOINT_ADDRESS}"
+    files = {
+        "etc/fstab": ("# hpcemu: the root is this instance's overlay; no other disks\n", 0o644),
+        "etc/cloud/cloud.cfg.d/99-hpcemu.cfg": (CLOUD_CONFIG, 0o644),
+        "etc/systemd/system.conf.d/90-hpcemu.conf": (
+            f'[Manager]\nDefaultEnvironment="AWS_ENDPOINT_URL={endpoint}"\n', 0o644
+        ),
+        "etc/environment": (_read(os.path.join(lower, "etc/environment")) + f"AWS_ENDPOINT_URL={endpoint}\n", 0o644),
+        "etc/hpcemu/instance-id": (machine.instance_id + "\n", 0o644),
+        # sudo resets the environment; the endpoint stays (and root's SDK config names it too).
+        "etc/sudoers.d/90-hpcemu": ('Defaults env_keep += "AWS_ENDPOINT_URL"\n', 0o440),
+        "root/.aws/config": (f"[default]\nendpoint_url = {endpoint}\n", 0o600),
+    }
+    # usr/sbin, not sbin: the image's /sbin is a link to usr/sbin (merged /usr).
+    for helper in ("mount.nfs4", "mount.nfs", "mount.lustre"):
+        files[f"usr/sbin/{helper}"] = (MOUNT_HELPER, 0o755)
+    for relative, (text, mode) in files.items():
+        path = os.path.join(upper, relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(path, mode)
+    os.chmod(os.path.join(upper, "root"), 0o700)  # as the image's /root
+    os.chmod(os.path.join(upper, "root/.aws"), 0o700)
+    # The console is read-only (GetConsoleOutput reads it): no login prompt on it.
+    masked = os.path.join(upper, "etc/systemd/system/console-getty.service")
+    os.makedirs(os.path.dirname(masked), exist_ok=True)
+    if not os.path.lexists(masked):
+        os.symlink("/dev/null", masked)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError:
+        return ""
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+def boot_script(machine: Machine, shares_dir: str) -> str:
+    """Runs in the machine's own mount and time namespaces, inside its network namespace.
+    /sys is this network namespace's sysfs, so the instance sees its own eth0.
+    """
+    d = machine.directory
+    machine_uuid = uuid.uuid5(uuid.NAMESPACE_URL, f"hpcemu:{machine.instance_id}")
+    return f"""set -eu
+mount -t overlay overlay -o lowerdir={machine.lower},upperdir={d}/upper,workdir={d}/work {d}/root
+mount --rbind /sys/fs/cgroup {d}/cgroup
+mount -t sysfs sysfs /sys
+mount --move {d}/cgroup /sys/fs/cgroup
+echo $$ > {d}/nspawn.pid
+exec systemd-nspawn --quiet --boot --register=no --keep-unit --directory={d}/root \\
+  --machine={machine.instance_id} --uuid={machine_uuid} --capability=CAP_NET_ADMIN \\
+  --resolv-conf=off --timezone=off --link-journal=no --console=read-only \\
+  --bind={shares_dir}:{SHARES_IN_MACHINE} systemd.show_status=yes
+"""

@@ -1,0 +1,236 @@
+"""Boot mode: instances are machines booted from the image hpc-image baked and published.
+
+Everything goes through the EC2, IAM, EFS and SSM APIs and SSH; the control API is only read
+(machines, IMDS request log) or used to inject faults. Needs root, systemd-container,
+dnsmasq-base, iptables, openssh-client and the bake's tools (.ci/run installs them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+import netns
+from boot_harness import (
+    Vpc,
+    bake_image,
+    machines,
+    publish_image,
+    require_boot_prerequisites,
+    start_emulator,
+    stop_emulator,
+)
+from harness import client, control, error_code
+
+BUDGET = 5
+USER_DATA = """#!/bin/bash
+echo "user data ran on $(hostname)" > /var/tmp/user-data-ran
+echo "HPCEMU-TEST: user data ran"
+"""
+
+
+@pytest.fixture(scope="module")
+def boot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    require_boot_prerequisites()
+    disk = bake_image()
+    work = tmp_path_factory.mktemp("boot")
+    boot_dir = work / "state"
+    process, endpoint = start_emulator(work / "port", BUDGET, boot_dir)
+    try:
+        image_id = publish_image(endpoint, disk, work)
+        yield {"endpoint": endpoint, "image_id": image_id, "work": work, "boot_dir": boot_dir, "process": process}
+    finally:
+        code = stop_emulator(process)
+    assert code == 0, (work / "emulator.err").read_text()
+    prefix = f"hpcemu-{process.pid}-"
+    assert netns.names(prefix) == [], "namespaces left after the emulator stopped"
+    mounts = open("/proc/self/mountinfo", encoding="utf-8").read()
+    assert str(boot_dir) not in mounts, "mounts left after the emulator stopped"
+
+
+@pytest.fixture
+def vpc(boot: dict[str, Any], tmp_path: Path) -> Iterator[Vpc]:
+    network = Vpc(boot["endpoint"], "10.77.0.0/16", tmp_path)
+    yield network
+    ids = [
+        i["InstanceId"]
+        for r in network.ec2.describe_instances()["Reservations"]
+        for i in r["Instances"]
+        if i["State"]["Name"] not in ("terminated",)
+    ]
+    if ids:
+        network.ec2.terminate_instances(InstanceIds=ids)
+        for instance_id in ids:
+            network.wait_state(instance_id, "terminated", timeout=60)
+
+
+def test_run_instances_boots_the_image_runs_user_data_and_serves_imdsv2_ssh_and_console(
+    boot: dict[str, Any], vpc: Vpc
+) -> None:
+    group = vpc.group("ssh", [vpc.ssh_from_vpc()])
+    (instance_id,) = vpc.launch([group], USER_DATA, image_id=boot["image_id"])
+    assert vpc.describe(instance_id)["State"]["Name"] in ("pending", "running")
+    address = vpc.wait_state(instance_id, "running")["PrivateIpAddress"]
+    vpc.wait_ssh(address)
+
+    status = vpc.ssh(address, "cloud-init status --wait --long", timeout=120, check=False).stdout
+    assert "status: done" in status and "DataSourceEc2" in status, status
+    assert "user data ran" in vpc.ssh(address, "cat /var/tmp/user-data-ran").stdout
+    state = vpc.ssh(address, "systemctl is-system-running --wait; systemctl --failed --no-legend", check=False)
+    assert state.stdout.split()[:1] == ["running"], state.stdout
+    short = f"ip-{address.replace('.', '-')}"
+    assert vpc.ssh(address, "hostname").stdout.strip() == short
+    assert vpc.ssh(address, f"getent hosts {short}.ec2.internal").stdout.split()[0] == address
+
+    imds = "http://169.254.169.254/latest"
+    token = vpc.ssh(address, f"curl -sf -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' {imds}/api/token").stdout
+    read = vpc.ssh(address, f"curl -sf -H 'X-aws-ec2-metadata-token: {token}' {imds}/meta-data/instance-id").stdout
+    assert read == instance_id
+    v1 = vpc.ssh(address, f"curl -s -o /dev/null -w '%{{http_code}}' {imds}/meta-data/instance-id").stdout
+    assert v1 == "401"
+
+    wait = time.monotonic() + 30
+    while "HPCEMU-TEST: user data ran" not in vpc.console(instance_id):
+        assert time.monotonic() < wait, vpc.console(instance_id)[-2000:]
+        time.sleep(1)
+
+    machine = machines(boot["endpoint"])[instance_id]
+    vpc.ec2.terminate_instances(InstanceIds=[instance_id])
+    assert vpc.describe(instance_id)["State"]["Name"] in ("shutting-down", "terminated")
+    vpc.wait_state(instance_id, "terminated")
+    assert machine["Namespace"] not in netns.names("hpcemu-")
+    machine_dir = boot["boot_dir"] / f"run-{boot['process'].pid}" / "machines" / instance_id
+    assert str(machine_dir) not in open("/proc/self/mountinfo", encoding="utf-8").read()
+
+
+def test_instances_reach_each_other_only_where_their_security_groups_allow(boot: dict[str, Any], vpc: Vpc) -> None:
+    client_group = vpc.group("client", [vpc.ssh_from_vpc()])
+    server_group = vpc.group(
+        "server",
+        [
+            vpc.ssh_from_vpc(),
+            {"IpProtocol": "tcp", "FromPort": 8080, "ToPort": 8080, "UserIdGroupPairs": [{"GroupId": client_group}]},
+        ],
+    )
+    serve = "#!/bin/bash\ncd /tmp && for p in 8080 9090; do nohup python3 -m http.server $p >/dev/null 2>&1 & done\n"
+    (client_id,) = vpc.launch([client_group], image_id=boot["image_id"])
+    (server_id,) = vpc.launch([server_group], serve, image_id=boot["image_id"])
+    client_ip = vpc.wait_state(client_id, "running")["PrivateIpAddress"]
+    server_ip = vpc.wait_state(server_id, "running")["PrivateIpAddress"]
+    vpc.wait_ssh(client_ip)
+    vpc.wait_ssh(server_ip)
+    vpc.ssh(server_ip, "cloud-init status --wait", timeout=120)
+    vpc.ssh(server_ip, "for i in $(seq 30); do ss -ltn | grep -q :9090 && exit 0; sleep 1; done; exit 1")
+
+    def probe(port: int) -> str:
+        return vpc.ssh(client_ip, f"curl -s -m 3 -o /dev/null -w '%{{http_code}}' http://{server_ip}:{port}/", check=False).stdout
+
+    assert probe(8080) == "200"
+    assert probe(9090) == "000"  # no rule admits 9090: dropped, as a security group drops it
+    vpc.ec2.authorize_security_group_ingress(
+        GroupId=server_group,
+        IpPermissions=[{"IpProtocol": "tcp", "FromPort": 9090, "ToPort": 9090, "IpRanges": [{"CidrIp": f"{client_ip}/32"}]}],
+    )
+    deadline = time.monotonic() + 10
+    while probe(9090) != "200":
+        assert time.monotonic() < deadline, "the new rule was not applied within 10 s"
+    # The host reaches the VPC from inside its CIDR, but only port 22 admits that address.
+    host = subprocess.run(["curl", "-s", "-m", "3", "-o", "/dev/null", "-w", "%{http_code}", f"http://{server_ip}:8080/"],
+                          capture_output=True, text=True, check=False)
+    assert host.stdout == "000"
+
+
+def test_instance_credentials_are_authorized_against_the_instance_profile_role(boot: dict[str, Any], vpc: Vpc) -> None:
+    iam = client(boot["endpoint"], "iam")
+    trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+                                                     "Action": "sts:AssumeRole"}]}
+    iam.create_role(RoleName="boot-node", AssumeRolePolicyDocument=json.dumps(trust))
+    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"}]}
+    iam.put_role_policy(RoleName="boot-node", PolicyName="describe", PolicyDocument=json.dumps(policy))
+    iam.create_instance_profile(InstanceProfileName="boot-node")
+    iam.add_role_to_instance_profile(InstanceProfileName="boot-node", RoleName="boot-node")
+    client(boot["endpoint"], "ssm").put_parameter(Name="/boot-test/value", Value="hello", Type="String")
+
+    group = vpc.group("ssh", [vpc.ssh_from_vpc()])
+    (instance_id,) = vpc.launch([group], image_id=boot["image_id"], IamInstanceProfile={"Name": "boot-node"})
+    address = vpc.wait_state(instance_id, "running")["PrivateIpAddress"]
+    vpc.wait_ssh(address)
+
+    # hpc-node is the AWS SDK client in the image: its sweep reads SSM (denied) ...
+    sweep = vpc.ssh(address, "sudo hpc-node sweep --cluster boot-test 2>&1", check=False)
+    assert "AccessDenied" in sweep.stdout and "ssm:GetParametersByPath" in sweep.stdout, sweep.stdout
+    # ... until the role allows it.
+    allow = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "ssm:GetParametersByPath",
+                                                     "Resource": "arn:aws:ssm:*:*:parameter/hpcforge/*"}]}
+    iam.put_role_policy(RoleName="boot-node", PolicyName="ssm", PolicyDocument=json.dumps(allow))
+    sweep = vpc.ssh(address, "sudo hpc-node sweep --cluster boot-test 2>&1", check=False)
+    assert "ssm:GetParametersByPath" not in sweep.stdout, sweep.stdout
+
+    log = control(boot["endpoint"], "GET", f"/instances/{instance_id}/imds-log")["requests"]
+    sdk = [r for r in log if "aws-sdk-rust" in r["user_agent"] and r["method"] == "GET"]
+    assert sdk, log
+    assert all(r["token"] and r["status"] == 200 for r in sdk), sdk
+
+
+def test_a_file_written_on_an_efs_mount_is_read_on_another_instance(boot: dict[str, Any], vpc: Vpc) -> None:
+    efs = client(boot["endpoint"], "efs")
+    fs_id = efs.create_file_system(CreationToken="boot-test", Encrypted=True)["FileSystemId"]
+    group = vpc.group("ssh", [vpc.ssh_from_vpc()])
+    first, second = vpc.launch([group], image_id=boot["image_id"], count=2)
+    name = f"{fs_id}.efs.us-east-1.amazonaws.com"
+    addresses = [vpc.wait_state(i, "running")["PrivateIpAddress"] for i in (first, second)]
+    for address in addresses:
+        vpc.wait_ssh(address)
+        vpc.ssh(address, f"sudo mkdir -p /mnt/efs && sudo mount -t nfs4 -o nfsvers=4.1 {name}:/ /mnt/efs")
+    vpc.ssh(addresses[0], "echo shared-by-efs | sudo tee /mnt/efs/hello >/dev/null")
+    assert vpc.ssh(addresses[1], "cat /mnt/efs/hello").stdout.strip() == "shared-by-efs"
+    bad = vpc.ssh(addresses[1], "sudo mount -t nfs4 fs-0000000000000000.efs.us-east-1.amazonaws.com:/ /mnt", check=False)
+    assert bad.returncode != 0 and "no such file system" in bad.stderr
+
+
+def test_capacity_is_machines_and_a_machine_that_never_arrives_says_so(boot: dict[str, Any], vpc: Vpc) -> None:
+    group = vpc.group("ssh", [vpc.ssh_from_vpc()])
+    with pytest.raises(ClientError) as excinfo:
+        vpc.launch([group], image_id=boot["image_id"], count=BUDGET + 1)
+    assert error_code(excinfo) == "InsufficientInstanceCapacity"
+    assert "machine budget" in str(excinfo.value)
+
+    control(boot["endpoint"], "POST", "/faults", {"service": "ec2", "action": "RunInstances", "boot": "never-arrives",
+                                                 "count": 1})
+    try:
+        (instance_id,) = vpc.launch([group], USER_DATA, image_id=boot["image_id"])
+        address = vpc.wait_state(instance_id, "running")["PrivateIpAddress"]
+        assert "never-arrives" in vpc.console(instance_id)
+        assert vpc.ssh(address, "true", check=False, timeout=20).returncode != 0
+    finally:
+        control(boot["endpoint"], "DELETE", "/faults")
+
+
+def test_an_ami_without_a_disk_is_refused_in_boot_mode(boot: dict[str, Any], vpc: Vpc) -> None:
+    builtin = vpc.ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    with pytest.raises(ClientError) as excinfo:
+        vpc.launch([], image_id=builtin)
+    assert builtin in str(excinfo.value) and "no disk to boot" in str(excinfo.value)
+
+
+def test_stale_state_of_a_crashed_run_is_removed(boot: dict[str, Any], tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    crashed = state / "run-999999"
+    (crashed / "machines").mkdir(parents=True)
+    netns.create("hpcemu-999999-v0")
+    try:
+        process, _ = start_emulator(tmp_path / "port", 1, state)
+        assert stop_emulator(process) == 0
+    finally:
+        netns.delete("hpcemu-999999-v0")
+    assert not crashed.exists()
+    assert "hpcemu-999999-v0" not in netns.names("hpcemu-")
+    assert os.listdir(state) == []
