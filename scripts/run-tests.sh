@@ -9,7 +9,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
 
-(cd "$root/acceptance-tests/emulator" && .venv/bin/python -m pytest -q -p no:cacheprovider) 2>&1 | tee -a "$log"
+(cd "$root/acceptance-tests/emulator" && HPCFORGE_BIN_DIR="$provider_dir" .venv/bin/python -m pytest -q -p no:cacheprovider) 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 (cd "$root" && HPC_PROVIDER_DIR="$provider_dir" cargo test --workspace --no-fail-fast --lib --bins --tests 2>&1) | tee -a "$log"

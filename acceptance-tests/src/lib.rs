@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+pub mod boot;
+
 pub const REGION: &str = "us-east-1";
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -200,6 +202,11 @@ pub struct Emulator {
 impl Emulator {
     /// Starts a fresh emulator (its own moto state, counters and faults).
     pub fn start() -> Emulator {
+        Self::start_with(&[])
+    }
+
+    /// Starts a fresh emulator with extra `serve` arguments (e.g. boot mode's).
+    pub fn start_with(extra: &[&str]) -> Emulator {
         let dir = repo_root().join("acceptance-tests/emulator");
         let port_file = scratch_dir("emulator").join("port");
         let mut child = Command::new(dir.join("serve"))
@@ -213,6 +220,7 @@ impl Emulator {
                 "--fsx-delete-delay",
                 "0.5",
             ])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -306,6 +314,30 @@ impl Emulator {
 
     pub fn clear_faults(&self) {
         self.control("DELETE", "/_emulator/faults", &Value::Null);
+    }
+
+    /// A raw query-protocol call (IAM, STS ...) as the default account; returns the XML body.
+    pub fn query(&self, service: &str, version: &str, query: &str) -> String {
+        let r = http(
+            self.port,
+            "POST",
+            "/",
+            &[
+                ("Content-Type", "application/x-www-form-urlencoded"),
+                ("Authorization", &Self::auth(service, "testing")),
+            ],
+            &format!("{query}&Version={version}"),
+        );
+        assert_eq!(r.status, 200, "{service} {query}: {}", r.body);
+        r.body
+    }
+
+    /// The booted machines (boot mode's control API).
+    pub fn machines(&self) -> Vec<Value> {
+        self.control("GET", "/_emulator/instances", &Value::Null)["instances"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn auth(service: &str, access_key: &str) -> String {
@@ -424,7 +456,16 @@ impl Emulator {
 }
 
 impl Drop for Emulator {
+    /// SIGTERM first, so a booting emulator ends its machines and namespaces; SIGKILL after 90 s.
     fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -434,7 +475,7 @@ impl Drop for Emulator {
 // Terraform workspaces
 // ---------------------------------------------------------------------------------------------
 
-fn scratch_dir(name: &str) -> PathBuf {
+pub fn scratch_dir(name: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
     let n = N.fetch_add(1, Ordering::SeqCst);
     let dir = std::env::temp_dir()

@@ -1,0 +1,216 @@
+//! Boot-mode support: the image baked from the repo's template and published to a booting
+//! emulator, key pairs, SSH into instances.
+//!
+//! The disk is shared with the emulator's own boot tests (`/var/tmp/hpcforge-test-image`,
+//! override with `HPCFORGE_TEST_IMAGE_DIR`): it is rebaked (with `hpc-image build`, cached
+//! layers reused) only when the template, a component script, hpc-image or hpc-node is newer.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::{hpc_image_bin, hpc_node_bin, repo_root, scratch_dir, Emulator};
+
+/// cloud-init's default user of the Debian image: the key pair's key is installed there.
+pub const SSH_USER: &str = "debian";
+
+const TOOLS: &[(&str, &str)] = &[
+    ("systemd-nspawn", "systemd-container"),
+    ("dnsmasq", "dnsmasq-base"),
+    ("iptables-restore", "iptables"),
+    ("ssh", "openssh-client"),
+    ("debootstrap", "debootstrap"),
+];
+
+/// Fails (never skips) naming what is missing; `.ci/run` installs all of it.
+pub fn require_prerequisites() {
+    let mut missing = Vec::new();
+    let uid = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    if uid.ok().as_deref() != Some("0") {
+        missing.push("root".to_string());
+    }
+    for (tool, package) in TOOLS {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool} || test -x /usr/sbin/{tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            missing.push(format!("{tool} (apt-get install {package})"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "boot-mode tests need: {} (.ci/run installs them)",
+        missing.join(", ")
+    );
+}
+
+fn image_dir() -> PathBuf {
+    std::env::var("HPCFORGE_TEST_IMAGE_DIR")
+        .map_or_else(|_| PathBuf::from("/var/tmp/hpcforge-test-image"), PathBuf::from)
+}
+
+fn template() -> PathBuf {
+    repo_root().join("image-builder/templates/debian-slurm.pkr.hcl")
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+fn newest_input() -> Option<SystemTime> {
+    let mut inputs = vec![template(), hpc_image_bin(), hpc_node_bin()];
+    let mut dirs = vec![repo_root().join("image-builder/components")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                inputs.push(path);
+            }
+        }
+    }
+    inputs.iter().filter_map(|p| modified(p)).max()
+}
+
+/// The test image's disk, baked now if an input is newer than the last bake.
+pub fn test_disk() -> PathBuf {
+    let out = image_dir().join("debian");
+    let disk = out.join("disk.raw");
+    if let (Some(baked), Some(input)) = (modified(&disk), newest_input()) {
+        if baked > input {
+            return disk;
+        }
+    }
+    std::fs::create_dir_all(&out).expect("creating the test image directory");
+    let cache = std::env::var("HPC_IMAGE_CACHE").unwrap_or_else(|_| "/var/tmp/hpc-image-cache".into());
+    let done = Command::new(hpc_image_bin())
+        .arg("build")
+        .arg(template())
+        .args(["-var", "verify=false", "--cache-dir", &cache, "--output"])
+        .arg(&out)
+        .current_dir(repo_root().join("image-builder"))
+        .env("HPC_NODE_BINARY", hpc_node_bin())
+        .output()
+        .expect("running hpc-image build");
+    assert!(done.status.success(), "hpc-image build failed:\n{}", text(&done));
+    disk
+}
+
+/// Publishes the test disk to `emu` with `hpc-image publish`; returns the us-east-1 AMI.
+pub fn publish_test_image(emu: &Emulator) -> String {
+    let disk = test_disk();
+    let work = scratch_dir("publish");
+    let manifest = work.join("manifest.json");
+    let done = Command::new(hpc_image_bin())
+        .arg("publish")
+        .arg(template())
+        .arg("--disk")
+        .arg(&disk)
+        .arg("--manifest")
+        .arg(&manifest)
+        .args(["-var", r#"regions=["us-east-1"]"#])
+        .current_dir(repo_root().join("image-builder"))
+        .env("AWS_ENDPOINT_URL", emu.url())
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_CONFIG_FILE", work.join("none"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", work.join("none"))
+        .env_remove("AWS_PROFILE")
+        .output()
+        .expect("running hpc-image publish");
+    assert!(done.status.success(), "hpc-image publish failed:\n{}", text(&done));
+    let manifest = std::fs::read_to_string(&manifest).expect("publish manifest");
+    let start = manifest
+        .find("ami-")
+        .unwrap_or_else(|| panic!("no AMI in the manifest: {manifest}"));
+    manifest[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect()
+}
+
+/// A booting emulator: `budget` machines, its state under a scratch directory.
+pub fn booting_emulator(budget: u32) -> Emulator {
+    let state = scratch_dir("boot-state");
+    let budget = budget.to_string();
+    let state = state.to_string_lossy().into_owned();
+    Emulator::start_with(&[
+        "--boot-instances",
+        "--machine-budget",
+        &budget,
+        "--boot-dir",
+        &state,
+        "--snapshot-delay",
+        "0",
+        "--image-delay",
+        "0",
+    ])
+}
+
+/// An ed25519 key pair made through EC2; returns its name and the private key file.
+pub fn key_pair(emu: &Emulator, name: &str) -> PathBuf {
+    let xml = emu.ec2(&format!("Action=CreateKeyPair&KeyName={name}&KeyType=ed25519"));
+    let start = xml
+        .find("<keyMaterial>")
+        .map(|i| i + "<keyMaterial>".len())
+        .expect("keyMaterial");
+    let end = xml[start..].find("</keyMaterial>").expect("keyMaterial end") + start;
+    let key = xml[start..end].replace("&#xA;", "\n").replace("&#10;", "\n");
+    let path = scratch_dir("keys").join(name);
+    std::fs::write(&path, format!("{}\n", key.trim_end())).expect("writing the key");
+    Command::new("chmod").arg("600").arg(&path).status().expect("chmod");
+    path
+}
+
+pub fn ssh(key: &Path, address: &str, command: &str) -> Output {
+    Command::new("ssh")
+        .arg("-i")
+        .arg(key)
+        .args([
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=5",
+            "-o",
+            "LogLevel=ERROR",
+        ])
+        .arg(format!("{SSH_USER}@{address}"))
+        .arg(command)
+        .output()
+        .expect("running ssh")
+}
+
+/// Waits until SSH to `address` works (the instance booted and cloud-init installed the key).
+pub fn wait_ssh(key: &Path, address: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let out = ssh(key, address, "cloud-init status --wait >/dev/null; true");
+        if out.status.success() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no SSH to {address} within {timeout:?}: {}",
+            text(&out)
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
