@@ -9,7 +9,7 @@ EMULATOR := acceptance-tests/emulator
 VENV := $(EMULATOR)/.venv
 PYTHON ?= python3
 
-.PHONY: bench bench-provider bench-image bench-build all build test unit acceptance emulator-test tf-check docs docs-check emulator-venv emulator demo demo-destroy fmt lint clean
+.PHONY: bench bench-provider bench-image bench-boot bench-build all build test unit acceptance emulator-test tf-check docs docs-check emulator-venv emulator demo demo-destroy fmt lint clean
 
 all: build
 
@@ -77,7 +77,7 @@ clean:
 	rm -rf .demo $(VENV)
 
 ## bench: measure hpcforge (release build) against its anchors; writes bench/results and BENCHMARKS.md
-bench: bench-provider bench-image bench-build
+bench: bench-provider bench-image bench-boot bench-build
 
 ## bench-provider: plans, memory, hpc-node resume and the quickstart apply (about 10 minutes)
 bench-provider: emulator-venv
@@ -88,6 +88,11 @@ bench-provider: emulator-venv
 bench-image: emulator-venv
 	$(CARGO) build --release -p hpc-node -p hpc-image
 	$(PYTHON) bench/image.py $(TARGET_DIR)/release
+
+## bench-boot: the emulator's boot mode: launch → user data, memory per instance, the test image (root; about 5 minutes)
+bench-boot: emulator-venv
+	$(CARGO) build -p hpc-node -p hpc-image
+	$(PYTHON) bench/boot.py $(TARGET_DIR)/debug
 
 ## bench-build: cold and warm `cargo build` of the workspace and one `make test` (about 25 minutes)
 bench-build:

@@ -549,6 +549,7 @@ def write_markdown(results: dict) -> None:
         "",
     ]
     lines += image_markdown()
+    lines += boot_markdown()
     lines += build_markdown()
     (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))
 
@@ -582,6 +583,47 @@ def build_markdown() -> list[str]:
     lines += ["", plot("build", "Build and test (2 cores)", "s", bars), "",
               "Raw numbers: [bench/results/build.json](bench/results/build.json).", ""]
     return lines
+
+
+def boot_markdown() -> list[str]:
+    """The local EC2 table, from bench/results/boot.json (bench/boot.py) when it exists."""
+    path = RESULTS / "boot.json"
+    if not path.exists():
+        return []
+    r = json.loads(path.read_text())
+    m = r["machine"]
+
+    def stat(label: str, s: dict, anchor: str = "") -> str:
+        return f"| {label} | {s['median']} | {s['min']} | {s['max']} | {s['runs']} | {anchor} |"
+
+    one, eight_median, eight_last = r["launch_to_user_data_1_s"], r["launch_to_user_data_8_median_s"], r[
+        "launch_to_user_data_8_last_s"]
+    return [
+        "## Local EC2 (the emulator's boot mode)",
+        "",
+        f"Measured on {m['date']} at commit `{m['commit']}` ({m['cpus']} CPUs). Instances of the image baked from "
+        "`image-builder/templates/debian-slurm.pkr.hcl`, booted by systemd-nspawn; *user data started* is the "
+        "time the user data printed on the console, from the RunInstances call.",
+        "",
+        "| measure | median | min | max | runs | anchor |",
+        "| --- | --- | --- | --- | --- | --- |",
+        stat("launch → user data started, 1 instance (s)", one, "qemu/TCG: user data at +48-54 s (DESIGN.md §8)"),
+        stat("launch → user data started, 8 at once: median instance (s)", eight_median),
+        stat("launch → user data started, 8 at once: last instance (s)", eight_last),
+        stat("memory per booted instance (MiB, host memory used / instances)", r["memory_per_instance_mib"],
+             "qemu/TCG: ~367 MB RSS per VM at -m 512 (DESIGN.md §8)"),
+        f"| machines the default budget holds | {r['default_budget']} | | | - | memory / 384 MiB, at most 64 |",
+        f"| the boot tests' image: re-bake with every layer cached (s) | {r['rebake_cached_s']} | | | 1 | "
+        "skipped while no input is newer than the disk |",
+        f"| the boot tests' image: hpc-image publish to the emulator (s) | {r['publish_s']} | | | 1 | |",
+        "",
+        plot("boot-launch", "Launch to user data started", "s",
+             [("1 instance", one["median"]), ("8 at once, median", eight_median["median"]),
+              ("8 at once, last", eight_last["median"]), ("qemu/TCG (DESIGN.md §8)", 51)]),
+        "",
+        "Raw numbers: [bench/results/boot.json](bench/results/boot.json).",
+        "",
+    ]
 
 
 def image_markdown() -> list[str]:

@@ -124,12 +124,12 @@ def stop_emulator(process: subprocess.Popen[str]) -> int:
 class Vpc:
     """A VPC, one subnet and a key pair, made through the EC2 API."""
 
-    def __init__(self, endpoint: str, cidr: str, work: Path) -> None:
-        self.ec2 = client(endpoint, "ec2")
+    def __init__(self, endpoint: str, cidr: str, work: Path, region: str = "us-east-1") -> None:
+        self.ec2 = client(endpoint, "ec2", region=region)
         self.cidr = cidr
         self.vpc_id = self.ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
         subnet_cidr = re.sub(r"\.0\.0/16$", ".1.0/24", cidr)
-        self.subnet_id = self.ec2.create_subnet(VpcId=self.vpc_id, CidrBlock=subnet_cidr, AvailabilityZone="us-east-1a")[
+        self.subnet_id = self.ec2.create_subnet(VpcId=self.vpc_id, CidrBlock=subnet_cidr, AvailabilityZone=f"{region}a")[
             "Subnet"
         ]["SubnetId"]
         name = f"boot-test-{self.vpc_id}"

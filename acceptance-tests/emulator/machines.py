@@ -47,10 +47,6 @@ SHARES_IN_MACHINE = "/run/hpcemu/shares"
 DEFAULT_MEMORY_PER_MACHINE = 384 << 20
 
 
-class BootError(RuntimeError):
-    """A machine could not be booted; the message says why."""
-
-
 def default_budget() -> int:
     """Machines the host holds: memory / 384 MiB (a node with Slurm and an agent), at most 64."""
     try:
@@ -230,8 +226,8 @@ class MachineManager:
     def _boot(self, machine: Machine) -> None:
         try:
             self._prepare(machine)
-            if machine.wanted != "running":
-                raise BootError("stopped before it booted")
+            if machine.wanted != "running":  # stopped or terminated while pending
+                return self._ended(machine, None)
             self._start(machine)
         except Exception as err:  # noqa: BLE001 - any failure ends this machine, with the reason
             log.error("instance %s did not boot: %s", machine.instance_id, err)

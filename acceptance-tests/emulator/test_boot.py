@@ -180,7 +180,7 @@ def test_instance_credentials_are_authorized_against_the_instance_profile_role(b
     assert all(r["token"] and r["status"] == 200 for r in sdk), sdk
 
 
-def test_a_file_written_on_an_efs_mount_is_read_on_another_instance(boot: dict[str, Any], vpc: Vpc) -> None:
+def test_files_on_efs_and_lustre_mounts_are_shared_between_instances(boot: dict[str, Any], vpc: Vpc) -> None:
     efs = client(boot["endpoint"], "efs")
     fs_id = efs.create_file_system(CreationToken="boot-test", Encrypted=True)["FileSystemId"]
     group = vpc.group("ssh", [vpc.ssh_from_vpc()])
@@ -194,6 +194,37 @@ def test_a_file_written_on_an_efs_mount_is_read_on_another_instance(boot: dict[s
     assert vpc.ssh(addresses[1], "cat /mnt/efs/hello").stdout.strip() == "shared-by-efs"
     bad = vpc.ssh(addresses[1], "sudo mount -t nfs4 fs-0000000000000000.efs.us-east-1.amazonaws.com:/ /mnt", check=False)
     assert bad.returncode != 0 and "no such file system" in bad.stderr
+
+    fsx = client(boot["endpoint"], "fsx")
+    lustre = fsx.create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[vpc.subnet_id],
+        LustreConfiguration={"DeploymentType": "SCRATCH_2"},
+    )["FileSystem"]
+    source = f"{lustre['DNSName']}@tcp:/{lustre['LustreConfiguration']['MountName']}"
+    for address in addresses:
+        vpc.ssh(address, f"sudo mkdir -p /fsx && sudo mount -t lustre -o relatime,flock {source} /fsx")
+    vpc.ssh(addresses[1], "echo on-lustre | sudo tee /fsx/data >/dev/null")
+    assert vpc.ssh(addresses[0], "cat /fsx/data").stdout.strip() == "on-lustre"
+
+
+def test_a_copied_image_boots_in_its_region(boot: dict[str, Any], tmp_path: Path) -> None:
+    west = client(boot["endpoint"], "ec2", region="us-west-2")
+    copied = west.copy_image(SourceImageId=boot["image_id"], SourceRegion="us-east-1", Name="hpcforge-boot-copy")["ImageId"]
+    network = Vpc(boot["endpoint"], "10.81.0.0/16", tmp_path, region="us-west-2")
+    group = network.group("ssh", [network.ssh_from_vpc()])
+    (instance_id,) = network.launch([group], image_id=copied)
+    try:
+        address = network.wait_state(instance_id, "running")["PrivateIpAddress"]
+        network.wait_ssh(address)
+        imds = "http://169.254.169.254/latest"
+        region = network.ssh(address, f"t=$(curl -sf -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' {imds}/api/token); "
+                                      f"curl -sf -H \"X-aws-ec2-metadata-token: $t\" {imds}/meta-data/placement/region").stdout
+        assert region == "us-west-2"
+        name = network.ssh(address, "hostname").stdout.strip()
+        assert network.ssh(address, f"getent hosts {name}.us-west-2.compute.internal").stdout.split()[0] == address
+    finally:
+        network.ec2.terminate_instances(InstanceIds=[instance_id])
+        network.wait_state(instance_id, "terminated")
 
 
 def test_capacity_is_machines_and_a_machine_that_never_arrives_says_so(boot: dict[str, Any], vpc: Vpc) -> None:
@@ -234,3 +265,53 @@ def test_stale_state_of_a_crashed_run_is_removed(boot: dict[str, Any], tmp_path:
     assert not crashed.exists()
     assert "hpcemu-999999-v0" not in netns.names("hpcemu-")
     assert os.listdir(state) == []
+
+
+def test_stop_start_keeps_the_root_disk_and_a_poweroff_inside_stops_the_instance(boot: dict[str, Any], vpc: Vpc) -> None:
+    group = vpc.group("ssh", [vpc.ssh_from_vpc()])
+    (instance_id,) = vpc.launch([group], image_id=boot["image_id"])
+    address = vpc.wait_state(instance_id, "running")["PrivateIpAddress"]
+    vpc.wait_ssh(address)
+    vpc.ssh(address, "cloud-init status --wait >/dev/null; echo kept | sudo tee /var/tmp/kept >/dev/null")
+
+    vpc.ec2.stop_instances(InstanceIds=[instance_id])
+    assert vpc.describe(instance_id)["State"]["Name"] in ("stopping", "stopped")
+    vpc.wait_state(instance_id, "stopped")
+    vpc.ec2.start_instances(InstanceIds=[instance_id])
+    address = vpc.wait_state(instance_id, "running")["PrivateIpAddress"]
+    vpc.wait_ssh(address)
+    assert vpc.ssh(address, "cat /var/tmp/kept").stdout.strip() == "kept"
+
+    vpc.ssh(address, "sudo systemctl poweroff --no-block", check=False)
+    stopped = vpc.wait_state(instance_id, "stopped")
+    assert stopped["StateReason"]["Code"] == "Client.InstanceInitiatedShutdown"
+
+
+def test_boot_faults_a_machine_that_dies_and_a_spot_interruption(boot: dict[str, Any], vpc: Vpc) -> None:
+    group = vpc.group("ssh", [vpc.ssh_from_vpc()])
+    control(boot["endpoint"], "POST", "/faults", [
+        {"service": "ec2", "action": "RunInstances", "boot": "dies-at-boot", "delay_s": 1, "count": 1},
+    ])
+    try:
+        (dying,) = vpc.launch([group], image_id=boot["image_id"])
+        died = vpc.wait_state(dying, "terminated")
+        assert died["StateReason"]["Code"] == "Server.InternalError"
+    finally:
+        control(boot["endpoint"], "DELETE", "/faults")
+
+    control(boot["endpoint"], "POST", "/faults", [
+        {"service": "ec2", "action": "RunInstances", "boot": "spot-interruption", "delay_s": 20,
+         "match": {"Lifecycle": "spot"}},
+    ])
+    try:
+        (spot,) = vpc.launch([group], image_id=boot["image_id"],
+                             InstanceMarketOptions={"MarketType": "spot"})
+        address = vpc.wait_state(spot, "running")["PrivateIpAddress"]
+        vpc.wait_ssh(address)
+        imds = "http://169.254.169.254/latest"
+        notice = vpc.ssh(address, f"t=$(curl -sf -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' {imds}/api/token); "
+                                  f"curl -sf -H \"X-aws-ec2-metadata-token: $t\" {imds}/meta-data/spot/instance-action").stdout
+        assert json.loads(notice)["action"] == "terminate", notice
+        vpc.wait_state(spot, "terminated", timeout=60)
+    finally:
+        control(boot["endpoint"], "DELETE", "/faults")
