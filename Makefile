@@ -92,7 +92,7 @@ bench-image: emulator-venv
 ## bench-boot: the emulator's boot mode: launch → user data, memory per instance, the test image (root; about 5 minutes)
 bench-boot: emulator-venv
 	$(CARGO) build -p hpc-node -p hpc-image
-	$(PYTHON) bench/boot.py $(TARGET_DIR)/debug
+	$(VENV)/bin/python bench/boot.py $(TARGET_DIR)/debug
 
 ## bench-build: cold and warm `cargo build` of the workspace and one `make test` (about 25 minutes)
 bench-build:

@@ -615,7 +615,7 @@ def boot_markdown() -> list[str]:
         f"| machines the default budget holds | {r['default_budget']} | | | - | memory / 384 MiB, at most 64 |",
         f"| the boot tests' image: re-bake with every layer cached (s) | {r['rebake_cached_s']} | | | 1 | "
         "skipped while no input is newer than the disk |",
-        f"| the boot tests' image: hpc-image publish to the emulator (s) | {r['publish_s']} | | | 1 | |",
+        f"| the boot tests' image: hpc-image publish to the emulator (s) | {r['publish_s']} | | | 1 | debug build, as the tests run it (the release upload: see hpc-image above) |",
         "",
         plot("boot-launch", "Launch to user data started", "s",
              [("1 instance", one["median"]), ("8 at once, median", eight_median["median"]),

@@ -9,7 +9,7 @@ it into BENCHMARKS.md.
 Needs root and boot mode's packages (`.ci/run` installs them). Not a test: nothing fails for
 being slow.
 
-Usage: bench/boot.py BIN_DIR [--runs N]
+Usage: acceptance-tests/emulator/.venv/bin/python bench/boot.py BIN_DIR [--runs N]  (the emulator venv: boto3)
 """
 from __future__ import annotations
 

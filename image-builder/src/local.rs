@@ -825,7 +825,8 @@ impl LocalBuild<'_> {
 
 /// cloud-init's locale step: the locale every image has (en_US.UTF-8, cloud-init's default, is
 /// not generated in a minimal root, so the step failed and left the system degraded).
-const CLOUD_LOCALE: &str = "# hpc-image: C.UTF-8 exists in every glibc; en_US.UTF-8 is not generated\nlocale: C.UTF-8\n";
+const CLOUD_LOCALE: &str =
+    "# hpc-image: C.UTF-8 exists in every glibc; en_US.UTF-8 is not generated\nlocale: C.UTF-8\n";
 const STUB_RESOLV: &str = "../run/systemd/resolve/stub-resolv.conf";
 
 /// What the image says of its own DNS and locale, written after the last chroot has put back
