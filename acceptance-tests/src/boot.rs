@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::{hpc_image_bin, hpc_node_bin, repo_root, scratch_dir, Emulator};
+use crate::{hpc_image_bin, hpc_image_command, hpc_node_bin, missing_root_and_tools, repo_root, scratch_dir, Emulator};
 
 /// cloud-init's default user of the Debian image: the key pair's key is installed there.
 pub const SSH_USER: &str = "debian";
@@ -24,23 +24,7 @@ const TOOLS: &[(&str, &str)] = &[
 
 /// Fails (never skips) naming what is missing; `.ci/run` installs all of it.
 pub fn require_prerequisites() {
-    let mut missing = Vec::new();
-    let uid = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    if uid.ok().as_deref() != Some("0") {
-        missing.push("root".to_string());
-    }
-    for (tool, package) in TOOLS {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool} || test -x /usr/sbin/{tool}")])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            missing.push(format!("{tool} (apt-get install {package})"));
-        }
-    }
+    let missing = missing_root_and_tools("namespaces, mounts and systemd-nspawn need it", TOOLS);
     assert!(
         missing.is_empty(),
         "boot-mode tests need: {} (.ci/run installs them)",
@@ -88,13 +72,11 @@ pub fn test_disk() -> PathBuf {
     }
     std::fs::create_dir_all(&out).expect("creating the test image directory");
     let cache = std::env::var("HPC_IMAGE_CACHE").unwrap_or_else(|_| "/var/tmp/hpc-image-cache".into());
-    let done = Command::new(hpc_image_bin())
+    let done = hpc_image_command(&repo_root().join("image-builder"), None)
         .arg("build")
         .arg(template())
         .args(["-var", "verify=false", "--cache-dir", &cache, "--output"])
         .arg(&out)
-        .current_dir(repo_root().join("image-builder"))
-        .env("HPC_NODE_BINARY", hpc_node_bin())
         .output()
         .expect("running hpc-image build");
     assert!(done.status.success(), "hpc-image build failed:\n{}", text(&done));
@@ -106,7 +88,7 @@ pub fn publish_test_image(emu: &Emulator) -> String {
     let disk = test_disk();
     let work = scratch_dir("publish");
     let manifest = work.join("manifest.json");
-    let done = Command::new(hpc_image_bin())
+    let done = hpc_image_command(&repo_root().join("image-builder"), Some(emu))
         .arg("publish")
         .arg(template())
         .arg("--disk")
@@ -114,14 +96,6 @@ pub fn publish_test_image(emu: &Emulator) -> String {
         .arg("--manifest")
         .arg(&manifest)
         .args(["-var", r#"regions=["us-east-1"]"#])
-        .current_dir(repo_root().join("image-builder"))
-        .env("AWS_ENDPOINT_URL", emu.url())
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_CONFIG_FILE", work.join("none"))
-        .env("AWS_SHARED_CREDENTIALS_FILE", work.join("none"))
-        .env_remove("AWS_PROFILE")
         .output()
         .expect("running hpc-image publish");
     assert!(done.status.success(), "hpc-image publish failed:\n{}", text(&done));

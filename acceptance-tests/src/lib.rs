@@ -69,6 +69,60 @@ pub fn hpc_node_bin() -> PathBuf {
     provider_dir().join("hpc-node")
 }
 
+/// hpc-image run in `dir`, baking the hpc-node built here, with AWS pointed at `emu` (when
+/// given) and none of the host's AWS configuration.
+pub fn hpc_image_command(dir: &Path, emu: Option<&Emulator>) -> Command {
+    let mut cmd = Command::new(hpc_image_bin());
+    cmd.current_dir(dir)
+        .env("HPC_NODE_BINARY", hpc_node_bin())
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_CONFIG_FILE", dir.join("no-aws-config"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-aws-credentials"))
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_REGION");
+    if let Some(emu) = emu {
+        cmd.env("AWS_ENDPOINT_URL", emu.url());
+    }
+    cmd
+}
+
+/// A command's stdout and stderr, for assertion messages.
+pub fn output_text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// What of root and `tools` (`(tool, Debian package)`) this machine lacks, named so a run by
+/// hand says what to install.
+pub fn missing_root_and_tools(why_root: &str, tools: &[(&str, &str)]) -> Vec<String> {
+    let mut missing = Vec::new();
+    let uid = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    if uid.ok().as_deref() != Some("0") {
+        missing.push(format!("root ({why_root})"));
+    }
+    for (tool, package) in tools {
+        let found = Command::new("sh")
+            .args([
+                "-c",
+                &format!("command -v {tool} || test -x /usr/sbin/{tool} || test -x /sbin/{tool}"),
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            missing.push(format!("{tool} (apt-get install {package})"));
+        }
+    }
+    missing
+}
+
 /// A munged on a private socket with a fresh key (for real Slurm daemons in tests); stopped on drop.
 pub struct Munge {
     child: Child,

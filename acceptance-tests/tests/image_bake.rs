@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use acceptance_tests::{hpc_image_bin, hpc_node_bin, repo_root, Emulator};
+use acceptance_tests::{hpc_image_bin, hpc_image_command, missing_root_and_tools, output_text, repo_root, Emulator};
 use serde_json::Value;
 
 const TOOLS: &[(&str, &str)] = &[
@@ -25,26 +25,7 @@ const TOOLS: &[(&str, &str)] = &[
 
 /// Fails (never skips) with what is missing, so a run by hand says what to install.
 fn require_bake_prerequisites() {
-    let mut missing = Vec::new();
-    let uid = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    if uid.ok().as_deref() != Some("0") {
-        missing.push("root (debootstrap, chroot and mount need it)".to_string());
-    }
-    for (tool, package) in TOOLS {
-        let found = Command::new("sh")
-            .args([
-                "-c",
-                &format!("command -v {tool} || test -x /usr/sbin/{tool} || test -x /sbin/{tool}"),
-            ])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            missing.push(format!("{tool} (apt-get install {package})"));
-        }
-    }
+    let mut missing = missing_root_and_tools("debootstrap, chroot and mount need it", TOOLS);
     if !Path::new("/usr/share/OVMF/OVMF_CODE_4M.fd").is_file() {
         missing.push("/usr/share/OVMF/OVMF_CODE_4M.fd (apt-get install ovmf)".to_string());
     }
@@ -56,28 +37,14 @@ fn require_bake_prerequisites() {
 }
 
 fn hpc_image(dir: &Path, emu: Option<&Emulator>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(hpc_image_bin());
-    cmd.args(args)
-        .current_dir(dir)
-        .env("HPC_NODE_BINARY", hpc_node_bin())
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_CONFIG_FILE", dir.join("no-aws-config"))
-        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-aws-credentials"))
-        .env_remove("AWS_PROFILE");
-    if let Some(emu) = emu {
-        cmd.env("AWS_ENDPOINT_URL", emu.url());
-    }
-    cmd.output().expect("running hpc-image")
+    hpc_image_command(dir, emu)
+        .args(args)
+        .output()
+        .expect("running hpc-image")
 }
 
 fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    output_text(o)
 }
 
 fn report(out_dir: &Path) -> Value {

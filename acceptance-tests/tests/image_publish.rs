@@ -4,9 +4,9 @@
 
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-use acceptance_tests::{hpc_image_bin, Emulator};
+use acceptance_tests::{hpc_image_command, Emulator};
 use serde_json::{json, Value};
 
 const BLOCK: u64 = 512 * 1024;
@@ -53,17 +53,8 @@ publish {{
 }
 
 fn hpc_image(emu: &Emulator, dir: &Path, args: &[&str]) -> Output {
-    Command::new(hpc_image_bin())
+    hpc_image_command(dir, Some(emu))
         .args(args)
-        .current_dir(dir)
-        .env("AWS_ENDPOINT_URL", emu.url())
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_CONFIG_FILE", dir.join("no-aws-config"))
-        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-aws-credentials"))
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_REGION")
         .output()
         .expect("running hpc-image")
 }
