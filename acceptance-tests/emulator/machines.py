@@ -99,14 +99,15 @@ class Machine:
         return os.path.join(self.directory, "console.log")
 
 
-def _set_state(instance: Any, name: str, code: int, reason: tuple[str, str] | None = None) -> None:
-    instance._state = InstanceState(name, code)
+STATES = {"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "stopping": 64, "stopped": 80}
+
+
+def _set_state(instance: Any, name: str, reason: tuple[str, str] | None = None) -> None:
+    instance._state = InstanceState(name, STATES[name])
     if reason is not None:
         instance.state_reason = StateReason(reason[0], reason[1])
         instance._reason = reason[0]
 
-
-STATES = {"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "stopping": 64, "stopped": 80}
 
 
 class MachineManager:
@@ -220,7 +221,7 @@ class MachineManager:
                 address=nic.private_ip_address, fault=fault,
             )
             self.machines[instance.id] = machine
-        _set_state(instance, "pending", 0)
+        _set_state(instance, "pending")
         threading.Thread(target=self._boot, args=(machine,), name=f"boot-{instance.id}", daemon=True).start()
 
     def _boot(self, machine: Machine) -> None:
@@ -247,7 +248,7 @@ class MachineManager:
         machine.metadata = MetadataSource(
             instance_id=machine.instance_id,
             tokens_required=_tokens_required(machine.instance),
-            tree=lambda: metadata_tree(machine, self.imds_credentials),
+            tree=lambda: metadata_tree(machine, instance_credentials),
             user_data=lambda: user_data(machine.instance),
         )
         netns.delete(machine.ns)
@@ -260,7 +261,7 @@ class MachineManager:
         if machine.fault is not None and machine.fault.kind == "never-arrives":
             console.write(b"hpcemu: fault 'never-arrives': the machine is held before boot and never runs\n")
             console.close()
-            _set_state(machine.instance, "running", 16)
+            _set_state(machine.instance, "running")
             return
         script = boot_script(machine, self.shares_dir)
         uptime = int(float(open("/proc/uptime", encoding="utf-8").read().split()[0]))
@@ -274,7 +275,7 @@ class MachineManager:
         )
         console.close()
         machine.started_at = time.time()
-        _set_state(machine.instance, "running", 16)
+        _set_state(machine.instance, "running")
         threading.Thread(target=self._watch, args=(machine,), name=f"watch-{machine.instance_id}", daemon=True).start()
         if machine.fault is not None and machine.fault.kind == "dies-at-boot":
             threading.Timer(machine.fault.delay_s, self._kill, args=(machine,)).start()
@@ -303,7 +304,7 @@ class MachineManager:
         if machine.wanted == "running":
             machine.wanted = "terminated"
         final = machine.wanted
-        _set_state(machine.instance, final, STATES[final], reason)
+        _set_state(machine.instance, final, reason)
         machine.done.set()
         self._retire_idle_vpcs()
         if final == "terminated":
@@ -323,8 +324,7 @@ class MachineManager:
         if machine is None or machine.done.is_set():
             return False
         machine.wanted = wanted
-        _set_state(machine.instance, "stopping" if wanted == "stopped" else "shutting-down",
-                   STATES["stopping" if wanted == "stopped" else "shutting-down"])
+        _set_state(machine.instance, "stopping" if wanted == "stopped" else "shutting-down")
         process = machine.process
         if process is None or process.poll() is not None:
             if machine.fault is not None and machine.fault.kind == "never-arrives":
@@ -360,9 +360,6 @@ class MachineManager:
         machine.interruption = {"action": "terminate", "time": when}
         threading.Timer(delay_s, self.end, args=(instance_id, "terminated")).start()
         return {"InstanceId": instance_id, "action": "terminate", "time": when}
-
-    def imds_credentials(self, machine: Machine) -> dict[str, Any] | None:
-        return instance_credentials(machine)
 
     def describe(self) -> list[dict[str, Any]]:
         with self._lock:
