@@ -143,6 +143,11 @@ pub fn key_pair(emu: &Emulator, name: &str) -> PathBuf {
 }
 
 pub fn ssh(key: &Path, address: &str, command: &str) -> Output {
+    ssh_as(key, SSH_USER, address, command)
+}
+
+/// `command` on `address` as `user`, by key, from the host.
+pub fn ssh_as(key: &Path, user: &str, address: &str, command: &str) -> Output {
     Command::new("ssh")
         .arg("-i")
         .arg(key)
@@ -158,7 +163,7 @@ pub fn ssh(key: &Path, address: &str, command: &str) -> Output {
             "-o",
             "LogLevel=ERROR",
         ])
-        .arg(format!("{SSH_USER}@{address}"))
+        .arg(format!("{user}@{address}"))
         .arg(command)
         .output()
         .expect("running ssh")
@@ -179,6 +184,18 @@ pub fn wait_ssh(key: &Path, address: &str, timeout: Duration) {
         );
         std::thread::sleep(Duration::from_secs(1));
     }
+}
+
+/// The OpenSSH public key of a private key file.
+pub fn public_key(key: &Path) -> String {
+    let out = Command::new("ssh-keygen")
+        .arg("-y")
+        .arg("-f")
+        .arg(key)
+        .output()
+        .expect("ssh-keygen");
+    assert!(out.status.success(), "ssh-keygen -y: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 pub fn text(o: &Output) -> String {

@@ -387,6 +387,48 @@ impl Emulator {
     }
 
     /// The booted machines (boot mode's control API).
+    /// A JSON-protocol call (`X-Amz-Target: <target>`) and its decoded answer.
+    pub fn json_call(&self, service: &str, target: &str, body: &Value) -> Value {
+        let auth = format!(
+            "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=0"
+        );
+        let r = http(
+            self.port,
+            "POST",
+            "/",
+            &[
+                ("Content-Type", "application/x-amz-json-1.1"),
+                ("X-Amz-Target", target),
+                ("Authorization", auth.as_str()),
+            ],
+            &body.to_string(),
+        );
+        serde_json::from_str(&r.body).unwrap_or(Value::Null)
+    }
+
+    /// An SSM parameter's value parsed as JSON (None when absent or not JSON).
+    pub fn parameter_json(&self, name: &str) -> Option<Value> {
+        let v = self.json_call("ssm", "AmazonSSM.GetParameter", &serde_json::json!({ "Name": name }));
+        serde_json::from_str(v["Parameter"]["Value"].as_str()?).ok()
+    }
+
+    /// Creates an encrypted EFS file system; returns its id.
+    pub fn create_efs(&self, token: &str) -> String {
+        let auth = "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/elasticfilesystem/aws4_request, SignedHeaders=host, Signature=0";
+        let r = http(
+            self.port,
+            "POST",
+            "/2015-02-01/file-systems",
+            &[("Content-Type", "application/json"), ("Authorization", auth)],
+            &serde_json::json!({ "CreationToken": token, "Encrypted": true }).to_string(),
+        );
+        let v: Value = serde_json::from_str(&r.body).unwrap_or(Value::Null);
+        v["FileSystemId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("CreateFileSystem: {} {}", r.status, r.body))
+            .to_string()
+    }
+
     pub fn machines(&self) -> Vec<Value> {
         self.control("GET", "/_emulator/instances", &Value::Null)["instances"]
             .as_array()

@@ -1,13 +1,16 @@
-//! The local EC2 in boot mode with the real provider: `terraform apply` boots a head node
-//! from the image hpc-image baked and published; `hpc-node resume` run on that head node, with
-//! its instance role's credentials from IMDS, calls CreateFleet and the compute node's machine
-//! boots and runs its user data; `hpc-node suspend` ends it; `terraform destroy` leaves no
-//! machine. Needs root, systemd-container, dnsmasq-base, iptables, openssh-client and the bake's
-//! tools (`.ci/run` installs them).
+//! Clusters come alive on the local EC2 (boot mode) with the real provider and terraform: the
+//! head node boots from the image hpc-image baked and published and `hpc-node head-init` brings
+//! up slurmctld; a user SSHes to the login node and submits a job; slurmctld's ResumeProgram
+//! (`hpc-node resume`, as SlurmUser with the node role from IMDS) finds no capacity in the first
+//! pool and launches in the second; the compute node's `hpc-node node-init` joins it configless;
+//! the job completes, its output is in the user's EFS /home as the login node sees it; after the
+//! idle time the node is powered down and its instance ends; `terraform destroy` leaves no machine.
+//! Needs root, systemd-container, dnsmasq-base, iptables, openssh-client and the bake's tools
+//! (`.ci/run` installs them).
 
 use std::time::{Duration, Instant};
 
-use acceptance_tests::boot::{self, key_pair, ssh, text, wait_ssh};
+use acceptance_tests::boot::{self, key_pair, public_key, ssh_as, text, wait_ssh};
 use acceptance_tests::{Emulator, Workspace};
 use serde_json::Value;
 
@@ -37,36 +40,61 @@ fn node_role(emu: &Emulator, name: &str) -> String {
     xml[start..].chars().take_while(|c| *c != '<').collect()
 }
 
-fn config(ami: &str, profile: &str) -> String {
+const USER: &str = "ada";
+
+fn config(ami: &str, profile: &str, key: &str, efs: &str) -> String {
     format!(
         r#"
 resource "hpc_network" "net" {{
-  name        = "booted"
+  name        = "alive"
   nat_gateway = false
 }}
 resource "hpc_cluster" "main" {{
-  name      = "booted"
+  name      = "alive"
   subnet_id = hpc_network.net.private_subnet_ids["us-east-1a"]
   head_node {{
     ami_id               = "{ami}"
     instance_type        = "c7i.large"
-    key_name             = "booted"
+    key_name             = "alive"
     allowed_ssh_cidrs    = ["10.0.0.0/16"]
     instance_profile_arn = "{profile}"
   }}
+  login_nodes {{
+    count         = 1
+    instance_type = "c7i.large"
+  }}
   slurm {{
-    version = "22.05"
+    version            = "22.05"
+    scaledown_idletime = "60s"
+    resume_timeout     = "5m"
+  }}
+  accounting {{
+    mode = "none"
+  }}
+  home {{
+    storage = "efs"
+    efs_id  = "{efs}"
+  }}
+  user {{
+    name            = "{USER}"
+    uid             = 2001
+    ssh_public_keys = ["{key}"]
   }}
 }}
 resource "hpc_partition" "cpu" {{
-  cluster_id     = hpc_cluster.main.id
-  name           = "cpu"
-  instance_types = ["c7i.large"]
-  ami_id         = "{ami}"
-  max_nodes      = 2
-  wait_for_apply = false
+  cluster_id        = hpc_cluster.main.id
+  name              = "cpu"
+  instance_types    = ["c7i.large"]
+  ami_id            = "{ami}"
+  max_nodes         = 2
+  default           = true
+  wait_for_apply    = false
+  provision_timeout = "4m"
   capacity_pool {{
     subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1a"]]
+  }}
+  capacity_pool {{
+    subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1b"]]
   }}
 }}
 "#
@@ -115,19 +143,28 @@ fn decode_base64(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-#[test]
-fn hpc_node_resume_on_a_booted_head_node_launches_a_compute_machine_with_the_node_role() {
-    boot::require_prerequisites();
-    let emu = boot::booting_emulator(3);
-    let ami = boot::publish_test_image(&emu);
-    let key = key_pair(&emu, "booted");
-    let profile = node_role(&emu, "booted-node");
-    let ws = Workspace::new("boot", &emu);
-    ws.write(&config(&ami, &profile));
-    ws.apply();
+/// Waits for `what` to hold, showing `context()` when it never does.
+fn eventually(what: &str, limit: Duration, mut check: impl FnMut() -> bool, context: impl Fn() -> String) {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}\n{}", context());
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
 
-    let cluster = ws.resource("hpc_cluster.main");
-    let policy = cluster["instance_profile_policy"]
+#[test]
+fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_second_pool() {
+    boot::require_prerequisites();
+    let emu = boot::booting_emulator(4);
+    let ami = boot::publish_test_image(&emu);
+    let key = key_pair(&emu, "alive");
+    let profile = node_role(&emu, "alive-node");
+    let efs = emu.create_efs("alive-home");
+    let ws = Workspace::new("boot", &emu);
+    ws.write(&config(&ami, &profile, &public_key(&key), &efs));
+    // The node role gets exactly the policy the cluster says it needs (the local EC2 enforces it).
+    ws.ok(&["apply", "-auto-approve", "-target=hpc_cluster.main"]);
+    let policy = ws.resource("hpc_cluster.main")["instance_profile_policy"]
         .as_str()
         .expect("instance_profile_policy")
         .to_string();
@@ -135,71 +172,82 @@ fn hpc_node_resume_on_a_booted_head_node_launches_a_compute_machine_with_the_nod
         "iam",
         "2010-05-08",
         &format!(
-            "Action=PutRolePolicy&RoleName=booted-node&PolicyName=hpcforge&PolicyDocument={}",
+            "Action=PutRolePolicy&RoleName=alive-node&PolicyName=hpcforge&PolicyDocument={}",
             encode(&policy)
         ),
     );
+    // The first pool's zone has no capacity.
+    emu.add_fault(serde_json::json!({
+        "service": "ec2", "action": "CreateFleet", "code": "InsufficientInstanceCapacity",
+        "match": {"AvailabilityZone": "us-east-1a"},
+    }));
+    ws.apply();
+    let cluster = ws.resource("hpc_cluster.main");
     let head = cluster["head_node_instance_id"].as_str().expect("head id").to_string();
-    let head_ip = cluster["head_node_private_ip"].as_str().expect("head ip").to_string();
-    assert_eq!(
-        machine_state(&emu, &head).as_deref(),
-        Some("running"),
-        "{:?}",
-        emu.machines()
-    );
-    wait_ssh(&key, &head_ip, Duration::from_secs(120));
+    let login_ip = cluster["login_node_private_ips"][0]
+        .as_str()
+        .expect("login ip")
+        .to_string();
 
-    emu.reset_calls();
-    let resume = ssh(
+    let report = || {
+        emu.parameter_json("/hpcforge/clusters/alive/head")
+            .unwrap_or(Value::Null)
+    };
+    eventually(
+        "the head node reports slurmctld ready",
+        Duration::from_secs(180),
+        || report()["phase"] == "ready",
+        || format!("report: {}\nconsole:\n{}", report(), console(&emu, &head)),
+    );
+    assert_eq!(report()["instance_id"], head.as_str());
+    wait_ssh_as(&key, &login_ip);
+
+    // The user submits from the login node; the job's output lands in their EFS home.
+    let submit = ssh_as(
         &key,
-        &head_ip,
-        "sudo hpc-node resume cpu-c7i-large-1 --cluster booted 2>&1",
+        USER,
+        &login_ip,
+        "sbatch --parsable -N1 -o job.out --wrap 'hostname; id -un'",
     );
-    let calls = emu.calls();
-    assert_eq!(
-        calls.get("ec2:CreateFleet"),
-        Some(&1),
-        "resume: {}\ncalls: {calls:?}",
-        text(&resume)
+    assert!(submit.status.success(), "sbatch: {}", text(&submit));
+    let job = String::from_utf8_lossy(&submit.stdout).trim().to_string();
+    let job_state = || text(&ssh_as(&key, USER, &login_ip, &format!("scontrol show job {job} -o")));
+    eventually(
+        "the job completes",
+        Duration::from_secs(300),
+        || job_state().contains("JobState=COMPLETED"),
+        || {
+            let nodes = instances_tagged(&emu, "hpcforge:partition", "alive/cpu");
+            let consoles: Vec<String> = nodes.iter().map(|n| console(&emu, n)).collect();
+            format!("job: {}\nnodes: {nodes:?}\n{}", job_state(), consoles.join("\n----\n"))
+        },
     );
-    let nodes = instances_tagged(&emu, "hpcforge:partition", "booted/cpu");
-    assert_eq!(nodes.len(), 1, "resume: {}", text(&resume));
+    let out = ssh_as(&key, USER, &login_ip, "cat job.out");
+    assert_eq!(text(&out).trim(), format!("cpu-c7i-large-1\n{USER}"), "{}", text(&out));
+
+    // The node came from the second pool.
+    let nodes = instances_tagged(&emu, "hpcforge:partition", "alive/cpu");
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    let subnet_b = ws.resource("hpc_network.net")["private_subnet_ids"]["us-east-1b"]
+        .as_str()
+        .expect("subnet")
+        .to_string();
+    let described = emu.ec2(&format!("Action=DescribeInstances&InstanceId.1={}", nodes[0]));
+    assert!(
+        described.contains(&subnet_b),
+        "not in the second pool's subnet: {described}"
+    );
+
+    // Idle past scaledown_idletime: Slurm powers the node down and its instance ends.
     let node = nodes[0].clone();
-
-    // The compute node is a real machine: it boots and cloud-init runs the partition's user data.
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let out = console(&emu, &node);
-        if out.contains("Cloud-init v.") && out.contains("finished") {
-            assert!(
-                out.contains("hpc-node"),
-                "the node's user data (hpc-node node-init) did not run:\n{out}"
-            );
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the compute node's console after 90 s:\n{out}"
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    }
-    assert_eq!(machine_state(&emu, &node).as_deref(), Some("running"));
-
-    let suspend = ssh(
-        &key,
-        &head_ip,
-        "sudo hpc-node suspend cpu-c7i-large-1 --cluster booted 2>&1",
+    eventually(
+        "the idle node's instance is terminated",
+        Duration::from_secs(240),
+        || machine_state(&emu, &node).as_deref() == Some("terminated"),
+        || format!("{:?}", emu.machines()),
     );
-    assert!(suspend.status.success(), "suspend: {}", text(&suspend));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while machine_state(&emu, &node).as_deref() != Some("terminated") {
-        assert!(
-            Instant::now() < deadline,
-            "the node's machine did not end: {:?}",
-            emu.machines()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let sinfo = ssh_as(&key, USER, &login_ip, "scontrol show node cpu-c7i-large-1 -o");
+    assert!(text(&sinfo).contains("POWER"), "{}", text(&sinfo));
 
     ws.destroy();
     let live: Vec<Value> = emu
@@ -208,4 +256,14 @@ fn hpc_node_resume_on_a_booted_head_node_launches_a_compute_machine_with_the_nod
         .filter(|m| m["State"] != "terminated")
         .collect();
     assert!(live.is_empty(), "machines left after destroy: {live:?}");
+}
+
+/// SSH as the cluster's user works once login-init installed their key.
+fn wait_ssh_as(key: &std::path::Path, address: &str) {
+    eventually(
+        "SSH to the login node as the cluster's user",
+        Duration::from_secs(120),
+        || ssh_as(key, USER, address, "true").status.success(),
+        || text(&ssh_as(key, USER, address, "true")),
+    );
 }

@@ -1,13 +1,18 @@
 //! hpc-node: the agent baked into every hpcforge image.
 //!
-//! - [`hostlist`]: Slurm host lists.
+//! - [`cli`] and [`cmd`]: the command line and one module per command; `main.rs` only dispatches.
+//! - [`boot`]: what each role does at boot (`head-init`, `login-init`, `node-init`).
+//! - [`reconcile`]: the head node's Slurm configuration from the published desired state.
 //! - [`resume`]: Slurm's ResumeProgram: launch instances for nodes across capacity pools, with
 //!   failover within one invocation and a cool-down for pools without capacity.
-//!
-//! - [`reconcile`]: the head node's Slurm configuration from the published desired state.
-//!
-//! Still to come (issue 5): time-based failover, orphan sweep, health checks and Lustre eviction.
+//! - [`sweep`], [`health`], [`guardrail`]: orphans and late nodes, node health, the run-time
+//!   cost guardrail.
+//! - [`hostlist`]: Slurm host lists.
 
+pub mod boot;
+pub mod cli;
+pub mod cmd;
+pub mod error;
 pub mod guardrail;
 pub mod health;
 pub mod hostlist;

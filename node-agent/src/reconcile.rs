@@ -13,12 +13,14 @@ use std::time::{Duration, Instant};
 
 use hpc_aws::Aws;
 use hpc_desired_state::{cluster_param, cluster_prefix, partitions_path, ClusterDoc, PartitionDoc};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use slurm_model::Cluster;
 
 /// Where this head node keeps Slurm's files, and how it reaches the controller. Defaults are
 /// the image's layout; a JSON file can override any field (other layouts, tests).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Layout {
     pub conf_dir: PathBuf,
     pub controller_host: Option<String>,
@@ -60,44 +62,11 @@ impl Default for Layout {
 impl Layout {
     /// Reads overrides from a JSON object (`{"conf_dir": "...", "ports": [6817, 6818], ...}`).
     pub fn from_json(text: &str) -> Result<Layout, String> {
-        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("layout is not JSON: {e}"))?;
-        let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
-        let mut l = Layout::default();
-        if let Some(d) = s("conf_dir") {
-            l.conf_dir = PathBuf::from(d);
-        }
-        l.controller_host = s("controller_host");
-        l.controller_addr = s("controller_addr");
-        l.state_dir = s("state_dir");
-        l.spool_dir = s("spool_dir");
-        l.log_dir = s("log_dir");
-        l.run_dir = s("run_dir");
-        l.slurm_user = s("slurm_user");
-        l.munge_socket = s("munge_socket");
-        l.ports = v.get("ports").and_then(|p| {
-            let a = p.get(0)?.as_u64().and_then(|x| u16::try_from(x).ok())?;
-            let b = p.get(1)?.as_u64().and_then(|x| u16::try_from(x).ok())?;
-            Some((a, b))
-        });
-        l.power_programs = v.get("power_programs").and_then(|p| {
-            Some((
-                p.get(0)?.as_str()?.to_string(),
-                p.get(1)?.as_str()?.to_string(),
-                p.get(2)?.as_str()?.to_string(),
-            ))
-        });
-        if let Some(cmd) = v.get("restart_command").and_then(|c| c.as_array()) {
-            l.restart_command = cmd.iter().filter_map(|x| x.as_str().map(str::to_string)).collect();
-        }
-        if let Some(extra) = v.get("extra").and_then(|e| e.as_object()) {
-            for (k, x) in extra {
-                let value = x
-                    .as_str()
-                    .ok_or_else(|| format!("layout extra {k}: values are strings"))?;
-                l.extra.insert(k.clone(), value.to_string());
-            }
-        }
-        Ok(l)
+        serde_json::from_str(text).map_err(|e| format!("layout: {e}"))
+    }
+
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string_pretty(self)
     }
 
     fn apply(&self, model: &mut Cluster) {
@@ -371,5 +340,11 @@ mod tests {
         assert_eq!(l.extra.get("TaskPlugin").map(String::as_str), Some("task/none"));
         assert!(Layout::from_json("{\"extra\": {\"A\": 1}}").is_err());
         assert!(Layout::from_json("nope").is_err());
+        assert!(
+            Layout::from_json(r#"{"conf_dri": "/tmp"}"#).is_err(),
+            "a misspelt field is an error"
+        );
+        let back = Layout::from_json(&l.to_json().expect("json")).expect("round trip");
+        assert_eq!(back, l);
     }
 }

@@ -5,6 +5,8 @@
 //! Partitions are separate documents so that adding, changing or removing one never
 //! rewrites the cluster's document or another partition's.
 
+pub mod boot;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};

@@ -9,6 +9,7 @@ pub mod ec2;
 pub mod error;
 pub mod fsx;
 pub mod image;
+pub mod imds;
 pub mod secrets;
 pub mod ssm;
 pub mod view;

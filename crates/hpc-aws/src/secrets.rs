@@ -7,6 +7,28 @@ use aws_sdk_secretsmanager::Client;
 
 use crate::error::{AwsError, Result};
 
+/// A secret's value as Secrets Manager stores it. Its Debug form hides the value.
+#[derive(Clone, PartialEq, Eq)]
+pub enum SecretValue {
+    Binary(Vec<u8>),
+    Text(String),
+}
+
+impl SecretValue {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            SecretValue::Binary(b) => b,
+            SecretValue::Text(t) => t.as_bytes(),
+        }
+    }
+}
+
+impl std::fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SecretValue(<{} bytes>)", self.bytes().len())
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Secrets {
     client: Client,
@@ -78,6 +100,28 @@ impl Secrets {
             .await
             .map_err(|e| AwsError::from_sdk(self.ctx("creating secret", name), &e))?;
         Ok(out.arn().unwrap_or_default().to_string())
+    }
+
+    /// The current value of a secret (binary or text), for the node that needs it. Never logged.
+    pub async fn value(&self, name_or_arn: &str) -> Result<SecretValue> {
+        let out = self
+            .client
+            .get_secret_value()
+            .secret_id(name_or_arn)
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk(self.ctx("reading the value of secret", name_or_arn), &e))?;
+        if let Some(blob) = out.secret_binary() {
+            return Ok(SecretValue::Binary(blob.as_ref().to_vec()));
+        }
+        match out.secret_string() {
+            Some(text) => Ok(SecretValue::Text(text.to_string())),
+            None => Err(AwsError::new(
+                self.ctx("reading the value of secret", name_or_arn),
+                None,
+                "the secret has no value",
+            )),
+        }
     }
 
     /// The ARN of the secret with this name or ARN, if it exists and is not scheduled for deletion.

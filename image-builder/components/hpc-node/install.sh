@@ -1,7 +1,9 @@
-# hpc-node: installs the node agent staged by hpc-image ($HPC_FILES/hpc-node) as
+# hpc-node: installs the NFS client and the node agent staged by hpc-image ($HPC_FILES/hpc-node) as
 # /usr/local/bin/hpc-node and its units ($HPC_FILES/systemd/) into /etc/systemd/system, not
 # enabled: each node's boot script enables what its role runs. Arguments: none.
 [ -n "${HPC_FILES:-}" ] || hpc_die "HPC_FILES is not set"
+# The NFS client: every node mounts /home from EFS by its DNS name at boot (hpc-node *-init).
+hpc_apt_install nfs-common
 [ -f "$HPC_FILES/hpc-node" ] || hpc_die "no hpc-node binary staged at $HPC_FILES/hpc-node"
 install -D -m 0755 -o root -g root "$HPC_FILES/hpc-node" /usr/local/bin/hpc-node
 install -d -m 0755 -o root -g root /etc/hpcforge

@@ -15,6 +15,7 @@ use tfplugin::{
 };
 
 use crate::convert::{self, boolean, int, of_list, of_map, pairs, string, strings};
+use crate::desired_state::boot::Role;
 use crate::desired_state::{self, AccountingDoc, ClusterDoc, MountDoc, UserDoc, SCHEMA};
 use crate::pricing;
 use crate::provider::Clients;
@@ -353,22 +354,6 @@ fn instance_profile_policy(name: &str) -> String {
         ]
     })
     .to_string()
-}
-
-fn head_user_data(name: &str, region: &str) -> String {
-    format!(
-        "#!/bin/bash\nset -euo pipefail\n# hpcforge head node of cluster {name}\n\
-         exec /usr/local/bin/hpc-node head-init --cluster {name} --region {region} --state {}\n",
-        desired_state::cluster_prefix(name)
-    )
-}
-
-fn login_user_data(name: &str, region: &str, index: usize) -> String {
-    format!(
-        "#!/bin/bash\nset -euo pipefail\n# hpcforge login node {index} of cluster {name}\n\
-         exec /usr/local/bin/hpc-node login-init --cluster {name} --region {region} --state {}\n",
-        desired_state::cluster_prefix(name)
-    )
 }
 
 fn fixed_cost(v: &Value, overrides: &[(String, f64)]) -> Value {
@@ -768,6 +753,7 @@ impl Resource for HpcCluster {
                 .ssm
                 .delete(&format!("{}/status", desired_state::cluster_prefix(&name)))
                 .await?;
+            clients.ssm.delete(&desired_state::boot::head_param(&name)).await?;
             let nodes = clients.ec2.instances_tagged("hpcforge:cluster", &name).await?;
             let ids: Vec<String> = nodes.into_iter().map(|i| i.id).collect();
             or_stop(
@@ -1189,7 +1175,7 @@ async fn launch_head(
         head_type,
         sgs,
         tags,
-        head_user_data(name, &clients.aws.region),
+        desired_state::boot::user_data(Role::Head, name, &clients.aws.region, None, None),
     );
     let (lt, _) = clients
         .ec2
@@ -1265,7 +1251,7 @@ async fn sync_login_nodes(
             login_type,
             sgs,
             tags,
-            login_user_data(name, &clients.aws.region, ids.len()),
+            desired_state::boot::user_data(Role::Login, name, &clients.aws.region, None, None),
         );
         let (lt, _) = clients
             .ec2

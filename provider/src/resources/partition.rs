@@ -15,6 +15,7 @@ use tfplugin::{
 };
 
 use crate::convert::{self, boolean, int, of_list, of_map, pairs, string, strings};
+use crate::desired_state::boot::Role;
 use crate::desired_state::{self, ClusterDoc, PartitionDoc, PoolDoc, ShapeDoc, SCHEMA};
 use crate::pricing;
 use crate::provider::Clients;
@@ -349,23 +350,6 @@ fn lt_name(cluster: &str, partition: &str, pool: usize, instance_type: &str) -> 
 
 fn pg_name(cluster: &str, partition: &str, pool: usize) -> String {
     format!("hpc-{cluster}-{partition}-{pool}")
-}
-
-/// The boot script of a compute node: the node agent joins it to the cluster.
-fn user_data(cluster: &str, partition: &str, region: &str, extra: Option<&str>) -> String {
-    let mut s = format!(
-        "#!/bin/bash\nset -euo pipefail\n# hpcforge compute node of cluster {cluster}, partition {partition}\n\
-         exec /usr/local/bin/hpc-node node-init --cluster {cluster} --partition {partition} --region {region} \
-         --state {}\n",
-        desired_state::cluster_prefix(cluster)
-    );
-    if let Some(e) = extra {
-        s = s.replace(
-            "exec /usr/local/bin/hpc-node",
-            &format!("{e}\nexec /usr/local/bin/hpc-node"),
-        );
-    }
-    s
 }
 
 /// The cluster's published desired state, read directly (applies act on what is there now).
@@ -1070,10 +1054,12 @@ async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome
                     key_name: None,
                     security_group_ids: pool_security_groups(&cdoc, pool, region != clients.aws.region),
                     instance_profile_arn: string(planned.attr("instance_profile_arn")),
-                    user_data: Some(user_data(
+                    // The desired state lives in the cluster's home region, wherever the pool is.
+                    user_data: Some(desired_state::boot::user_data(
+                        Role::Compute,
                         &cluster,
-                        &name,
-                        &region,
+                        &clients.aws.region,
+                        Some(&name),
                         planned.attr("user_data_extra").as_str(),
                     )),
                     root_volume: Some(RootVolume {

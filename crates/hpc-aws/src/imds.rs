@@ -1,0 +1,39 @@
+//! The instance's own identity from the instance metadata service (IMDSv2, through the SDK's
+//! client: tokens, retries and the `AWS_EC2_METADATA_*` settings as every AWS tool has them).
+
+use aws_config::imds::client::Client;
+
+use crate::error::{AwsError, Result};
+
+/// Who this instance is, as EC2 says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub instance_id: String,
+    pub private_ip: String,
+    /// The region from the instance's placement.
+    pub region: String,
+}
+
+async fn get(client: &Client, path: &str) -> Result<String> {
+    client
+        .get(format!("/latest/meta-data/{path}"))
+        .await
+        .map(|v| v.as_ref().trim().to_string())
+        .map_err(|e| {
+            AwsError::new(
+                format!("reading {path} from the instance metadata service"),
+                None,
+                e.to_string(),
+            )
+        })
+}
+
+/// Reads this instance's id, primary private address and region.
+pub async fn identity() -> Result<Identity> {
+    let client = Client::builder().build();
+    Ok(Identity {
+        instance_id: get(&client, "instance-id").await?,
+        private_ip: get(&client, "local-ipv4").await?,
+        region: get(&client, "placement/region").await?,
+    })
+}

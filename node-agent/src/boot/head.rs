@@ -1,0 +1,168 @@
+//! `hpc-node head-init`: the head node boots into slurmctld on the published desired state.
+//!
+//! Steps: environment, munge key, users, Slurm's directories, this host as `SlurmctldHost`
+//! (written to the layout the reconcile unit uses), the first reconcile pass (which checks the
+//! configuration on a throwaway controller before installing it), slurmctld, then the agent's
+//! units. Each step is reported in the head's boot report; the provider waits on it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use hpc_aws::Aws;
+use hpc_desired_state::boot::{head_param, HeadReport, Phase, Role};
+
+use super::system::{self, log};
+use crate::cli::ClusterArgs;
+use crate::error::{Context as _, Result};
+use crate::reconcile::{reconcile_once, Layout};
+
+/// The layout this head node's reconcile unit reads.
+pub const LAYOUT: &str = "/etc/hpcforge/layout.json";
+/// What the agent runs on a head node besides slurmctld.
+const AGENT_UNITS: &[&str] = &[
+    "hpc-node-reconcile.service",
+    "hpc-node-sweep.timer",
+    "hpc-node-evict.timer",
+];
+const SLURMCTLD_PORT: u16 = 6817;
+/// Slurm's directories on the head node: path, mode, owner.
+const DIRECTORIES: &[(&str, u32, &str)] = &[
+    ("/var/spool/slurmctld", 0o700, "slurm"),
+    ("/var/log/slurm", 0o755, "slurm"),
+    ("/run/slurm", 0o755, "slurm"),
+    ("/var/lib/hpc-node", 0o700, "slurm"),
+];
+/// /run is empty after a reboot; systemd recreates Slurm's run directory before the daemons.
+const TMPFILES: &str = "/etc/tmpfiles.d/hpcforge-slurm.conf";
+
+/// The head's boot report, written at each step (a report that cannot be written is logged:
+/// the boot goes on, and the provider's wait says it never heard).
+struct Reporter<'a> {
+    aws: &'a Aws,
+    param: String,
+    report: HeadReport,
+}
+
+impl Reporter<'_> {
+    async fn step(&mut self, step: &str, phase: Phase, error: Option<String>) {
+        self.report.step = step.to_string();
+        self.report.phase = phase;
+        self.report.error = error;
+        self.report.at = crate::resume::now_s();
+        log("head-init", &format!("{step}: {phase:?}"));
+        let text = match serde_json::to_string(&self.report) {
+            Ok(t) => t,
+            Err(e) => return log("report", &format!("cannot encode the report: {e}")),
+        };
+        if let Err(e) = self.aws.ssm().put(&self.param, &text, &[]).await {
+            log("report", &format!("cannot write {}: {e}", self.param));
+        }
+    }
+}
+
+pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
+    let identity = hpc_aws::imds::identity().await?;
+    let host = system::short_hostname()?;
+    let mut reporter = Reporter {
+        aws,
+        param: head_param(&args.cluster),
+        report: HeadReport {
+            instance_id: identity.instance_id.clone(),
+            host: host.clone(),
+            addr: identity.private_ip.clone(),
+            phase: Phase::Booting,
+            step: String::new(),
+            error: None,
+            at: 0,
+        },
+    };
+    reporter.step("starting", Phase::Booting, None).await;
+    let (mut step, mut warnings) = ("starting", Vec::new());
+    let result = steps(
+        args,
+        aws,
+        &host,
+        &identity.private_ip,
+        &mut reporter,
+        &mut step,
+        &mut warnings,
+    )
+    .await;
+    match &result {
+        // Ready with what did not mount: the head schedules; the provider shows the warning.
+        Ok(()) => {
+            let warning = (!warnings.is_empty()).then(|| warnings.join("; "));
+            reporter.step("slurmctld running", Phase::Ready, warning).await
+        }
+        Err(e) => {
+            log("head-init", &format!("failed at {step}: {e}"));
+            reporter.step(step, Phase::Failed, Some(e.to_string())).await;
+        }
+    }
+    result
+}
+
+async fn steps(
+    args: &ClusterArgs,
+    aws: &Aws,
+    host: &str,
+    addr: &str,
+    reporter: &mut Reporter<'_>,
+    step: &mut &'static str,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    *step = "desired state";
+    let booted = super::begin(args, aws, Role::Head, None).await?;
+    *step = "munge key";
+    reporter.step(step, Phase::Booting, None).await;
+    super::munge(aws, &booted.doc).await?;
+    *step = "mounts";
+    let failed = super::mounts(&booted.doc);
+    *warnings = failed.iter().map(ToString::to_string).collect();
+    super::report_mounts(failed);
+    *step = "users";
+    super::users(&booted.doc.users)?;
+    *step = "slurm directories";
+    slurm_directories()?;
+    *step = "slurm configuration";
+    reporter.step(step, Phase::Booting, None).await;
+    let layout = Layout {
+        controller_host: Some(host.to_string()),
+        controller_addr: Some(addr.to_string()),
+        ..Layout::default()
+    };
+    let json = layout.to_json().context(|| "encoding the layout".to_string())?;
+    system::write_file(Path::new(LAYOUT), json.as_bytes(), 0o644, None)?;
+    reconcile_once(aws, &args.cluster, &layout, &crate::cmd::reconcile::slurmctld()).await?;
+    *step = "slurmctld";
+    reporter.step(step, Phase::Booting, None).await;
+    system::systemctl(&["enable", "--now", "slurmctld.service"])?;
+    system::wait_for(
+        "slurmctld accepting connections",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || async { Ok(system::listening(addr, SLURMCTLD_PORT).then_some(())) },
+    )
+    .await?;
+    *step = "agent units";
+    let mut enable = vec!["enable", "--now"];
+    enable.extend(AGENT_UNITS);
+    system::systemctl(&enable)?;
+    log(
+        "head-init",
+        &format!("slurmctld of {} runs on {host} ({addr})", args.cluster),
+    );
+    Ok(())
+}
+
+fn slurm_directories() -> Result<()> {
+    let mut tmpfiles = String::from("# hpcforge: Slurm's run directory (written by hpc-node head-init)\n");
+    for (path, mode, owner) in DIRECTORIES {
+        system::directory(path, *mode, owner)?;
+        if path.starts_with("/run/") {
+            tmpfiles.push_str(&format!("d {path} {mode:04o} {owner} {owner} -\n"));
+        }
+    }
+    system::write_file(Path::new(TMPFILES), tmpfiles.as_bytes(), 0o644, None)?;
+    Ok(())
+}

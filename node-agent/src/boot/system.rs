@@ -1,0 +1,129 @@
+//! The host plumbing every boot step uses: files written only when they change, ownership by
+//! account name, systemd, waiting with a deadline. Each helper is idempotent.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::error::{Context as _, Error, Result};
+
+/// A uid and gid from the system's account database (`getent passwd`).
+pub fn account(name: &str) -> Result<(u32, u32)> {
+    let out = Command::new("getent")
+        .args(["passwd", name])
+        .output()
+        .context(|| "running getent".to_string())?;
+    let line = String::from_utf8_lossy(&out.stdout);
+    let fields: Vec<&str> = line.trim().split(':').collect();
+    match (fields.get(2).map(|s| s.parse()), fields.get(3).map(|s| s.parse())) {
+        (Some(Ok(uid)), Some(Ok(gid))) => Ok((uid, gid)),
+        _ => Err(Error::new(format!("no account {name} on this image"))),
+    }
+}
+
+/// Whether a group or user exists (`getent <db> <name>`).
+pub fn exists(db: &str, name: &str) -> bool {
+    Command::new("getent")
+        .args([db, name])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Writes `contents` to `path` with `mode` (and `owner`) unless it already has exactly that;
+/// atomically (temp file, then rename). Returns whether anything changed.
+pub fn write_file(path: &Path, contents: &[u8], mode: u32, owner: Option<&str>) -> Result<bool> {
+    let same = std::fs::read(path).ok().as_deref() == Some(contents)
+        && std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o7777 == mode);
+    if same && owner.is_none() {
+        return Ok(false);
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).context(|| format!("creating {}", dir.display()))?;
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.hpc-node"));
+    std::fs::write(&tmp, contents).context(|| format!("writing {}", tmp.display()))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+        .context(|| format!("setting the mode of {}", tmp.display()))?;
+    if let Some(owner) = owner {
+        let (uid, gid) = account(owner)?;
+        std::os::unix::fs::chown(&tmp, Some(uid), Some(gid)).context(|| format!("chown {}", tmp.display()))?;
+    }
+    std::fs::rename(&tmp, path).context(|| format!("installing {}", path.display()))?;
+    Ok(!same)
+}
+
+/// Creates `path` (and parents) owned by `owner` with `mode`.
+pub fn directory(path: &str, mode: u32, owner: &str) -> Result<()> {
+    std::fs::create_dir_all(path).context(|| format!("creating {path}"))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).context(|| format!("chmod {path}"))?;
+    let (uid, gid) = account(owner)?;
+    std::os::unix::fs::chown(path, Some(uid), Some(gid)).context(|| format!("chown {path}"))
+}
+
+/// Runs a program to success, or fails with its output.
+pub fn run(program: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .context(|| format!("running {program}"))?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    Err(Error::new(format!(
+        "{program} {} failed ({}): {}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    )))
+}
+
+pub fn systemctl(args: &[&str]) -> Result<()> {
+    run("systemctl", args).map(|_| ())
+}
+
+/// Polls `probe` every `every` until it gives a value or `limit` passes.
+pub async fn wait_for<T, F, Fut>(what: &str, limit: Duration, every: Duration, mut probe: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        let last = match probe().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => None,
+            Err(e) => Some(e),
+        };
+        if Instant::now() >= deadline {
+            let why = last.map(|e| format!(": {e}")).unwrap_or_default();
+            return Err(Error::new(format!("{what}: not within {}s{why}", limit.as_secs())));
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// This machine's short host name.
+pub fn short_hostname() -> Result<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").context(|| "reading the host name".to_string())?;
+    Ok(name.trim().split('.').next().unwrap_or_default().to_string())
+}
+
+/// Whether something accepts TCP connections at `addr:port` within a second.
+pub fn listening(addr: &str, port: u16) -> bool {
+    use std::net::ToSocketAddrs as _;
+    (addr, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(1)).is_ok())
+}
+
+/// Logs a boot step on the console (cloud-init copies the user data's output there).
+pub fn log(step: &str, message: &str) {
+    eprintln!("hpc-node[{step}]: {message}");
+}

@@ -1,0 +1,93 @@
+//! The commands: each module turns one subcommand's arguments into work on AWS and Slurm.
+
+mod evict;
+mod health;
+mod power;
+pub mod reconcile;
+mod sweep;
+
+use std::process::Command as Process;
+
+use hpc_aws::ec2::Ec2;
+use hpc_aws::Aws;
+use hpc_desired_state::{cluster_param, partitions_path, ClusterDoc, PartitionDoc, PoolDoc};
+
+use crate::cli::Command;
+use crate::error::{Context as _, Result};
+
+/// Runs one command to its end.
+pub async fn run(command: &Command, aws: &Aws) -> Result<()> {
+    match command {
+        Command::Resume(h) => power::resume(h, aws).await,
+        Command::Suspend(h) | Command::ResumeFail(h) => power::suspend(h, aws).await,
+        Command::Reconcile(r) => reconcile::run(r, aws).await,
+        Command::Sweep(c) => sweep::run(c, aws).await,
+        Command::Health(h) => health::run(h, aws).await,
+        Command::Evict(c) => evict::run(c, aws).await,
+        Command::HeadInit(c) => crate::boot::head::run(c, aws).await,
+        Command::LoginInit(c) => crate::boot::login::run(c, aws).await,
+        Command::NodeInit(n) => crate::boot::node::run(n, aws).await,
+    }
+}
+
+/// The cluster's published document (None before the provider published it).
+pub async fn cluster_doc(aws: &Aws, cluster: &str) -> Result<Option<ClusterDoc>> {
+    match aws.ssm().get(&cluster_param(cluster)).await? {
+        Some(p) => serde_json::from_str(&p.value).context(|| p.name.clone()).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The cluster's published partitions.
+pub async fn partitions(aws: &Aws, cluster: &str) -> Result<Vec<PartitionDoc>> {
+    let params = aws.ssm().list(&partitions_path(cluster)).await?;
+    params
+        .iter()
+        .map(|p| serde_json::from_str(&p.value).context(|| p.name.clone()))
+        .collect()
+}
+
+/// EC2 in a pool's region, with the agent's credentials.
+pub struct Regions {
+    pub aws: Aws,
+}
+
+impl crate::resume::PoolClients for Regions {
+    fn ec2_for(&self, pool: &PoolDoc) -> Ec2 {
+        self.ec2_in(&pool.region)
+    }
+}
+
+impl Regions {
+    pub fn ec2_in(&self, region: &str) -> Ec2 {
+        if region == self.aws.region {
+            self.aws.ec2()
+        } else {
+            self.aws.ec2_in(region)
+        }
+    }
+}
+
+/// Runs scontrol; a failure is logged, not fatal (Slurm retries what it asked for).
+pub fn scontrol(args: &[String]) {
+    match Process::new("scontrol").args(args).status() {
+        Ok(s) if s.success() => {}
+        Ok(s) => eprintln!("hpc-node: scontrol {} exited with {s}", args.join(" ")),
+        Err(e) => eprintln!("hpc-node: cannot run scontrol: {e}"),
+    }
+}
+
+/// Slurm's state of a node, e.g. `IDLE+CLOUD+POWERING_UP` (None when scontrol cannot say).
+pub fn slurm_state(node: &str) -> Option<String> {
+    let out = Process::new("scontrol")
+        .args(["show", "node", node, "-o"])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .find_map(|f| f.strip_prefix("State="))
+        .map(str::to_string)
+}

@@ -1,0 +1,217 @@
+//! Slurm's power-saving programs: resume (launch across pools, with failover), suspend and
+//! resume-fail (end the nodes' instances), and the run-time cost guardrail they apply.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use hpc_aws::ec2::Ec2;
+use hpc_aws::Aws;
+use hpc_desired_state::PartitionDoc;
+
+use super::{cluster_doc, partitions, scontrol, Regions};
+use crate::cli::{ClusterArgs, HostsArgs};
+use crate::error::{Context as _, Result};
+use crate::guardrail::Budget;
+use crate::hostlist;
+use crate::resume::{group_nodes, launch_group, now_s, Cooldowns, Placement, PoolClients as _};
+
+pub async fn resume(args: &HostsArgs, aws: &Aws) -> Result<()> {
+    let nodes = hostlist::expand(&args.hosts)?;
+    let docs = partitions(aws, &args.cluster.cluster).await?;
+    let mut cooldowns = Cooldowns::load(&args.cluster.state_dir.join("cooldowns.json"));
+    resume_nodes(&args.cluster, aws, &docs, &nodes, &mut cooldowns).await
+}
+
+/// Launches instances for `nodes`, pool after pool, skipping pools in `cooldowns`.
+pub async fn resume_nodes(
+    args: &ClusterArgs,
+    aws: &Aws,
+    docs: &[PartitionDoc],
+    nodes: &[String],
+    cooldowns: &mut Cooldowns,
+) -> Result<()> {
+    let (groups, unknown) = group_nodes(docs, nodes);
+    let now = now_s();
+    let clients = Regions { aws: aws.clone() };
+    let mut down: Vec<(String, String)> = unknown
+        .into_iter()
+        .map(|n| (n, "hpc-node: not a node of this cluster".into()))
+        .collect();
+    let mut budget = budget(aws, &args.cluster, docs).await?;
+    for group in &groups {
+        let Some(doc) = docs.iter().find(|d| d.name == group.partition) else {
+            continue;
+        };
+        let Some(shape) = doc.shapes.iter().find(|s| s.instance_type == group.instance_type) else {
+            continue;
+        };
+        let (fit, refused) = budget.admit(shape, group.nodes.len());
+        let mut group = group.clone();
+        if let Some(why) = refused {
+            eprintln!(
+                "hpc-node: guardrail: {} {}: {why}",
+                group.partition, group.instance_type
+            );
+            for n in group.nodes.split_off(fit) {
+                down.push((n, "hpc-node: cluster cost guardrail".into()));
+            }
+        }
+        if group.nodes.is_empty() {
+            continue;
+        }
+        let group = &group;
+        let outcome = launch_group(&clients, &args.cluster, doc, group, cooldowns, now).await?;
+        for a in &outcome.attempts {
+            let errors: Vec<String> = a.errors.iter().map(|e| format!("{}: {}", e.code, e.message)).collect();
+            eprintln!(
+                "hpc-node: {} {} pool {}: asked {}, launched {}{}{}",
+                group.partition,
+                group.instance_type,
+                a.pool,
+                a.requested,
+                a.launched,
+                if a.skipped_cooldown {
+                    " (skipped: cooling down after no capacity)"
+                } else {
+                    ""
+                },
+                if errors.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", errors.join("; "))
+                }
+            );
+        }
+        name_and_address(&clients, doc, &outcome.placed).await?;
+        down.extend(
+            outcome
+                .unplaced
+                .into_iter()
+                .map(|n| (n, "hpc-node: no capacity in any pool".into())),
+        );
+    }
+    let mut by_reason: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (node, reason) in down {
+        by_reason.entry(reason).or_default().push(node);
+    }
+    for (reason, nodes) in by_reason {
+        eprintln!(
+            "hpc-node: setting {} node(s) down ({reason}): {}",
+            nodes.len(),
+            nodes.join(",")
+        );
+        scontrol(&[
+            "update".into(),
+            format!("nodename={}", nodes.join(",")),
+            "state=down".into(),
+            format!("reason={reason}"),
+        ]);
+    }
+    cooldowns
+        .save(now)
+        .context(|| format!("saving cool-downs in {}", args.state_dir.display()))
+}
+
+/// Name tags in flight at once: enough to hide latency, within EC2's per-account request
+/// bucket for CreateTags (the SDK retries what is throttled).
+const TAGS_IN_FLIGHT: usize = 16;
+
+/// Reads the placed instances' addresses in a few calls, tells Slurm in one update, then tags
+/// each instance with its node name (EC2 takes one value per call).
+async fn name_and_address(clients: &Regions, doc: &PartitionDoc, placed: &[Placement]) -> Result<()> {
+    // Addresses first: Slurm can reach a node as soon as it knows its address, and the name
+    // tags (one CreateTags per instance, as each value differs) are bookkeeping for suspend
+    // and the sweep that need not hold Slurm up.
+    let mut addresses: Vec<(String, String)> = Vec::new();
+    for (i, pool) in doc.pools.iter().enumerate() {
+        let in_pool: Vec<&Placement> = placed.iter().filter(|p| p.pool == i).collect();
+        if in_pool.is_empty() {
+            continue;
+        }
+        let ids: Vec<String> = in_pool.iter().map(|p| p.instance.id.clone()).collect();
+        let ips = clients.ec2_for(pool).private_ips(&ids).await?;
+        addresses.extend(
+            in_pool
+                .iter()
+                .filter_map(|p| ips.get(&p.instance.id).map(|ip| (p.node.clone(), ip.clone()))),
+        );
+    }
+    if !addresses.is_empty() {
+        let names: Vec<&str> = addresses.iter().map(|(n, _)| n.as_str()).collect();
+        let ips: Vec<&str> = addresses.iter().map(|(_, ip)| ip.as_str()).collect();
+        scontrol(&[
+            "update".into(),
+            format!("nodename={}", names.join(",")),
+            format!("nodeaddr={}", ips.join(",")),
+            format!("nodehostname={}", names.join(",")),
+        ]);
+    }
+    let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(TAGS_IN_FLIGHT));
+    let mut tasks = tokio::task::JoinSet::new();
+    for p in placed {
+        let ec2 = clients.ec2_for(&doc.pools[p.pool]);
+        let (id, node) = (p.instance.id.clone(), p.node.clone());
+        let permit = limit
+            .clone()
+            .acquire_owned()
+            .await
+            .context(|| "tagging instances".to_string())?;
+        tasks.spawn(async move {
+            let _permit = permit;
+            ec2.retag(&[id], &[], &[("hpcforge:node".to_string(), node)]).await
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.context(|| "tagging instances".to_string())??;
+    }
+    Ok(())
+}
+
+/// EC2 in every region the cluster's pools use (and the agent's own).
+pub fn cluster_regions(aws: &Aws, docs: &[PartitionDoc]) -> Vec<(String, Ec2)> {
+    let mut regions: BTreeSet<String> = docs
+        .iter()
+        .flat_map(|d| d.pools.iter().map(|p| p.region.clone()))
+        .collect();
+    regions.insert(aws.region.clone());
+    regions
+        .into_iter()
+        .map(|r| {
+            let ec2 = if r == aws.region { aws.ec2() } else { aws.ec2_in(&r) };
+            (r, ec2)
+        })
+        .collect()
+}
+
+/// What the cluster may still launch, from its published limits and the compute nodes running now.
+async fn budget(aws: &Aws, cluster: &str, docs: &[PartitionDoc]) -> Result<Budget> {
+    let doc = cluster_doc(aws, cluster).await?.unwrap_or_default();
+    let shapes: BTreeMap<String, hpc_desired_state::ShapeDoc> = docs
+        .iter()
+        .flat_map(|d| d.shapes.iter().map(|s| (s.instance_type.clone(), s.clone())))
+        .collect();
+    let running = aws.ec2().instances_tagged("hpcforge:cluster", cluster).await?;
+    let types: Vec<String> = running
+        .into_iter()
+        .filter(|i| i.tags.iter().any(|(k, _)| k == "hpcforge:partition"))
+        .map(|i| i.instance_type)
+        .collect();
+    Ok(Budget::new(&doc, &types, &shapes))
+}
+
+pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
+    let nodes: BTreeSet<String> = hostlist::expand(&args.hosts)?.into_iter().collect();
+    let docs = partitions(aws, &args.cluster.cluster).await?;
+    for (region, ec2) in cluster_regions(aws, &docs) {
+        let running = ec2.instances_tagged("hpcforge:cluster", &args.cluster.cluster).await?;
+        let ids: Vec<String> = running
+            .into_iter()
+            .filter(|i| i.tags.iter().any(|(k, v)| k == "hpcforge:node" && nodes.contains(v)))
+            .map(|i| i.id)
+            .collect();
+        if !ids.is_empty() {
+            eprintln!("hpc-node: terminating {} instance(s) in {region}", ids.len());
+            ec2.request_termination(&ids).await?;
+        }
+    }
+    Ok(())
+}

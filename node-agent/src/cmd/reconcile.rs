@@ -1,0 +1,48 @@
+//! `hpc-node reconcile`: the head node's loop applying the published desired state to Slurm.
+
+use std::path::PathBuf;
+
+use hpc_aws::Aws;
+
+use crate::cli::ReconcileArgs;
+use crate::error::{Context as _, Result};
+use crate::reconcile::{reconcile_once, Layout, Outcome};
+
+/// The layout a reconcile uses: the file given, or the image's defaults.
+pub fn load_layout(path: Option<&PathBuf>) -> Result<Layout> {
+    match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).context(|| format!("reading layout {}", path.display()))?;
+            Ok(Layout::from_json(&text)?)
+        }
+        None => Ok(Layout::default()),
+    }
+}
+
+/// The slurmctld binary that checks a candidate configuration.
+pub fn slurmctld() -> PathBuf {
+    PathBuf::from(std::env::var("HPC_NODE_SLURMCTLD").unwrap_or_else(|_| "/usr/sbin/slurmctld".into()))
+}
+
+pub async fn run(args: &ReconcileArgs, aws: &Aws) -> Result<()> {
+    let layout = load_layout(args.layout.as_ref())?;
+    let slurmctld = slurmctld();
+    let cluster = &args.cluster.cluster;
+    loop {
+        let result = reconcile_once(aws, cluster, &layout, &slurmctld).await;
+        match &result {
+            Ok(Outcome::Unchanged) => {}
+            Ok(Outcome::Applied {
+                reconfigured,
+                restarted,
+            }) => eprintln!(
+                "hpc-node: applied the desired state of {cluster} (reconfigured: {reconfigured}, restarted: {restarted})"
+            ),
+            Err(e) => eprintln!("hpc-node: kept the running configuration: {e}"),
+        }
+        if args.once {
+            return result.map(|_| ()).map_err(Into::into);
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(args.interval)).await;
+    }
+}
