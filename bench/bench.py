@@ -235,6 +235,7 @@ resource "hpc_cluster" "c" {{
   count     = {clusters}
   name      = "bench-${{count.index}}"
   subnet_id = "{subnet}"
+  wait_for_ready = false
   head_node {{
     ami_id = "ami-03cf127a"
   }}

@@ -123,7 +123,7 @@ case "$action" in
     echo "== emulator on $AWS_ENDPOINT_URL (moto, no AWS account needed)"
     echo "== terraform apply examples/quickstart"
     start=$(date +%s)
-    if ! out=$(tf apply -auto-approve -input=false -var "ami_id=$ami" 2>&1); then
+    if ! out=$(tf apply -auto-approve -input=false -var "ami_id=$ami" -var wait_for_ready=false 2>&1); then
       echo "$out" >&2
       exit 1
     fi
@@ -138,7 +138,7 @@ case "$action" in
   down)
     if [ -f "$state/terraform.tfstate" ] && emulator_running; then
       export AWS_ENDPOINT_URL="http://127.0.0.1:$(cat "$state/emulator.port")"
-      if ! out=$(tf destroy -auto-approve -input=false -var "ami_id=$(cat "$state/ami")" 2>&1); then
+      if ! out=$(tf destroy -auto-approve -input=false -var "ami_id=$(cat "$state/ami")" -var wait_for_ready=false 2>&1); then
         echo "$out" >&2
         exit 1
       fi

@@ -46,6 +46,7 @@ resource "hpc_network" "net" {{
 resource "hpc_cluster" "main" {{
   name      = "research"
   subnet_id = hpc_network.net.private_subnet_ids["us-east-1a"]
+  wait_for_ready = false
   head_node {{
     ami_id = "{AMI}"
   }}

@@ -26,6 +26,7 @@ resource "hpc_lustre_fs" "scratch" {{
 resource "hpc_cluster" "main" {{
   name      = "research"
   subnet_id = hpc_network.net.private_subnet_ids["us-east-1a"]
+  wait_for_ready = false
   head_node {{
     ami_id = "{AMI}"
   }}
@@ -641,6 +642,7 @@ resource "hpc_cluster" "{alias}" {{
   provider  = hpc.{alias}
   name      = "{alias}"
   subnet_id = hpc_network.{alias}.private_subnet_ids["us-east-1a"]
+  wait_for_ready = false
   head_node {{
     ami_id = "{AMI}"
   }}
@@ -868,6 +870,7 @@ resource "hpc_cluster" "c" {{
   count     = 3
   name      = "many-${{count.index}}"
   subnet_id = "{subnet}"
+  wait_for_ready = false
   head_node {{
     ami_id = "{AMI}"
   }}

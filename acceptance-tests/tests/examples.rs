@@ -88,8 +88,11 @@ impl Example {
         copy_tree(&source, &ws.dir.join("examples").join(name));
         copy_tree(&repo_root().join("modules"), &ws.dir.join("modules"));
         let declared = declared_variables(&source);
+        // The emulator's API-only mode boots no machine, so no head node ever reports ready.
+        let no_boot = [("wait_for_ready", "false".to_string())];
         let vars = inputs
             .iter()
+            .chain(no_boot.iter())
             .filter(|(k, _)| declared.contains(*k))
             .map(|(k, v)| format!("-var={k}={v}"))
             .collect();

@@ -37,3 +37,9 @@ variable "second_region_ami_id" {
   description = "The same image copied to the second region (hpc-image publish with both regions writes both ids to its manifest)."
   type        = string
 }
+
+variable "wait_for_ready" {
+  description = "Wait at apply until the head node reports slurmctld running (false where no instance boots, e.g. the emulator's API-only mode)."
+  type        = bool
+  default     = true
+}

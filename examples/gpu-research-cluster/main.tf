@@ -24,6 +24,8 @@ provider "hpc" {
 module "cluster" {
   source = "../../modules/slurm-cluster"
 
+  wait_for_ready = var.wait_for_ready
+
   name              = var.name
   ami_id            = var.ami_id
   allowed_ssh_cidrs = var.allowed_ssh_cidrs

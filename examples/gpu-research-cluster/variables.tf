@@ -52,3 +52,9 @@ variable "users" {
     { name = "bob", uid = 2002 },
   ]
 }
+
+variable "wait_for_ready" {
+  description = "Wait at apply until the head node reports slurmctld running (false where no instance boots, e.g. the emulator's API-only mode)."
+  type        = bool
+  default     = true
+}

@@ -46,8 +46,9 @@ module "research" {
   source    = "../../modules/slurm-cluster"
   providers = { hpc = hpc.research }
 
-  name   = "research"
-  ami_id = var.research_ami_id
+  name           = "research"
+  wait_for_ready = var.wait_for_ready
+  ami_id         = var.research_ami_id
 
   lustre = {
     deployment_type = "SCRATCH_2"
@@ -73,8 +74,9 @@ module "teaching" {
   source    = "../../modules/slurm-cluster"
   providers = { hpc = hpc.teaching }
 
-  name   = "teaching"
-  ami_id = var.teaching_ami_id
+  name           = "teaching"
+  wait_for_ready = var.wait_for_ready
+  ami_id         = var.teaching_ami_id
 
   login_nodes = { count = 2 }
 

@@ -39,3 +39,9 @@ variable "teaching_ami_id" {
   description = "hpc-image AMI available in the teaching account."
   type        = string
 }
+
+variable "wait_for_ready" {
+  description = "Wait at apply until the head node reports slurmctld running (false where no instance boots, e.g. the emulator's API-only mode)."
+  type        = bool
+  default     = true
+}

@@ -63,6 +63,8 @@ resource "hpc_cluster" "this" {
   name      = var.name
   subnet_id = hpc_network.this.private_subnet_ids[var.availability_zones[0]]
 
+  wait_for_ready = var.wait_for_ready
+
   head_node {
     ami_id        = var.ami_id
     instance_type = "c7i.xlarge"

@@ -26,3 +26,9 @@ variable "bucket" {
   type        = string
   default     = "hpcforge-quickstart-data"
 }
+
+variable "wait_for_ready" {
+  description = "Wait at apply until the head node reports slurmctld running (false where no instance boots, e.g. the emulator's API-only mode)."
+  type        = bool
+  default     = true
+}

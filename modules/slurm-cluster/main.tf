@@ -62,6 +62,7 @@ resource "hpc_cluster" "this" {
   name              = var.name
   subnet_id         = local.head_subnet_id
   security_group_id = local.cluster_security_group_id
+  wait_for_ready    = var.wait_for_ready
 
   head_node {
     ami_id                = var.ami_id

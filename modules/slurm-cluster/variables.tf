@@ -337,3 +337,9 @@ variable "tags" {
   type        = map(string)
   default     = {}
 }
+
+variable "wait_for_ready" {
+  description = "Wait at apply until the head node reports slurmctld running (false where no instance boots, e.g. the emulator's API-only mode)."
+  type        = bool
+  default     = true
+}

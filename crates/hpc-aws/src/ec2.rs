@@ -1321,6 +1321,30 @@ impl Ec2 {
         self.find_instance(id).await
     }
 
+    /// The instance's console output (decoded; empty while EC2 has none yet).
+    pub async fn console_output(&self, id: &str) -> Result<String> {
+        use base64::Engine as _;
+        let out = self
+            .client
+            .get_console_output()
+            .instance_id(id)
+            .latest(true)
+            .send()
+            .await
+            .map_err(|e| AwsError::from_sdk(self.ctx(&format!("reading the console output of {id}")), &e))?;
+        let encoded = out.output().unwrap_or_default();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .map_err(|e| {
+                AwsError::new(
+                    self.ctx(&format!("decoding the console output of {id}")),
+                    None,
+                    e.to_string(),
+                )
+            })?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     pub async fn find_instance(&self, id: &str) -> Result<Option<InstanceInfo>> {
         match self.client.describe_instances().instance_ids(id).send().await {
             Ok(out) => Ok(out

@@ -126,6 +126,14 @@ impl ApplyOutcome {
         }
     }
 
+    /// Done, with warnings for the user.
+    pub fn ok_with(state: Value, warnings: Diagnostics) -> Self {
+        ApplyOutcome {
+            state,
+            diagnostics: warnings,
+        }
+    }
+
     pub fn failed(state: Value, diagnostics: impl Into<Diagnostics>) -> Self {
         ApplyOutcome {
             state,

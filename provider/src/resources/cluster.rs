@@ -15,7 +15,7 @@ use tfplugin::{
 };
 
 use crate::convert::{self, boolean, int, of_list, of_map, pairs, string, strings};
-use crate::desired_state::boot::Role;
+use crate::desired_state::boot::{HeadReport, Phase, Role};
 use crate::desired_state::{self, AccountingDoc, ClusterDoc, MountDoc, UserDoc, SCHEMA};
 use crate::pricing;
 use crate::provider::Clients;
@@ -141,6 +141,13 @@ fn schema() -> Schema {
                      cluster in that group is reachable from every node. It is never deleted by the cluster.",
                 )
                 .requires_replace(),
+            Attribute::optional("wait_for_ready", Type::Bool)
+                .description(
+                    "Create and update wait (within their timeouts) until the head node reports slurmctld running, \
+                     and fail with the head node's own error and its console's last lines when it reports a failure \
+                     or never reports. Default true.",
+                )
+                .default(Value::Bool(true)),
             Attribute::optional("tags", Type::map(Type::String)).description("Tags of everything the cluster creates."),
             Attribute::computed("tags_all", Type::map(Type::String))
                 .description("`tags` merged over the provider's `default_tags`."),
@@ -636,7 +643,7 @@ impl Resource for HpcCluster {
         let mut state = req.planned.clone();
         let name = string(state.attr("name")).unwrap_or_default();
         let timeout = timeouts::get(&state, "create", CREATE_TIMEOUT);
-        let result: Result<(), Diagnostics> = async {
+        let result: Result<Diagnostics, Diagnostics> = async {
             let subnet = string(state.attr("subnet_id")).unwrap_or_default();
             let tags = cluster_tags(&state, &name);
             let vpc = clients
@@ -656,11 +663,12 @@ impl Resource for HpcCluster {
             let password_arn = store_password(clients, &name, &req.config, &tags).await?;
             publish(clients, &mut state, &munge, password_arn).await?;
             launch_head(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
-            sync_login_nodes(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await
+            sync_login_nodes(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
+            head_ready(&req.ctx, clients, &state, &name, timeout).await
         }
         .await;
         match result {
-            Ok(()) => ApplyOutcome::ok(state),
+            Ok(warnings) => ApplyOutcome::ok_with(state, warnings),
             Err(d) => {
                 // Record what exists (tainted) so destroy removes it; nothing leaks.
                 let made = !state.attr("security_group_ids").is_unknown();
@@ -717,7 +725,7 @@ impl Resource for HpcCluster {
         let mut state = req.planned.clone();
         let name = string(state.attr("name")).unwrap_or_default();
         let timeout = timeouts::get(&state, "update", CREATE_TIMEOUT);
-        let result: Result<(), Diagnostics> = async {
+        let result: Result<Diagnostics, Diagnostics> = async {
             let tags = cluster_tags(&state, &name);
             let vpc = string(req.prior.attr("vpc_id")).unwrap_or_default();
             let sgs = ensure_security_groups(clients, &name, &vpc, &state, &tags).await?;
@@ -728,11 +736,12 @@ impl Resource for HpcCluster {
             if state.attr("head_node_instance_id").is_null() || state.attr("head_node_instance_id").is_unknown() {
                 launch_head(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
             }
-            sync_login_nodes(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await
+            sync_login_nodes(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
+            head_ready(&req.ctx, clients, &state, &name, timeout).await
         }
         .await;
         match result {
-            Ok(()) => ApplyOutcome::ok(state),
+            Ok(warnings) => ApplyOutcome::ok_with(state, warnings),
             Err(d) => ApplyOutcome::failed(req.prior, d),
         }
     }
@@ -858,6 +867,7 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
         Value::string(desired_state::cluster_param(&doc.name)),
     );
     v.set_attr("desired_state_version", Value::int(version));
+    v.set_attr("wait_for_ready", Value::Bool(true));
     v.set_attr(
         "instance_profile_policy",
         Value::string(instance_profile_policy(&doc.name)),
@@ -1209,6 +1219,73 @@ async fn launch_head(
     .map_err(|e| aws_diag("The head node did not start", &e))?;
     state.set_attr("head_node_private_ip", convert::of_string(info.private_ip));
     Ok(())
+}
+
+/// Console lines shown with a head node that failed or never reported.
+const CONSOLE_TAIL_LINES: usize = 30;
+
+/// Waits until the head node (this instance) reports slurmctld ready, unless
+/// `wait_for_ready = false`. A failure or a timeout is an error with the head's own reason and
+/// its console's last lines; a ready head with a warning (a mount that failed) is a warning.
+async fn head_ready(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    state: &Value,
+    name: &str,
+    timeout: Duration,
+) -> Result<Diagnostics, Diagnostics> {
+    if !boolean(state.attr("wait_for_ready")).unwrap_or(true) {
+        return Ok(Diagnostics::new());
+    }
+    let id = string(state.attr("head_node_instance_id")).unwrap_or_default();
+    let param = desired_state::boot::head_param(name);
+    let waited = or_stop(
+        ctx,
+        "waiting for the head node to report ready",
+        hpc_aws::wait::until(
+            &format!("head node {id} to report ready in {param}"),
+            timeout,
+            Default::default(),
+            || async {
+                let report = match clients.ssm.get(&param).await? {
+                    Some(p) => serde_json::from_str::<HeadReport>(&p.value).ok(),
+                    None => None,
+                };
+                Ok(match report {
+                    Some(r) if r.instance_id == id && r.phase != Phase::Booting => hpc_aws::wait::Poll::Done(r),
+                    Some(r) if r.instance_id == id => hpc_aws::wait::Poll::Pending(format!("booting ({})", r.step)),
+                    _ => hpc_aws::wait::Poll::Pending("not reporting".into()),
+                })
+            },
+        ),
+    )
+    .await;
+    let console = || async {
+        let text = clients.ec2.console_output(&id).await.unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(CONSOLE_TAIL_LINES)..].join("\n");
+        format!("The console's last lines:\n{tail}")
+    };
+    match waited {
+        Ok(r) if r.phase == Phase::Ready => {
+            let mut d = Diagnostics::new();
+            if let Some(w) = r.error {
+                d.push(Diagnostic::warning(
+                    format!("The head node of {name} is ready with a problem"),
+                    w,
+                ));
+            }
+            Ok(d)
+        }
+        Ok(r) => Err(Diagnostics::from(Diagnostic::error(
+            format!("The head node of {name} failed at {}", r.step),
+            format!("{}\n\n{}", r.error.unwrap_or_default(), console().await),
+        ))),
+        Err(e) => Err(Diagnostics::from(Diagnostic::error(
+            format!("The head node of {name} did not report ready"),
+            format!("{e}\n\n{}", console().await),
+        ))),
+    }
 }
 
 async fn role_instances(clients: &Clients, name: &str, role: &str) -> Result<Vec<String>, Diagnostics> {
