@@ -63,6 +63,10 @@ class BootFault:
     delay_s: float = 120.0
 
 
+# Shortest time from a launch to the machine's boot (see MachineManager._boot).
+MIN_PENDING_S = 2.0
+
+
 @dataclass
 class Machine:
     instance: Any
@@ -225,8 +229,13 @@ class MachineManager:
         threading.Thread(target=self._boot, args=(machine,), name=f"boot-{instance.id}", daemon=True).start()
 
     def _boot(self, machine: Machine) -> None:
+        launched = time.time()
         try:
             self._prepare(machine)
+            # Pending for a moment, as on EC2: a boot time in the very second of the launch
+            # request reads to slurmctld (one-second resolution) as a boot from before it asked,
+            # and it waits for another boot that never comes.
+            time.sleep(max(0.0, launched + MIN_PENDING_S - time.time()))
             if machine.wanted != "running":  # stopped or terminated while pending
                 return self._ended(machine, None)
             self._start(machine)
@@ -570,6 +579,22 @@ exec mount --bind "$dir" "$target"
 """.replace("SHARES", SHARES_IN_MACHINE)
 
 
+# On a cgroup v1 host nspawn mounts the controller hierarchies read-only; on a VM they are the
+# machine's own, and slurmd's cgroup plugins (proctrack, task) create their groups there.
+CGROUP_UNIT = "hpcemu-cgroup-rw.service"
+CGROUP_RW = """[Unit]
+Description=hpcemu: writable cgroup controllers, as on a virtual machine
+DefaultDependencies=no
+Before=sysinit.target
+ConditionPathIsMountPoint=/sys/fs/cgroup/freezer
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'for d in /sys/fs/cgroup/*/; do mount -o remount,bind,rw "$d"; done'
+"""
+
+
 def write_overlay(upper: str, lower: str, machine: Machine) -> None:
     """The emulator's own files in the instance's upper layer (never in the image)."""
     endpoint = f"http://{vpcnet.ENDPOINT_ADDRESS}"
@@ -584,6 +609,7 @@ def write_overlay(upper: str, lower: str, machine: Machine) -> None:
         # sudo resets the environment; the endpoint stays (and root's SDK config names it too).
         "etc/sudoers.d/90-hpcemu": ('Defaults env_keep += "AWS_ENDPOINT_URL"\n', 0o440),
         "root/.aws/config": (f"[default]\nendpoint_url = {endpoint}\n", 0o600),
+        f"etc/systemd/system/{CGROUP_UNIT}": (CGROUP_RW, 0o644),
     }
     # usr/sbin, not sbin: the image's /sbin is a link to usr/sbin (merged /usr).
     for helper in ("mount.nfs4", "mount.nfs", "mount.lustre"):
@@ -596,11 +622,17 @@ def write_overlay(upper: str, lower: str, machine: Machine) -> None:
         os.chmod(path, mode)
     os.chmod(os.path.join(upper, "root"), 0o700)  # as the image's /root
     os.chmod(os.path.join(upper, "root/.aws"), 0o700)
-    # The console is read-only (GetConsoleOutput reads it): no login prompt on it.
-    masked = os.path.join(upper, "etc/systemd/system/console-getty.service")
-    os.makedirs(os.path.dirname(masked), exist_ok=True)
-    if not os.path.lexists(masked):
-        os.symlink("/dev/null", masked)
+    wants = os.path.join(upper, "etc/systemd/system/sysinit.target.wants", CGROUP_UNIT)
+    os.makedirs(os.path.dirname(wants), exist_ok=True)
+    if not os.path.lexists(wants):
+        os.symlink(f"../{CGROUP_UNIT}", wants)
+    # The console is read-only (GetConsoleOutput reads it): no login prompt on it. NFS mounts are
+    # binds here (the helpers above), and a container cannot mount rpc_pipefs: no kernel NFS client.
+    for unit in ("console-getty.service", "run-rpc_pipefs.mount"):
+        masked = os.path.join(upper, "etc/systemd/system", unit)
+        os.makedirs(os.path.dirname(masked), exist_ok=True)
+        if not os.path.lexists(masked):
+            os.symlink("/dev/null", masked)
 
 
 def _read(path: str) -> str:

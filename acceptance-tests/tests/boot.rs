@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use acceptance_tests::boot::{self, key_pair, public_key, ssh_as, text, wait_ssh};
+use acceptance_tests::boot::{self, key_pair, public_key, ssh_as, text};
 use acceptance_tests::{Emulator, Workspace};
 use serde_json::Value;
 
@@ -42,7 +42,25 @@ fn node_role(emu: &Emulator, name: &str) -> String {
 
 const USER: &str = "ada";
 
-fn config(ami: &str, profile: &str, key: &str, efs: &str) -> String {
+/// A second user and a second partition, added to the running cluster.
+fn live_changes(ami: &str) -> String {
+    format!(
+        r#"
+resource "hpc_partition" "small" {{
+  cluster_id     = hpc_cluster.main.id
+  name           = "small"
+  instance_types = ["c7i.large"]
+  ami_id         = "{ami}"
+  max_nodes      = 1
+  capacity_pool {{
+    subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1b"]]
+  }}
+}}
+"#
+    )
+}
+
+fn config(ami: &str, profile: &str, key: &str, efs: &str, wait: bool) -> String {
     format!(
         r#"
 resource "hpc_network" "net" {{
@@ -50,8 +68,9 @@ resource "hpc_network" "net" {{
   nat_gateway = false
 }}
 resource "hpc_cluster" "main" {{
-  name      = "alive"
-  subnet_id = hpc_network.net.private_subnet_ids["us-east-1a"]
+  name           = "alive"
+  subnet_id      = hpc_network.net.private_subnet_ids["us-east-1a"]
+  wait_for_ready = {wait}
   head_node {{
     ami_id               = "{ami}"
     instance_type        = "c7i.large"
@@ -85,10 +104,10 @@ resource "hpc_partition" "cpu" {{
   cluster_id        = hpc_cluster.main.id
   name              = "cpu"
   instance_types    = ["c7i.large"]
-  ami_id            = "{ami}"
-  max_nodes         = 2
+  ami_id               = "{ami}"
+  instance_profile_arn = "{profile}"
+  max_nodes            = 2
   default           = true
-  wait_for_apply    = false
   provision_timeout = "4m"
   capacity_pool {{
     subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1a"]]
@@ -161,8 +180,10 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     let profile = node_role(&emu, "alive-node");
     let efs = emu.create_efs("alive-home");
     let ws = Workspace::new("boot", &emu);
-    ws.write(&config(&ami, &profile, &public_key(&key), &efs));
-    // The node role gets exactly the policy the cluster says it needs (the local EC2 enforces it).
+    let user_key = public_key(&key);
+    // The node role gets exactly the policy the cluster says it needs (the local EC2 enforces
+    // it), known once the cluster exists: a first apply without waiting for the head node.
+    ws.write(&config(&ami, &profile, &user_key, &efs, false));
     ws.ok(&["apply", "-auto-approve", "-target=hpc_cluster.main"]);
     let policy = ws.resource("hpc_cluster.main")["instance_profile_policy"]
         .as_str()
@@ -181,7 +202,10 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         "service": "ec2", "action": "CreateFleet", "code": "InsufficientInstanceCapacity",
         "match": {"AvailabilityZone": "us-east-1a"},
     }));
-    ws.apply();
+    // Now the apply waits until the head node reports slurmctld running (an update, in place).
+    ws.write(&config(&ami, &profile, &user_key, &efs, true));
+    let applied = ws.apply();
+    assert!(applied.text().contains("0 destroyed"), "{}", applied.text());
     let cluster = ws.resource("hpc_cluster.main");
     let head = cluster["head_node_instance_id"].as_str().expect("head id").to_string();
     let login_ip = cluster["login_node_private_ips"][0]
@@ -193,14 +217,24 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         emu.parameter_json("/hpcforge/clusters/alive/head")
             .unwrap_or(Value::Null)
     };
-    eventually(
-        "the head node reports slurmctld ready",
-        Duration::from_secs(180),
-        || report()["phase"] == "ready",
-        || format!("report: {}\nconsole:\n{}", report(), console(&emu, &head)),
+    assert_eq!(
+        report()["phase"],
+        "ready",
+        "the apply returned before the head was ready"
     );
     assert_eq!(report()["instance_id"], head.as_str());
     wait_ssh_as(&key, &login_ip);
+    // The image's default user keeps the key pair's key under the shared /home.
+    let head_ip = cluster["head_node_private_ip"].as_str().expect("head ip").to_string();
+    boot::wait_ssh(&key, &head_ip, Duration::from_secs(30));
+    // The partition's apply waited for the head's agent to apply it; slurmctld took it.
+    let sinfo = || text(&ssh_as(&key, USER, &login_ip, "sinfo -h -o '%P %D %t'"));
+    eventually(
+        "sinfo on the login node shows the partition",
+        Duration::from_secs(60),
+        || sinfo().starts_with("cpu* 2 idle~"),
+        || sinfo(),
+    );
 
     // The user submits from the login node; the job's output lands in their EFS home.
     let submit = ssh_as(
@@ -248,6 +282,32 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     );
     let sinfo = ssh_as(&key, USER, &login_ip, "scontrol show node cpu-c7i-large-1 -o");
     assert!(text(&sinfo).contains("POWER"), "{}", text(&sinfo));
+
+    // Live changes: a second user and a second partition reach the running cluster.
+    let grace = format!(
+        "  user {{\n    name            = \"grace\"\n    uid             = 2002\n    ssh_public_keys = [\"{user_key}\"]\n  }}\n"
+    );
+    let changed = config(&ami, &profile, &user_key, &efs, true).replacen("  user {", &format!("{grace}  user {{"), 1)
+        + &live_changes(&ami);
+    ws.write(&changed);
+    ws.apply();
+    eventually(
+        "the new user logs in to the login node",
+        Duration::from_secs(60),
+        || ssh_as(&key, "grace", &login_ip, "true").status.success(),
+        || text(&ssh_as(&key, "grace", &login_ip, "true")),
+    );
+    let partitions = text(&ssh_as(&key, "grace", &login_ip, "sinfo -h -o %P"));
+    assert!(partitions.contains("small"), "{partitions}");
+
+    // One step across two booted nodes.
+    let srun = ssh_as(&key, USER, &login_ip, "timeout 300 srun -N2 -p cpu hostname | sort");
+    assert_eq!(
+        text(&srun).trim(),
+        "cpu-c7i-large-1\ncpu-c7i-large-2",
+        "srun -N2: {}",
+        text(&srun)
+    );
 
     ws.destroy();
     let live: Vec<Value> = emu

@@ -34,6 +34,14 @@ const AGENT_UNITS: &[(&str, &str)] = &[
         "hpc-node-evict.timer",
         include_str!("../../node-agent/systemd/hpc-node-evict.timer"),
     ),
+    (
+        "hpc-node-sync.service",
+        include_str!("../../node-agent/systemd/hpc-node-sync.service"),
+    ),
+    (
+        "hpc-node-sync.timer",
+        include_str!("../../node-agent/systemd/hpc-node-sync.timer"),
+    ),
 ];
 
 pub const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
@@ -896,6 +904,20 @@ pub fn resolve_path(dir: &Path, p: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_agent_unit_is_baked() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../node-agent/systemd");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .expect("node-agent/systemd")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        on_disk.sort();
+        let mut baked: Vec<String> = AGENT_UNITS.iter().map(|(n, _)| n.to_string()).collect();
+        baked.sort();
+        assert_eq!(baked, on_disk, "AGENT_UNITS must list every unit in node-agent/systemd");
+    }
     use crate::template::{parse, VarInputs};
 
     fn plan(text: &str) -> Result<Plan, Vec<String>> {

@@ -92,6 +92,8 @@ pub enum Command {
     LoginInit(ClusterArgs),
     /// Boot a compute node: munge key, its Slurm node name, configless slurmd.
     NodeInit(NodeInitArgs),
+    /// Every node, on a timer: users and mounts follow the published desired state.
+    Sync(ClusterArgs),
 }
 
 impl Command {
@@ -102,7 +104,9 @@ impl Command {
             Command::Reconcile(r) => &r.cluster,
             Command::Health(h) => &h.cluster,
             Command::NodeInit(n) => &n.cluster,
-            Command::Sweep(c) | Command::Evict(c) | Command::HeadInit(c) | Command::LoginInit(c) => c,
+            Command::Sweep(c) | Command::Evict(c) | Command::HeadInit(c) | Command::LoginInit(c) | Command::Sync(c) => {
+                c
+            }
         }
     }
 }

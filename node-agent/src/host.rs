@@ -33,9 +33,13 @@ pub fn exists(db: &str, name: &str) -> bool {
 /// Writes `contents` to `path` with `mode` (and `owner`) unless it already has exactly that;
 /// atomically (temp file, then rename). Returns whether anything changed.
 pub fn write_file(path: &Path, contents: &[u8], mode: u32, owner: Option<&str>) -> Result<bool> {
+    use std::os::unix::fs::MetadataExt as _;
+    let ids = owner.map(account).transpose()?;
     let same = std::fs::read(path).ok().as_deref() == Some(contents)
-        && std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o7777 == mode);
-    if same && owner.is_none() {
+        && std::fs::metadata(path).is_ok_and(|m| {
+            m.permissions().mode() & 0o7777 == mode && ids.is_none_or(|(uid, gid)| (m.uid(), m.gid()) == (uid, gid))
+        });
+    if same {
         return Ok(false);
     }
     if let Some(dir) = path.parent() {
@@ -49,8 +53,7 @@ pub fn write_file(path: &Path, contents: &[u8], mode: u32, owner: Option<&str>) 
     std::fs::write(&tmp, contents).context(|| format!("writing {}", tmp.display()))?;
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
         .context(|| format!("setting the mode of {}", tmp.display()))?;
-    if let Some(owner) = owner {
-        let (uid, gid) = account(owner)?;
+    if let Some((uid, gid)) = ids {
         std::os::unix::fs::chown(&tmp, Some(uid), Some(gid)).context(|| format!("chown {}", tmp.display()))?;
     }
     std::fs::rename(&tmp, path).context(|| format!("installing {}", path.display()))?;
@@ -63,6 +66,24 @@ pub fn directory(path: &str, mode: u32, owner: &str) -> Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).context(|| format!("chmod {path}"))?;
     let (uid, gid) = account(owner)?;
     std::os::unix::fs::chown(path, Some(uid), Some(gid)).context(|| format!("chown {path}"))
+}
+
+/// Gives `path` and everything below it to `owner`.
+pub fn chown_tree(path: &Path, owner: &str) -> Result<()> {
+    let (uid, gid) = account(owner)?;
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        std::os::unix::fs::chown(&p, Some(uid), Some(gid)).context(|| format!("chown {}", p.display()))?;
+        if p.is_dir() {
+            for entry in std::fs::read_dir(&p)
+                .context(|| format!("reading {}", p.display()))?
+                .flatten()
+            {
+                stack.push(entry.path());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs a program to success, or fails with its output.
@@ -86,19 +107,29 @@ pub fn systemctl(args: &[&str]) -> Result<()> {
     run("systemctl", args).map(|_| ())
 }
 
-/// Polls `probe` every `every` until it gives a value or `limit` passes.
+/// How often a long wait says on the console what it waits for.
+const TELL_EVERY: Duration = Duration::from_secs(20);
+
+/// Polls `probe` every `every` until it gives a value or `limit` passes; says on the console
+/// what it is waiting for (and the last error) every 20 s.
 pub async fn wait_for<T, F, Fut>(what: &str, limit: Duration, every: Duration, mut probe: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Option<T>>>,
 {
     let deadline = Instant::now() + limit;
+    let mut told = Instant::now();
     loop {
         let last = match probe().await {
             Ok(Some(v)) => return Ok(v),
             Ok(None) => None,
             Err(e) => Some(e),
         };
+        if told.elapsed() >= TELL_EVERY {
+            let why = last.as_ref().map(|e| format!(": {e}")).unwrap_or_default();
+            log("waiting", &format!("still waiting for {what}{why}"));
+            told = Instant::now();
+        }
         if Instant::now() >= deadline {
             let why = last.map(|e| format!(": {e}")).unwrap_or_default();
             return Err(Error::new(format!("{what}: not within {}s{why}", limit.as_secs())));

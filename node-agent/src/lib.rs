@@ -7,7 +7,7 @@
 //!   failover within one invocation and a cool-down for pools without capacity.
 //! - [`sweep`], [`health`], [`guardrail`]: orphans and late nodes, node health, the run-time
 //!   cost guardrail.
-//! - [`hostlist`]: Slurm host lists.
+//! - [`hostlist`]: Slurm host lists; [`host`]: files, accounts and systemd on this machine.
 
 pub mod boot;
 pub mod cli;
@@ -15,6 +15,7 @@ pub mod cmd;
 pub mod error;
 pub mod guardrail;
 pub mod health;
+pub mod host;
 pub mod hostlist;
 pub mod reconcile;
 pub mod resume;

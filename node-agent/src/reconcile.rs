@@ -37,6 +37,9 @@ pub struct Layout {
     /// How to restart slurmctld when nodes were added or removed (a reconfigure cannot do that
     /// before Slurm 23.02's dynamic nodes).
     pub restart_command: Vec<String>,
+    /// How to start slurmctld when its first configuration is installed and it is not running
+    /// (a head node whose cluster had no partition at boot); none: leave it to the caller.
+    pub start_command: Option<Vec<String>>,
 }
 
 impl Default for Layout {
@@ -55,6 +58,7 @@ impl Default for Layout {
             power_programs: None,
             extra: BTreeMap::new(),
             restart_command: vec!["systemctl".into(), "restart".into(), "slurmctld".into()],
+            start_command: None,
         }
     }
 }
@@ -102,6 +106,8 @@ impl Layout {
 /// What one reconcile did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
+    /// The cluster has no partition yet: nothing for Slurm to run (no configuration written).
+    NoPartitions,
     /// The files already matched the desired state.
     Unchanged,
     /// New files installed; `reconfigured`/`restarted` say how a running slurmctld took them.
@@ -156,6 +162,8 @@ pub fn check_on_throwaway_controller(model: &Cluster, slurmctld: &Path, grace: D
     for sub in ["state", "spool", "log", "run", "etc"] {
         std::fs::create_dir_all(dir.join(sub)).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
+    // slurmctld insists that SlurmUser owns its state directory.
+    crate::host::chown_tree(&dir, &model.slurm_user).map_err(|e| e.to_string())?;
     let mut probe = model.clone();
     let p = |s: &str| dir.join(s).display().to_string();
     probe.state_dir = p("state");
@@ -265,10 +273,27 @@ async fn report(aws: &Aws, cluster: &str, versions: &Versions, error: Option<&st
         .map_err(|e| e.to_string())
 }
 
+/// Runs a layout's command (`what` names it in errors).
+fn run_command(command: &[String], what: &str) -> Result<(), String> {
+    let (program, args) = command
+        .split_first()
+        .ok_or_else(|| format!("{what}: the layout has no command"))?;
+    let ok = Command::new(program).args(args).status().is_ok_and(|s| s.success());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{what} with {command:?} failed"))
+    }
+}
+
 /// One reconcile pass. Errors in the desired state are reported and returned; the running
 /// configuration is not touched.
 pub async fn reconcile_once(aws: &Aws, cluster: &str, layout: &Layout, slurmctld: &Path) -> Result<Outcome, String> {
     let (doc, parts, versions) = read_state(aws, cluster).await?;
+    if parts.is_empty() {
+        report(aws, cluster, &versions, None).await?;
+        return Ok(Outcome::NoPartitions);
+    }
     let result = async {
         let mut model = doc
             .to_model(&parts)
@@ -291,20 +316,16 @@ pub async fn reconcile_once(aws: &Aws, cluster: &str, layout: &Layout, slurmctld
         let running = current.is_some() && controller_listening(&model);
         install(&layout.conf_dir, &rendered)?;
         if !running {
+            if let (None, Some(command)) = (&current, &layout.start_command) {
+                run_command(command, "starting slurmctld")?;
+            }
             return Ok(Outcome::Applied {
                 reconfigured: false,
                 restarted: false,
             });
         }
         if nodes_changed {
-            let (program, args) = layout
-                .restart_command
-                .split_first()
-                .ok_or("no restart_command in the layout")?;
-            let ok = Command::new(program).args(args).status().is_ok_and(|s| s.success());
-            if !ok {
-                return Err(format!("restarting slurmctld with {:?} failed", layout.restart_command));
-            }
+            run_command(&layout.restart_command, "restarting slurmctld")?;
             return Ok(Outcome::Applied {
                 reconfigured: false,
                 restarted: true,

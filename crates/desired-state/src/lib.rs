@@ -19,6 +19,9 @@ pub const SUSPEND_PROGRAM: &str = "/usr/local/sbin/hpc-node-suspend";
 pub const RESUME_FAIL_PROGRAM: &str = "/usr/local/sbin/hpc-node-resume-fail";
 pub const HEALTH_CHECK_PROGRAM: &str = "/usr/local/sbin/hpc-node-health";
 pub const SCHEMA: u32 = 1;
+/// The account slurmctld runs as on every image (Debian's `slurm`); clients accept Slurm's
+/// messages only from it.
+pub const SLURM_USER: &str = "slurm";
 
 pub fn cluster_prefix(cluster: &str) -> String {
     format!("/hpcforge/clusters/{cluster}")
@@ -290,7 +293,7 @@ impl ClusterDoc {
             version,
             controller_host: "head".into(),
             controller_addr: None,
-            slurm_user: "slurm".into(),
+            slurm_user: SLURM_USER.into(),
             state_dir: "/var/spool/slurmctld".into(),
             spool_dir: "/var/spool/slurmd".into(),
             log_dir: "/var/log/slurm".into(),

@@ -2,8 +2,10 @@
 //! client: tokens, retries and the `AWS_EC2_METADATA_*` settings as every AWS tool has them).
 
 use aws_config::imds::client::Client;
+use aws_config::provider_config::ProviderConfig;
 
 use crate::error::{AwsError, Result};
+use crate::Aws;
 
 /// Who this instance is, as EC2 says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,9 +30,14 @@ async fn get(client: &Client, path: &str) -> Result<String> {
         })
 }
 
-/// Reads this instance's id, primary private address and region.
-pub async fn identity() -> Result<Identity> {
-    let client = Client::builder().build();
+/// Reads this instance's id, primary private address and region, over the connection's HTTP
+/// client.
+pub async fn identity(aws: &Aws) -> Result<Identity> {
+    let mut config = ProviderConfig::default();
+    if let Some(http) = aws.sdk.http_client() {
+        config = config.with_http_client(http);
+    }
+    let client = Client::builder().configure(&config).build();
     Ok(Identity {
         instance_id: get(&client, "instance-id").await?,
         private_ip: get(&client, "local-ipv4").await?,

@@ -157,13 +157,18 @@ fn cloud(c: &Cluster) -> Section {
         s.set("SuspendExcNodes", list);
     }
     match c.version {
+        // enable_configless: compute and login nodes fetch slurm.conf and friends from
+        // slurmctld (`slurmd --conf-server`), so a configuration change never touches them.
         SlurmVersion::V22_05 => {
-            s.set("SlurmctldParameters", "cloud_reg_addrs,idle_on_node_suspend");
+            s.set(
+                "SlurmctldParameters",
+                "cloud_reg_addrs,idle_on_node_suspend,enable_configless",
+            );
             s.set("PrivateData", "cloud");
             s.set("CommunicationParameters", "NoAddrCache");
             s.set("TreeWidth", TREE_WIDTH_22_05.to_string());
         }
-        SlurmVersion::V24_11 => s.set("SlurmctldParameters", "idle_on_node_suspend"),
+        SlurmVersion::V24_11 => s.set("SlurmctldParameters", "idle_on_node_suspend,enable_configless"),
     }
     s
 }

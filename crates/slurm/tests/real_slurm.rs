@@ -719,7 +719,11 @@ fn check_cloud_config(env: &Env, cluster: &Cluster) {
     expect(&config, "SuspendTimeout", &format!("{} sec", ps.suspend_timeout_s));
     expect(&config, "ResumeRate", &format!("{} nodes/min", ps.resume_rate));
     expect(&config, "SuspendRate", &format!("{} nodes/min", ps.suspend_rate));
-    expect(&config, "SlurmctldParameters", "cloud_reg_addrs,idle_on_node_suspend");
+    expect(
+        &config,
+        "SlurmctldParameters",
+        "cloud_reg_addrs,idle_on_node_suspend,enable_configless",
+    );
     expect(&config, "PrivateData", "cloud");
     expect(&config, "TreeWidth", "65533");
     expect(&config, "ReturnToService", "2");
@@ -936,7 +940,7 @@ fn several_partitions_extras_and_thousands_of_nodes() {
     expect(
         &config,
         "SlurmctldParameters",
-        "cloud_reg_addrs,idle_on_node_suspend,power_save_interval=5",
+        "cloud_reg_addrs,idle_on_node_suspend,enable_configless,power_save_interval=5",
     );
     assert!(!config.contains_key("SuspendExcNodes") || config["SuspendExcNodes"] == "(null)");
 }
@@ -1136,7 +1140,7 @@ fn config_for_24_11_parses_and_shows_why_22_05_needs_its_own() {
     }
     env.start(&r);
     let config = env.config();
-    expect(&config, "SlurmctldParameters", "idle_on_node_suspend");
+    expect(&config, "SlurmctldParameters", "idle_on_node_suspend,enable_configless");
     expect(&env.partition("gpu"), "TotalNodes", "4");
     assert_eq!(
         env.sinfo(&["-h", "-N", "-o", "%N"]).trim(),

@@ -8,11 +8,12 @@ cat >/usr/local/sbin/hpc-node-health <<'WRAPPER'
 # hpc-node-health [NODE] [hpc-node options]; NODE defaults to this slurmd's node name.
 # HPC_CLUSTER and AWS_REGION come from /etc/hpcforge/cluster.env (written at boot).
 set -eu
-if [ -r /etc/hpcforge/cluster.env ]; then
-    set -a
-    . /etc/hpcforge/cluster.env
-    set +a
-fi
+# Slurm runs it with a bare environment: read the system's /etc/environment (proxies, AWS
+# endpoints) as a login would.
+set -a
+[ ! -r /etc/environment ] || . /etc/environment
+[ ! -r /etc/hpcforge/cluster.env ] || . /etc/hpcforge/cluster.env
+set +a
 case ${1:-} in "" | -*) set -- "${SLURMD_NODENAME:-$(hostname -s)}" "$@" ;; esac
 case " $* " in *" --cluster "*) ;; *) [ -z "${HPC_CLUSTER:-}" ] || set -- "$@" --cluster "$HPC_CLUSTER" ;; esac
 case " $* " in *" --region "*) ;; *) [ -z "${AWS_REGION:-}" ] || set -- "$@" --region "$AWS_REGION" ;; esac

@@ -21,9 +21,12 @@ for cmd in resume suspend resume-fail; do
     cat >"/usr/local/sbin/hpc-node-$cmd" <<WRAPPER
 #!/bin/sh
 # Slurm power saving (installed by hpc-image's hpc-node component): hpc-node $cmd <hostlist>.
-# HPC_CLUSTER and AWS_REGION come from /etc/hpcforge/cluster.env (written at boot).
+# Slurm runs it with a bare environment: the system's /etc/environment (proxies, AWS endpoints)
+# is read as a login would; HPC_CLUSTER and AWS_REGION come from /etc/hpcforge/cluster.env
+# (written at boot by hpc-node head-init).
 set -eu
 set -a
+[ ! -r /etc/environment ] || . /etc/environment
 . /etc/hpcforge/cluster.env
 set +a
 exec /usr/local/bin/hpc-node $cmd "\$1" --cluster "\$HPC_CLUSTER" --region "\$AWS_REGION"

@@ -11,10 +11,10 @@ use std::time::Duration;
 use hpc_aws::Aws;
 use hpc_desired_state::boot::{head_param, HeadReport, Phase, Role};
 
-use super::system::{self, log};
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Result};
-use crate::reconcile::{reconcile_once, Layout};
+use crate::host::{self as system, log};
+use crate::reconcile::{reconcile_once, Layout, Outcome};
 
 /// The layout this head node's reconcile unit reads.
 pub const LAYOUT: &str = "/etc/hpcforge/layout.json";
@@ -23,8 +23,10 @@ const AGENT_UNITS: &[&str] = &[
     "hpc-node-reconcile.service",
     "hpc-node-sweep.timer",
     "hpc-node-evict.timer",
+    super::SYNC_TIMER,
 ];
 const SLURMCTLD_PORT: u16 = 6817;
+const START_SLURMCTLD: &[&str] = &["systemctl", "enable", "--now", "slurmctld.service"];
 /// Slurm's directories on the head node: path, mode, owner.
 const DIRECTORIES: &[(&str, u32, &str)] = &[
     ("/var/spool/slurmctld", 0o700, "slurm"),
@@ -61,7 +63,7 @@ impl Reporter<'_> {
 }
 
 pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
-    let identity = hpc_aws::imds::identity().await?;
+    let identity = hpc_aws::imds::identity(aws).await?;
     let host = system::short_hostname()?;
     let mut reporter = Reporter {
         aws,
@@ -92,7 +94,7 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
         // Ready with what did not mount: the head schedules; the provider shows the warning.
         Ok(()) => {
             let warning = (!warnings.is_empty()).then(|| warnings.join("; "));
-            reporter.step("slurmctld running", Phase::Ready, warning).await
+            reporter.step("ready", Phase::Ready, warning).await
         }
         Err(e) => {
             log("head-init", &format!("failed at {step}: {e}"));
@@ -129,21 +131,30 @@ async fn steps(
     let layout = Layout {
         controller_host: Some(host.to_string()),
         controller_addr: Some(addr.to_string()),
+        // A cluster's partitions come after it: the reconcile unit starts slurmctld with the first.
+        start_command: Some(START_SLURMCTLD.iter().map(|s| s.to_string()).collect()),
         ..Layout::default()
     };
     let json = layout.to_json().context(|| "encoding the layout".to_string())?;
     system::write_file(Path::new(LAYOUT), json.as_bytes(), 0o644, None)?;
-    reconcile_once(aws, &args.cluster, &layout, &crate::cmd::reconcile::slurmctld()).await?;
-    *step = "slurmctld";
-    reporter.step(step, Phase::Booting, None).await;
-    system::systemctl(&["enable", "--now", "slurmctld.service"])?;
-    system::wait_for(
-        "slurmctld accepting connections",
-        Duration::from_secs(60),
-        Duration::from_millis(500),
-        || async { Ok(system::listening(addr, SLURMCTLD_PORT).then_some(())) },
-    )
-    .await?;
+    let outcome = reconcile_once(aws, &args.cluster, &layout, &crate::cmd::reconcile::slurmctld()).await?;
+    if outcome == Outcome::NoPartitions {
+        log(
+            "head-init",
+            "no partition published yet: slurmctld starts with the first one",
+        );
+    } else {
+        *step = "slurmctld";
+        reporter.step(step, Phase::Booting, None).await;
+        system::systemctl(&START_SLURMCTLD[1..])?;
+        system::wait_for(
+            "slurmctld accepting connections",
+            Duration::from_secs(60),
+            Duration::from_millis(500),
+            || async { Ok(system::listening(addr, SLURMCTLD_PORT).then_some(())) },
+        )
+        .await?;
+    }
     *step = "agent units";
     let mut enable = vec!["enable", "--now"];
     enable.extend(AGENT_UNITS);

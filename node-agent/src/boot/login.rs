@@ -9,9 +9,9 @@ use std::path::Path;
 use hpc_aws::Aws;
 use hpc_desired_state::boot::Role;
 
-use super::system::{log, write_file};
 use crate::cli::ClusterArgs;
 use crate::error::Result;
+use crate::host::{log, write_file};
 
 const SLURM_CONF: &str = "/etc/slurm/slurm.conf";
 
@@ -27,6 +27,7 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
         0o644,
         None,
     )?;
+    crate::host::systemctl(&["enable", "--now", super::SYNC_TIMER])?;
     log(
         "login-init",
         &format!("Slurm clients use slurmctld on {} ({})", head.host, head.addr),

@@ -3,12 +3,11 @@
 //! them on the console, and is idempotent: a reboot or a re-run converges.
 //!
 //! Steps shared by the roles live here: the cluster's environment file, the munge key, users
-//! and shared file systems; [`system`] is the host plumbing below them.
+//! and shared file systems; [`crate::host`] is the host plumbing below them.
 
 pub mod head;
 pub mod login;
 pub mod node;
-pub mod system;
 
 use std::path::Path;
 use std::time::Duration;
@@ -20,12 +19,16 @@ use hpc_desired_state::{ClusterDoc, UserDoc};
 
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Error, Result};
-use system::{log, write_file};
+use crate::host::{self as system, log, write_file};
 
 /// The environment file the agent's units and Slurm's programs read.
 pub const CLUSTER_ENV: &str = "/etc/hpcforge/cluster.env";
 const MUNGE_KEY: &str = "/etc/munge/munge.key";
 const SUDOERS: &str = "/etc/sudoers.d/hpcforge-users";
+/// The users hpc-node made, so that one removed from the desired state is found again.
+const MANAGED_USERS: &str = "/var/lib/hpc-node/users";
+/// Users and mounts follow the desired state on every node (`hpc-node sync`).
+pub const SYNC_TIMER: &str = "hpc-node-sync.timer";
 /// How long a booting node waits for what the provider or the head node publishes.
 const PUBLISH_WAIT: Duration = Duration::from_secs(600);
 
@@ -38,7 +41,7 @@ pub struct Booted {
 
 /// Identity, environment file and the cluster's published document.
 pub async fn begin(args: &ClusterArgs, aws: &Aws, role: Role, partition: Option<&str>) -> Result<Booted> {
-    let identity = hpc_aws::imds::identity().await?;
+    let identity = hpc_aws::imds::identity(aws).await?;
     log(
         role.command(),
         &format!(
@@ -101,48 +104,96 @@ pub async fn munge(aws: &Aws, doc: &ClusterDoc) -> Result<()> {
 }
 
 /// The cluster's users: same uid and gid on every node, their SSH keys, sudo where granted.
-/// Users no longer published lose their keys and sudo (their files stay).
-pub fn users(users: &[UserDoc]) -> Result<()> {
+/// Users no longer published are expired and lose their keys and sudo (their files stay).
+/// Returns whether anything changed.
+pub fn users(users: &[UserDoc]) -> Result<bool> {
+    let before = std::fs::read_to_string(MANAGED_USERS).unwrap_or_default();
+    let known: Vec<&str> = before.lines().collect();
+    let mut changed = false;
     for u in users {
-        if !system::exists("group", &u.name) {
-            system::run("groupadd", &["--gid", &u.gid.to_string(), &u.name])?;
-        }
-        if !system::exists("passwd", &u.name) {
-            let (uid, gid) = (u.uid.to_string(), u.gid.to_string());
-            system::run(
-                "useradd",
-                &[
-                    "--uid",
-                    &uid,
-                    "--gid",
-                    &gid,
-                    "--create-home",
-                    "--shell",
-                    "/bin/bash",
-                    &u.name,
-                ],
-            )?;
-        }
-        let home = Path::new("/home").join(&u.name);
-        let keys = u.ssh_public_keys.join("\n") + "\n";
-        let ssh = home.join(".ssh");
-        std::fs::create_dir_all(&ssh).context(|| format!("creating {}", ssh.display()))?;
-        system::run("chown", &[&format!("{}:{}", u.uid, u.gid), &ssh.display().to_string()])?;
-        system::run("chmod", &["0700", &ssh.display().to_string()])?;
-        write_file(&ssh.join("authorized_keys"), keys.as_bytes(), 0o600, Some(&u.name))?;
+        changed |= user(u, known.contains(&u.name.as_str()))?;
     }
     let sudoers: String = users
         .iter()
         .filter(|u| u.sudo)
         .map(|u| format!("{} ALL=(ALL) NOPASSWD:ALL\n", u.name))
         .collect();
-    write_file(
+    changed |= write_file(
         Path::new(SUDOERS),
-        format!("# hpcforge: the cluster's users with sudo (written at boot)\n{sudoers}").as_bytes(),
+        format!("# hpcforge: the cluster's users with sudo (written by hpc-node)\n{sudoers}").as_bytes(),
         0o440,
         None,
     )?;
-    log("users", &format!("{} user(s) in place", users.len()));
+    let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
+    for gone in known.iter().filter(|n| !n.is_empty() && !names.contains(n)) {
+        // An expired account cannot log in, by key or otherwise (PAM's account check).
+        if system::exists("passwd", gone) {
+            system::run("usermod", &["--expiredate", "1", gone])?;
+        }
+        let keys = Path::new("/home").join(gone).join(".ssh/authorized_keys");
+        if keys.exists() {
+            std::fs::remove_file(&keys).context(|| format!("removing {}", keys.display()))?;
+        }
+        log(
+            "users",
+            &format!("{gone} is no longer a user of the cluster: expired, keys removed"),
+        );
+        changed = true;
+    }
+    let record: String = names.iter().map(|n| format!("{n}\n")).collect();
+    write_file(Path::new(MANAGED_USERS), record.as_bytes(), 0o600, None)?;
+    if changed {
+        log("users", &format!("{} user(s) in place", users.len()));
+    }
+    Ok(changed)
+}
+
+/// One user: group, account, home and authorized keys. `known`: made by an earlier pass.
+fn user(u: &UserDoc, known: bool) -> Result<bool> {
+    let mut changed = false;
+    if !system::exists("group", &u.name) {
+        system::run("groupadd", &["--gid", &u.gid.to_string(), &u.name])?;
+        changed = true;
+    }
+    if system::exists("passwd", &u.name) {
+        if !known {
+            // A user removed once and published again (or one the image had): may log in.
+            system::run("usermod", &["--expiredate", "", &u.name])?;
+            changed = true;
+        }
+    } else {
+        let (uid, gid) = (u.uid.to_string(), u.gid.to_string());
+        let args = [
+            "--uid",
+            &uid,
+            "--gid",
+            &gid,
+            "--create-home",
+            "--shell",
+            "/bin/bash",
+            &u.name,
+        ];
+        system::run("useradd", &args)?;
+        changed = true;
+    }
+    let ssh = Path::new("/home").join(&u.name).join(".ssh");
+    std::fs::create_dir_all(&ssh).context(|| format!("creating {}", ssh.display()))?;
+    std::os::unix::fs::chown(&ssh, Some(u.uid), Some(u.gid)).context(|| format!("chown {}", ssh.display()))?;
+    std::fs::set_permissions(&ssh, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .context(|| format!("chmod {}", ssh.display()))?;
+    let keys = u.ssh_public_keys.join("\n") + "\n";
+    changed |= write_file(&ssh.join("authorized_keys"), keys.as_bytes(), 0o600, Some(&u.name))?;
+    Ok(changed)
+}
+
+/// Every role's periodic pass (`hpc-node sync`, on a timer): users and mounts follow the
+/// published desired state without a reboot and without touching Slurm.
+pub async fn sync(args: &ClusterArgs, aws: &Aws) -> Result<()> {
+    let doc = crate::cmd::cluster_doc(aws, &args.cluster)
+        .await?
+        .ok_or_else(|| Error::new(format!("cluster {} has no published desired state", args.cluster)))?;
+    report_mounts(mounts(&doc));
+    users(&doc.users)?;
     Ok(())
 }
 
@@ -181,8 +232,10 @@ pub async fn ready_head(aws: &Aws, cluster: &str) -> Result<HeadReport> {
 pub fn client_conf(cluster: &str, head: &HeadReport) -> String {
     format!(
         "# hpcforge: Slurm client configuration (written by hpc-node; slurmctld holds the rest)\n\
-         ClusterName={cluster}\nSlurmctldHost={}({})\nAuthType=auth/munge\n",
-        head.host, head.addr
+         ClusterName={cluster}\nSlurmctldHost={}({})\nSlurmUser={}\nAuthType=auth/munge\n",
+        head.host,
+        head.addr,
+        hpc_desired_state::SLURM_USER
     )
 }
 
@@ -201,7 +254,8 @@ pub fn mounts(doc: &ClusterDoc) -> Vec<Error> {
         match &doc.home_efs_id {
             Some(id) => {
                 let source = format!("{id}.efs.{}.amazonaws.com:/", doc.region);
-                if let Err(e) = mount(&source, "/home", "nfs4", EFS_OPTIONS) {
+                let mounted = seed_home(&source).and_then(|()| mount(&source, "/home", "nfs4", EFS_OPTIONS));
+                if let Err(e) = mounted {
                     failed.push(e);
                 }
             }
@@ -216,6 +270,51 @@ pub fn report_mounts(failed: Vec<Error>) {
     for e in failed {
         log("mounts", &format!("not mounted (the boot goes on): {e}"));
     }
+}
+
+/// Where the shared /home is mounted first, to receive what the image's /home holds.
+const HOME_SEED: &str = "/run/hpc-node/home-seed";
+
+/// Before the shared /home hides the local one, copies the local home directories the shared
+/// one lacks (the image's default user, with the key pair's key cloud-init installed there), as
+/// ParallelCluster does for its shared /home. Already mounted: nothing to do.
+fn seed_home(source: &str) -> Result<()> {
+    if crate::health::Probe::mounted(&crate::health::System, "/home") {
+        return Ok(());
+    }
+    std::fs::create_dir_all(HOME_SEED).context(|| format!("creating {HOME_SEED}"))?;
+    system::run(
+        "timeout",
+        &[
+            MOUNT_TIMEOUT_S,
+            "mount",
+            "-t",
+            "nfs4",
+            "-o",
+            EFS_OPTIONS,
+            source,
+            HOME_SEED,
+        ],
+    )
+    .context(|| format!("mounting {source}"))?;
+    let copied = copy_missing_homes();
+    let unmounted = system::run("umount", &[HOME_SEED]).map(|_| ());
+    copied.and(unmounted)
+}
+
+fn copy_missing_homes() -> Result<()> {
+    for entry in std::fs::read_dir("/home")
+        .context(|| "reading /home".to_string())?
+        .flatten()
+    {
+        let target = Path::new(HOME_SEED).join(entry.file_name());
+        if !target.exists() {
+            let from = entry.path().display().to_string();
+            system::run("cp", &["-a", &from, &target.display().to_string()])?;
+            log("mounts", &format!("copied {from} to the shared /home"));
+        }
+    }
+    Ok(())
 }
 
 fn mount(source: &str, target: &str, fstype: &str, options: &str) -> Result<()> {

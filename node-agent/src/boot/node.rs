@@ -15,9 +15,9 @@ use std::time::Duration;
 use hpc_aws::Aws;
 use hpc_desired_state::boot::Role;
 
-use super::system::{self, log, write_file};
 use crate::cli::NodeInitArgs;
 use crate::error::{Context as _, Error, Result};
+use crate::host::{self as system, log, write_file};
 
 /// Where the node's lookup configuration lives (never /etc/slurm: configless slurmd owns that).
 const LOOKUP_CONF: &str = "/run/hpc-node/slurm.conf";
@@ -58,6 +58,7 @@ pub async fn run(args: &NodeInitArgs, aws: &Aws) -> Result<()> {
     }
     log("node-init", &format!("this instance is {name}"));
     hostname(&name, &ip)?;
+    crate::host::systemctl(&["enable", "--now", super::SYNC_TIMER])?;
     slurmd(&name, &head.addr)?;
     log(
         "node-init",
@@ -126,7 +127,9 @@ fn slurmd(name: &str, controller: &str) -> Result<()> {
     write_file(Path::new(SLURMD_DEFAULTS), options.as_bytes(), 0o644, None)?;
     write_file(
         Path::new(SLURMD_DROP_IN),
-        b"# hpcforge: configless slurmd fetches slurm.conf from slurmctld\n[Unit]\nConditionPathExists=\n",
+        b"# hpcforge: configless slurmd fetches slurm.conf from slurmctld\n[Unit]\nConditionPathExists=\n\n\
+          # Until slurmctld answers (its configuration may be being applied), try again.\n\
+          [Service]\nRestart=on-failure\nRestartSec=5\n",
         0o644,
         None,
     )?;

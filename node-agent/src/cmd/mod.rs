@@ -27,6 +27,7 @@ pub async fn run(command: &Command, aws: &Aws) -> Result<()> {
         Command::HeadInit(c) => crate::boot::head::run(c, aws).await,
         Command::LoginInit(c) => crate::boot::login::run(c, aws).await,
         Command::NodeInit(n) => crate::boot::node::run(n, aws).await,
+        Command::Sync(c) => crate::boot::sync(c, aws).await,
     }
 }
 

@@ -31,7 +31,7 @@ pub async fn run(args: &ReconcileArgs, aws: &Aws) -> Result<()> {
     loop {
         let result = reconcile_once(aws, cluster, &layout, &slurmctld).await;
         match &result {
-            Ok(Outcome::Unchanged) => {}
+            Ok(Outcome::Unchanged | Outcome::NoPartitions) => {}
             Ok(Outcome::Applied {
                 reconfigured,
                 restarted,
