@@ -303,7 +303,7 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     // One step across two booted nodes.
     let srun = ssh_as(&key, USER, &login_ip, "timeout 300 srun -N2 -p cpu hostname | sort");
     assert_eq!(
-        text(&srun).trim(),
+        String::from_utf8_lossy(&srun.stdout).trim(),
         "cpu-c7i-large-1\ncpu-c7i-large-2",
         "srun -N2: {}",
         text(&srun)

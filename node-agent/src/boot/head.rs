@@ -161,7 +161,7 @@ async fn steps(
     system::systemctl(&enable)?;
     log(
         "head-init",
-        &format!("slurmctld of {} runs on {host} ({addr})", args.cluster),
+        &format!("the controller of {} is {host} ({addr})", args.cluster),
     );
     Ok(())
 }
