@@ -72,6 +72,29 @@ pub async fn begin(args: &ClusterArgs, aws: &Aws, role: Role, partition: Option<
     })
 }
 
+/// What login and compute nodes share: the first steps, munge, mounts, users, then the head
+/// node's address, written as a client slurm.conf at `client_conf_path`.
+pub async fn join(
+    args: &ClusterArgs,
+    aws: &Aws,
+    role: Role,
+    partition: Option<&str>,
+    client_conf_path: &str,
+) -> Result<(Booted, HeadReport)> {
+    let booted = begin(args, aws, role, partition).await?;
+    munge(aws, &booted.doc).await?;
+    report_mounts(mounts(&booted.doc));
+    users(&booted.doc.users)?;
+    let head = ready_head(aws, &booted.cluster).await?;
+    write_file(
+        Path::new(client_conf_path),
+        client_conf(&booted.cluster, &head).as_bytes(),
+        0o644,
+        None,
+    )?;
+    Ok((booted, head))
+}
+
 /// The cluster's munge key from Secrets Manager, then munged (re)started on it.
 pub async fn munge(aws: &Aws, doc: &ClusterDoc) -> Result<()> {
     if doc.munge_key_secret_arn.is_empty() {

@@ -28,17 +28,7 @@ const SLURMD_DROP_IN: &str = "/etc/systemd/system/slurmd.service.d/zz-hpcforge-c
 const NAME_WAIT: Duration = Duration::from_secs(180);
 
 pub async fn run(args: &NodeInitArgs, aws: &Aws) -> Result<()> {
-    let booted = super::begin(&args.cluster, aws, Role::Compute, Some(&args.partition)).await?;
-    super::munge(aws, &booted.doc).await?;
-    super::report_mounts(super::mounts(&booted.doc));
-    super::users(&booted.doc.users)?;
-    let head = super::ready_head(aws, &booted.cluster).await?;
-    write_file(
-        Path::new(LOOKUP_CONF),
-        super::client_conf(&booted.cluster, &head).as_bytes(),
-        0o644,
-        None,
-    )?;
+    let (booted, head) = super::join(&args.cluster, aws, Role::Compute, Some(&args.partition), LOOKUP_CONF).await?;
     let ip = booted.identity.private_ip.clone();
     let name = system::wait_for(
         "this instance's Slurm node name",
