@@ -233,7 +233,7 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         "sinfo on the login node shows the partition",
         Duration::from_secs(60),
         || sinfo().starts_with("cpu* 2 idle~"),
-        || sinfo(),
+        sinfo,
     );
 
     // The user submits from the login node; the job's output lands in their EFS home.
