@@ -200,11 +200,13 @@ def console_output(instance_id: str) -> str | None:
 def _reconcile_forever(manager: MachineManager) -> None:
     applied: dict[str, str] = {}
     while not manager._closing:
-        try:
-            _apply_firewalls(manager, applied)
-            _ensure_shares(manager)
-        except Exception as err:  # noqa: BLE001 - moto state changes under us; try again next round
-            log.debug("reconcile: %s", err)
+        # Each on its own: a round where one fails (moto's state changing under us) must not
+        # hold up the other.
+        for step in (lambda: _apply_firewalls(manager, applied), lambda: _ensure_shares(manager)):
+            try:
+                step()
+            except Exception as err:  # noqa: BLE001 - try again next round
+                log.debug("reconcile: %s", err)
         time.sleep(RECONCILE_INTERVAL_S)
 
 

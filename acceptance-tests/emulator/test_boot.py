@@ -201,6 +201,13 @@ def test_files_on_efs_and_lustre_mounts_are_shared_between_instances(boot: dict[
         LustreConfiguration={"DeploymentType": "SCRATCH_2"},
     )["FileSystem"]
     source = f"{lustre['DNSName']}@tcp:/{lustre['LustreConfiguration']['MountName']}"
+    # As a user (and hpc_lustre_fs) does: mount once the file system is AVAILABLE. The emulator
+    # makes its shared directory within a second of that.
+    deadline = time.time() + 60
+    while fsx.describe_file_systems(FileSystemIds=[lustre["FileSystemId"]])["FileSystems"][0]["Lifecycle"] != "AVAILABLE":
+        assert time.time() < deadline, "the Lustre file system did not become AVAILABLE"
+        time.sleep(0.5)
+    time.sleep(1.5)
     for address in addresses:
         vpc.ssh(address, f"sudo mkdir -p /fsx && sudo mount -t lustre -o relatime,flock {source} /fsx")
     vpc.ssh(addresses[1], "echo on-lustre | sudo tee /fsx/data >/dev/null")

@@ -576,7 +576,9 @@ fn cluster_import_by_name_then_plan_shows_no_changes_and_destroy_in_any_order() 
             "hpc_lustre_fs.scratch.mount_name",
             &format!("\"{}\"", fs["mount_name"].as_str().unwrap_or("")),
         );
-    let body = body[body.find("resource \"hpc_cluster\"").unwrap_or(0)..].to_string();
+    // An import reads wait_for_ready as its default (it lives in no AWS resource); the config
+    // keeps the default so that the imported cluster plans no change.
+    let body = body[body.find("resource \"hpc_cluster\"").unwrap_or(0)..].replace("  wait_for_ready = false\n", "");
     importer.write(&format!(
         "{body}\nimport {{\n  to = hpc_cluster.main\n  id = \"research\"\n}}\n"
     ));

@@ -161,11 +161,11 @@ provider "hpc" {
     let subnet = emu.default_subnet();
     // A cluster to check cluster-wide limits against.
     ws.write_raw(&format!(
-        "{provider}\nresource \"hpc_cluster\" \"main\" {{\n  name = \"research\"\n  subnet_id = \"{subnet}\"\n  head_node {{\n    ami_id = \"{AMI}\"\n  }}\n}}\n"
+        "{provider}\nresource \"hpc_cluster\" \"main\" {{\n  name = \"research\"\n  subnet_id = \"{subnet}\"\n  wait_for_ready = false\n  head_node {{\n    ami_id = \"{AMI}\"\n  }}\n}}\n"
     ));
     ws.apply();
     let cluster = format!(
-        "resource \"hpc_cluster\" \"main\" {{\n  name = \"research\"\n  subnet_id = \"{subnet}\"\n  head_node {{\n    ami_id = \"{AMI}\"\n  }}\n}}\n"
+        "resource \"hpc_cluster\" \"main\" {{\n  name = \"research\"\n  subnet_id = \"{subnet}\"\n  wait_for_ready = false\n  head_node {{\n    ami_id = \"{AMI}\"\n  }}\n}}\n"
     );
     let parts = [
         partition("unknown_type", "  instance_types = [\"p9.mega\"]"),
