@@ -88,7 +88,7 @@ resource "hpc_cluster" "main" {{
     resume_timeout     = "5m"
   }}
   accounting {{
-    mode = "none"
+    mode = "local"
   }}
   home {{
     storage = "efs"
@@ -258,6 +258,21 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     );
     let out = ssh_as(&key, USER, &login_ip, "cat job.out");
     assert_eq!(text(&out).trim(), format!("cpu-c7i-large-1\n{USER}"), "{}", text(&out));
+    // Local accounting: slurmdbd on the head recorded the job; the login node's sacct reads it.
+    let sacct = || {
+        text(&ssh_as(
+            &key,
+            USER,
+            &login_ip,
+            &format!("sacct -n -X -P -j {job} -o JobID,User,State,NodeList"),
+        ))
+    };
+    eventually(
+        "sacct on the login node shows the completed job",
+        Duration::from_secs(60),
+        || sacct().trim() == format!("{job}|{USER}|COMPLETED|cpu-c7i-large-1"),
+        sacct,
+    );
 
     // The node came from the second pool.
     let nodes = instances_tagged(&emu, "hpcforge:partition", "alive/cpu");

@@ -37,7 +37,10 @@ build {
   sources = ["source.local.debian"]
 
   component "munge" {}
-  component "slurm" {}
+  component "slurm" {
+    # slurmdbd and MariaDB: the provider's default accounting is local, on the head node.
+    accounting = true
+  }
   component "efa" {
     method = "distro"
   }

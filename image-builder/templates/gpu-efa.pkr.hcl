@@ -53,7 +53,10 @@ build {
   sources = ["source.amazon-ebs.gpu"]
 
   component "munge" {}
-  component "slurm" {}
+  component "slurm" {
+    # slurmdbd and MariaDB: the provider's default accounting is local, on the head node.
+    accounting = true
+  }
   component "efa" {
     method           = "installer"
     installer_url    = var.efa_installer_url

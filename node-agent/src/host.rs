@@ -103,6 +103,32 @@ pub fn run(program: &str, args: &[&str]) -> Result<String> {
     )))
 }
 
+/// Runs a program to success with `input` on its standard input (how a secret reaches a
+/// program without showing in its arguments); fails with its error output.
+pub fn run_with_input(program: &str, args: &[&str], input: &[u8]) -> Result<String> {
+    use std::io::Write as _;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context(|| format!("running {program}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(input).context(|| format!("writing to {program}"))?;
+    }
+    let out = child.wait_with_output().context(|| format!("running {program}"))?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    Err(Error::new(format!(
+        "{program} {} failed ({}): {}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    )))
+}
+
 pub fn systemctl(args: &[&str]) -> Result<()> {
     run("systemctl", args).map(|_| ())
 }

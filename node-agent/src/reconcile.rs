@@ -15,7 +15,7 @@ use hpc_aws::Aws;
 use hpc_desired_state::{cluster_param, cluster_prefix, partitions_path, ClusterDoc, PartitionDoc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use slurm_model::Cluster;
+use slurm_model::{Accounting, Cluster};
 
 /// Where this head node keeps Slurm's files, and how it reaches the controller. Defaults are
 /// the image's layout; a JSON file can override any field (other layouts, tests).
@@ -73,6 +73,15 @@ impl Layout {
         serde_json::to_string_pretty(self)
     }
 
+    /// The cluster this head node runs: the desired state with this layout applied.
+    pub fn model(&self, doc: &ClusterDoc, parts: &[PartitionDoc]) -> Result<Cluster, String> {
+        let mut model = doc
+            .to_model(parts)
+            .map_err(|e| format!("{}: {}", e.summary, e.detail))?;
+        self.apply(&mut model);
+        Ok(model)
+    }
+
     fn apply(&self, model: &mut Cluster) {
         let set = |slot: &mut String, v: &Option<String>| {
             if let Some(v) = v {
@@ -80,8 +89,12 @@ impl Layout {
             }
         };
         set(&mut model.controller_host, &self.controller_host);
-        if self.controller_addr.is_some() {
-            model.controller_addr = self.controller_addr.clone();
+        if let Some(addr) = &self.controller_addr {
+            model.controller_addr = Some(addr.clone());
+            // slurmdbd runs beside slurmctld: every node's sacct reaches it at the head's address.
+            if let Accounting::Slurmdbd { host, .. } = &mut model.accounting {
+                *host = addr.clone();
+            }
         }
         set(&mut model.state_dir, &self.state_dir);
         set(&mut model.spool_dir, &self.spool_dir);
@@ -215,24 +228,67 @@ pub fn check_on_throwaway_controller(model: &Cluster, slurmctld: &Path, grace: D
     verdict
 }
 
-/// Writes files whose content differs, atomically (temp file + rename). Returns whether any changed.
-fn install(conf_dir: &Path, rendered: &slurm_model::Rendered) -> Result<bool, String> {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::create_dir_all(conf_dir).map_err(|e| format!("creating {}: {e}", conf_dir.display()))?;
-    let mut changed = false;
+/// slurmdbd reads its configuration only if SlurmUser owns it (it holds the database password).
+const SLURMDBD_CONF: &str = "slurmdbd.conf";
+
+/// Writes files whose content differs, atomically (temp file + rename). Returns the names of
+/// those that changed.
+fn install(conf_dir: &Path, rendered: &slurm_model::Rendered, slurm_user: &str) -> Result<Vec<&'static str>, String> {
+    let mut changed = Vec::new();
     for file in rendered.files() {
+        let owner = (file.name == SLURMDBD_CONF).then_some(slurm_user);
         let path = conf_dir.join(file.name);
-        if std::fs::read_to_string(&path).ok().as_deref() == Some(file.contents) {
-            continue;
+        if crate::host::write_file(&path, file.contents.as_bytes(), file.mode, owner).map_err(|e| e.to_string())? {
+            changed.push(file.name);
         }
-        let tmp = conf_dir.join(format!(".{}.new", file.name));
-        std::fs::write(&tmp, file.contents).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(file.mode))
-            .map_err(|e| format!("chmod {}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).map_err(|e| format!("installing {}: {e}", path.display()))?;
-        changed = true;
     }
     Ok(changed)
+}
+
+/// slurmdbd.conf as this head node runs it: `DbdHost=localhost` (slurmdbd refuses a host name
+/// that is not its own) and the database password from Secrets Manager. The secret is read
+/// only when the installed file differs from the rendering in more than its password.
+pub async fn slurmdbd_conf(
+    aws: &Aws,
+    doc: &ClusterDoc,
+    model: &Cluster,
+    installed: Option<&str>,
+) -> Result<Option<String>, String> {
+    let mut local = model.clone();
+    let Accounting::Slurmdbd { host, .. } = &mut local.accounting else {
+        return Ok(None);
+    };
+    *host = "localhost".into();
+    let without = slurm_model::try_slurmdbd_conf(&local, None).map_err(|e| format!("{}: {}", e.summary, e.detail))?;
+    if let (Some(installed), Some(without)) = (installed, &without) {
+        if same_but_password(installed, without) {
+            return Ok(Some(installed.to_string()));
+        }
+    }
+    let arn = doc
+        .accounting
+        .password_secret_arn
+        .as_deref()
+        .ok_or("the cluster's desired state names no database password secret")?;
+    let password = aws
+        .secrets()
+        .value(arn)
+        .await
+        .map_err(|e| format!("the database password: {e}"))?;
+    let password = String::from_utf8(password.bytes().to_vec())
+        .map_err(|_| format!("the database password in {arn} is not text"))?;
+    slurm_model::try_slurmdbd_conf(&local, Some(&password)).map_err(|e| format!("{}: {}", e.summary, e.detail))
+}
+
+/// Whether two slurmdbd.conf renderings differ at most in the password line.
+fn same_but_password(a: &str, b: &str) -> bool {
+    let settings = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.starts_with("StoragePass=") && !l.starts_with("# StoragePass is filled"))
+            .map(str::to_string)
+            .collect()
+    };
+    settings(a) == settings(b)
 }
 
 /// The node definitions of a slurm.conf: adding or removing nodes needs a restart.
@@ -295,26 +351,33 @@ pub async fn reconcile_once(aws: &Aws, cluster: &str, layout: &Layout, slurmctld
         return Ok(Outcome::NoPartitions);
     }
     let result = async {
-        let mut model = doc
-            .to_model(&parts)
-            .map_err(|e| format!("{}: {}", e.summary, e.detail))?;
-        layout.apply(&mut model);
-        let rendered = slurm_model::render(&model).map_err(|errors| {
+        let model = layout.model(&doc, &parts)?;
+        let mut rendered = slurm_model::render(&model).map_err(|errors| {
             errors
                 .iter()
                 .map(|e| format!("{}: {} ({})", e.path.join("."), e.summary, e.detail))
                 .collect::<Vec<_>>()
                 .join("; ")
         })?;
+        let installed_dbd = std::fs::read_to_string(layout.conf_dir.join(SLURMDBD_CONF)).ok();
+        rendered.slurmdbd_conf = slurmdbd_conf(aws, &doc, &model, installed_dbd.as_deref()).await?;
         let conf = layout.conf_dir.join("slurm.conf");
         let current = std::fs::read_to_string(&conf).ok();
-        if current.as_deref() == Some(rendered.slurm_conf.as_str()) {
+        let dbd_unchanged = installed_dbd == rendered.slurmdbd_conf;
+        if current.as_deref() == Some(rendered.slurm_conf.as_str()) && dbd_unchanged {
             return Ok(Outcome::Unchanged);
         }
         check_on_throwaway_controller(&model, slurmctld, Duration::from_secs(3))?;
         let nodes_changed = node_lines(current.as_deref().unwrap_or("")) != node_lines(&rendered.slurm_conf);
         let running = current.is_some() && controller_listening(&model);
-        install(&layout.conf_dir, &rendered)?;
+        let changed = install(&layout.conf_dir, &rendered, &model.slurm_user)?;
+        if changed.contains(&SLURMDBD_CONF) && installed_dbd.is_some() {
+            // slurmdbd reads its file only at start; try-restart leaves a stopped one stopped.
+            run_command(
+                &["systemctl".into(), "try-restart".into(), "slurmdbd.service".into()],
+                "restarting slurmdbd",
+            )?;
+        }
         if !running {
             if let (None, Some(command)) = (&current, &layout.start_command) {
                 run_command(command, "starting slurmctld")?;

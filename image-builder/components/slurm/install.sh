@@ -1,5 +1,6 @@
-# slurm: installs slurmd, slurmctld and slurm-client (+ slurmdbd with accounting) from Debian,
-# installed disabled: the node's boot script enables the daemons its role runs. Requires munge.
+# slurm: installs slurmd, slurmctld and slurm-client (+ slurmdbd and MariaDB's server with
+# accounting) from Debian, installed disabled: the node's boot script enables the daemons its
+# role runs (head-init: MariaDB for local accounting, slurmdbd, slurmctld). Requires munge.
 # Arguments: version ("distro", or a Debian package version to pin), accounting ("true"/"false").
 version=${HPC_ARG_VERSION:-distro}
 accounting=${HPC_ARG_ACCOUNTING:-false}
@@ -13,11 +14,13 @@ if [ "$accounting" = true ]; then
     pkgs="$pkgs slurmdbd"
     daemons="$daemons slurmdbd"
 fi
+dbpkgs=""
+[ "$accounting" = false ] || dbpkgs="mariadb-server mariadb-client"
 if [ "$version" != distro ]; then
     pkgs=$(for p in $pkgs; do printf '%s=%s ' "$p" "$version"; done)
 fi
 # shellcheck disable=SC2086 # word splitting intended
-hpc_apt_install $pkgs
+hpc_apt_install $pkgs $dbpkgs
 # munge's postinst may have made a key if munge came in only now; an image carries none.
 rm -f /etc/munge/munge.key
 
@@ -37,4 +40,8 @@ for d in $daemons; do
     fi
     systemctl disable "$d.service" 2>/dev/null || true
 done
+if [ -n "$dbpkgs" ]; then
+    # Only a head node with local accounting runs the database; it enables it at boot.
+    systemctl disable mariadb.service 2>/dev/null || true
+fi
 hpc_log "slurm $(dpkg-query -W -f '${Version}' slurmd) installed; $daemons disabled until the boot script enables them"

@@ -1,6 +1,7 @@
 //! `hpc-node head-init`: the head node boots into slurmctld on the published desired state.
 //!
-//! Steps: environment, munge key, users, Slurm's directories, this host as `SlurmctldHost`
+//! Steps: environment, munge key, users, Slurm's directories, accounting (slurmdbd, and
+//! MariaDB for `local`), this host as `SlurmctldHost`
 //! (written to the layout the reconcile unit uses), the first reconcile pass (which checks the
 //! configuration on a throwaway controller before installing it), slurmctld, then the agent's
 //! units. Each step is reported in the head's boot report; the provider waits on it.
@@ -126,8 +127,6 @@ async fn steps(
     super::users(&booted.doc.users)?;
     *step = "slurm directories";
     slurm_directories()?;
-    *step = "slurm configuration";
-    reporter.step(step, Phase::Booting, None).await;
     let layout = Layout {
         controller_host: Some(host.to_string()),
         controller_addr: Some(addr.to_string()),
@@ -135,6 +134,13 @@ async fn steps(
         start_command: Some(START_SLURMCTLD.iter().map(|s| s.to_string()).collect()),
         ..Layout::default()
     };
+    if super::accounting::enabled(&booted.doc) {
+        *step = "accounting";
+        reporter.step(step, Phase::Booting, None).await;
+        super::accounting::start(aws, &booted.doc, &layout).await?;
+    }
+    *step = "slurm configuration";
+    reporter.step(step, Phase::Booting, None).await;
     let json = layout.to_json().context(|| "encoding the layout".to_string())?;
     system::write_file(Path::new(LAYOUT), json.as_bytes(), 0o644, None)?;
     let outcome = reconcile_once(aws, &args.cluster, &layout, &crate::cmd::reconcile::slurmctld()).await?;

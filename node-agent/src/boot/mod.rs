@@ -5,6 +5,7 @@
 //! Steps shared by the roles live here: the cluster's environment file, the munge key, users
 //! and shared file systems; [`crate::host`] is the host plumbing below them.
 
+pub mod accounting;
 pub mod head;
 pub mod login;
 pub mod node;
@@ -88,7 +89,7 @@ pub async fn join(
     let head = ready_head(aws, &booted.cluster).await?;
     write_file(
         Path::new(client_conf_path),
-        client_conf(&booted.cluster, &head).as_bytes(),
+        client_conf(&booted.doc, &head).as_bytes(),
         0o644,
         None,
     )?;
@@ -252,14 +253,23 @@ pub async fn ready_head(aws: &Aws, cluster: &str) -> Result<HeadReport> {
 /// The smallest slurm.conf a Slurm client needs: which cluster and where its controller is.
 /// Login nodes keep it as /etc/slurm/slurm.conf; compute nodes use it only to find their node
 /// name before slurmd fetches the whole configuration from slurmctld (configless).
-pub fn client_conf(cluster: &str, head: &HeadReport) -> String {
-    format!(
+pub fn client_conf(doc: &ClusterDoc, head: &HeadReport) -> String {
+    let mut conf = format!(
         "# hpcforge: Slurm client configuration (written by hpc-node; slurmctld holds the rest)\n\
-         ClusterName={cluster}\nSlurmctldHost={}({})\nSlurmUser={}\nAuthType=auth/munge\n",
+         ClusterName={}\nSlurmctldHost={}({})\nSlurmUser={}\nAuthType=auth/munge\n",
+        doc.name,
         head.host,
         head.addr,
         hpc_desired_state::SLURM_USER
-    )
+    );
+    // sacct and sacctmgr ask slurmdbd, which runs beside slurmctld on the head node.
+    if accounting::enabled(doc) {
+        conf.push_str(&format!(
+            "AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost={}\n",
+            head.addr
+        ));
+    }
+    conf
 }
 
 /// NFS options for EFS as AWS documents them for the Linux NFS client.

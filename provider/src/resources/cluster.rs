@@ -26,6 +26,8 @@ pub struct HpcCluster;
 const CREATE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 const DELETE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 const MUNGE_KEY_BYTES: usize = 1024;
+/// Length of the generated local database password (letters and digits: ~190 bits).
+const DB_PASSWORD_CHARS: usize = 32;
 const ACCOUNTING_MODES: &[&str] = &["none", "local", "external"];
 
 fn schema() -> Schema {
@@ -480,6 +482,19 @@ impl Resource for HpcCluster {
                         "external accounting needs a password",
                         "Set password_secret_arn to a Secrets Manager secret, or password (write-only: kept out of state).",
                     );
+                }
+            } else if mode == "local" || mode == "none" {
+                for key in ["host", "password", "password_secret_arn"] {
+                    if !a.attr(key).is_null() {
+                        diags.error_at(
+                            AttributePath::root("accounting").attr(key),
+                            format!("{key} is for external accounting only"),
+                            format!(
+                                "With mode {mode:?} the provider {} the database; remove {key}, or set mode = \"external\".",
+                                if mode == "local" { "makes and keeps" } else { "uses no" }
+                            ),
+                        );
+                    }
                 }
             }
         }
@@ -1081,16 +1096,28 @@ async fn create_cluster_group(
     Ok(cluster)
 }
 
+/// The database password's secret: generated once for local accounting (MariaDB on the head
+/// node), the write-only `password` stored for external accounting, or none (the user's own
+/// `password_secret_arn`, or no accounting).
 async fn store_password(
     clients: &Clients,
     name: &str,
     config: &Value,
     tags: &[(String, String)],
 ) -> Result<Option<String>, Diagnostics> {
-    let Some(password) = config.attr("accounting").attr("password").as_str() else {
+    let accounting = config.attr("accounting");
+    let secret = format!("hpcforge/{name}/db-password");
+    if string(accounting.attr("mode")).is_none_or(|m| m == "local") {
+        return clients
+            .secrets
+            .ensure_random_password(&secret, DB_PASSWORD_CHARS, tags)
+            .await
+            .map(Some)
+            .map_err(|e| aws_diag("Cannot create the database password", &e));
+    }
+    let Some(password) = accounting.attr("password").as_str() else {
         return Ok(None);
     };
-    let secret = format!("hpcforge/{name}/db-password");
     clients
         .secrets
         .delete(&secret)
