@@ -206,3 +206,47 @@ provider "hpc" {
     ws.write_raw(&format!("{provider}\n{cluster}"));
     ws.destroy();
 }
+
+#[test]
+fn a_provision_timeout_that_cannot_fail_over_before_slurms_resume_timeout_is_refused() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("timeouts", &emu);
+    let subnet = emu.default_subnet();
+    let cluster = format!(
+        "resource \"hpc_cluster\" \"main\" {{\n  name = \"research\"\n  subnet_id = \"{subnet}\"\n  wait_for_ready = false\n  head_node {{\n    ami_id = \"{AMI}\"\n  }}\n  slurm {{\n    resume_timeout = \"5m\"\n  }}\n}}\n"
+    );
+    let part = |timeout: &str| {
+        partition("gpu", &format!("  provision_timeout = \"{timeout}\""))
+            .replace("cluster_id = \"research\"", "cluster_id = hpc_cluster.main.id")
+            .replace("subnet-0123456789abcdef0", &subnet)
+    };
+    let expected = [(
+        "hpc_partition.gpu".to_string(),
+        "provision_timeout",
+        "provision_timeout (5m) must be shorter than cluster research's slurm.resume_timeout (5m)",
+    )];
+    // Made in the same apply, the cluster is known only when the partition is created: refused
+    // then, before a launch template exists or the partition is published.
+    ws.write(&format!("{cluster}\n{}", part("5m")));
+    let out = ws.tf(&["apply", "-auto-approve", "-no-color", "-input=false"]);
+    assert!(!out.success, "{}", out.text());
+    assert_diagnostics(&out.text(), &expected);
+    let templates = emu.ec2("Action=DescribeLaunchTemplates");
+    assert!(
+        templates.contains("hpc-research-head") && !templates.contains("-gpu-"),
+        "only the head node's template may exist: {templates}"
+    );
+    assert!(emu
+        .parameter_json("/hpcforge/clusters/research/partitions/gpu")
+        .is_none());
+    // With the cluster in place, the plan itself refuses it, changing nothing.
+    emu.reset_calls();
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(!out.success, "{}", out.text());
+    assert_diagnostics(&out.text(), &expected);
+    assert!(emu.mutating_calls().is_empty(), "{:?}", emu.mutating_calls());
+    // Room to fail over: accepted.
+    ws.write(&format!("{cluster}\n{}", part("4m")));
+    ws.apply();
+    ws.destroy();
+}

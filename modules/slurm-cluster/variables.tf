@@ -162,7 +162,7 @@ variable "slurm" {
   type = object({
     version            = optional(string, "24.11")
     scaledown_idletime = optional(string, "10m")
-    resume_timeout     = optional(string, "15m")
+    resume_timeout     = optional(string, "30m")
     extra              = optional(map(string), {})
   })
   default = {}

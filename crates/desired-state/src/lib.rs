@@ -263,6 +263,27 @@ impl PartitionDoc {
 }
 
 impl ClusterDoc {
+    /// A partition's failover timeout must leave Slurm's own room: slurmctld marks a node DOWN
+    /// (and requeues its job) once `resume_timeout` passes, so a `provision_timeout` as long or
+    /// longer never gets to replace the instance from the next pool.
+    pub fn check_timeouts(&self, part: &PartitionDoc) -> Result<(), slurm_model::ModelError> {
+        if part.provision_timeout_s < self.resume_timeout_s {
+            return Ok(());
+        }
+        Err(slurm_model::ModelError::new(
+            ["partition", part.name.as_str(), "provision_timeout"],
+            format!(
+                "provision_timeout ({}) must be shorter than cluster {}'s slurm.resume_timeout ({})",
+                duration_text(part.provision_timeout_s),
+                self.name,
+                duration_text(self.resume_timeout_s)
+            ),
+            "Slurm marks a node DOWN and requeues its job when resume_timeout passes, so failover to the \
+             next pool after provision_timeout would never happen. Lower provision_timeout, or raise the \
+             cluster's slurm.resume_timeout so the next pool's node can still boot in time.",
+        ))
+    }
+
     /// The cluster as the head node runs it, with the given partitions.
     pub fn to_model(&self, partitions: &[PartitionDoc]) -> Result<Cluster, slurm_model::ModelError> {
         let version: SlurmVersion = self.slurm_version.parse()?;
@@ -322,19 +343,12 @@ impl ClusterDoc {
 mod tests {
     use super::*;
 
-    #[test]
-    fn type_tags_are_hostname_safe() {
-        assert_eq!(type_tag("p5.48xlarge"), "p5-48xl");
-        assert_eq!(type_tag("c7i.large"), "c7i-large");
-        assert_eq!(type_tag("p6-b200.48xlarge"), "p6-b200-48xl");
-    }
-
-    #[test]
-    fn documents_round_trip_as_json() {
-        let doc = PartitionDoc {
+    /// A small partition for the tests.
+    fn partition(name: &str) -> PartitionDoc {
+        PartitionDoc {
             schema: SCHEMA,
             cluster: "c".into(),
-            name: "gpu".into(),
+            name: name.into(),
             shapes: vec![],
             min_nodes: 0,
             max_nodes: 4,
@@ -359,7 +373,39 @@ mod tests {
             instance_profile_arn: None,
             user_data_extra: None,
             tags: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_provision_timeout_must_leave_room_before_slurms_resume_timeout() {
+        let cluster = ClusterDoc {
+            name: "c".into(),
+            resume_timeout_s: 900,
+            ..ClusterDoc::default()
         };
+        let mut part = partition("gpu");
+        part.provision_timeout_s = 600;
+        assert_eq!(cluster.check_timeouts(&part), Ok(()));
+        part.provision_timeout_s = 900;
+        let e = cluster.check_timeouts(&part).expect_err("equal timeouts");
+        assert_eq!(e.path, ["partition", "gpu", "provision_timeout"]);
+        assert!(
+            e.summary.contains("(15m)") && e.summary.contains("cluster c"),
+            "{}",
+            e.summary
+        );
+    }
+
+    #[test]
+    fn type_tags_are_hostname_safe() {
+        assert_eq!(type_tag("p5.48xlarge"), "p5-48xl");
+        assert_eq!(type_tag("c7i.large"), "c7i-large");
+        assert_eq!(type_tag("p6-b200.48xlarge"), "p6-b200-48xl");
+    }
+
+    #[test]
+    fn documents_round_trip_as_json() {
+        let doc = partition("gpu");
         assert_eq!(duration_text(600), "10m");
         assert_eq!(duration_text(5400), "1h30m");
         assert_eq!(duration_text(45), "45s");

@@ -29,6 +29,11 @@ const MUNGE_KEY_BYTES: usize = 1024;
 /// Length of the generated local database password (letters and digits: ~190 bits).
 const DB_PASSWORD_CHARS: usize = 32;
 const ACCOUNTING_MODES: &[&str] = &["none", "local", "external"];
+/// SuspendTime unless the user says otherwise.
+const DEFAULT_SCALEDOWN_IDLETIME_S: u32 = 600;
+/// ResumeTimeout unless the user says otherwise: ParallelCluster's 30 minutes, room for a
+/// partition's `provision_timeout` (default 10m) to fail over and the next pool to boot.
+const DEFAULT_RESUME_TIMEOUT_S: u32 = 1800;
 
 fn schema() -> Schema {
     let computed =
@@ -67,11 +72,20 @@ fn schema() -> Schema {
             .description("Slurm release series on the images: `22.05` or `24.11` (default).")
             .default(Value::string("24.11")),
         Attribute::optional("scaledown_idletime", Type::String)
-            .description("Idle time before a cloud node is powered down (SuspendTime). Default `10m`.")
-            .default(Value::string("10m")),
+            .description(&format!(
+                "Idle time before a cloud node is powered down (SuspendTime). Default `{}`.",
+                desired_state::duration_text(DEFAULT_SCALEDOWN_IDLETIME_S)
+            ))
+            .default(Value::string(desired_state::duration_text(
+                DEFAULT_SCALEDOWN_IDLETIME_S,
+            ))),
         Attribute::optional("resume_timeout", Type::String)
-            .description("How long a node may take to boot and register (ResumeTimeout). Default `10m`.")
-            .default(Value::string("10m")),
+            .description(&format!(
+                "How long a node may take to boot and register (ResumeTimeout); every partition's \
+                 `provision_timeout` must be shorter. Default `{}`.",
+                desired_state::duration_text(DEFAULT_RESUME_TIMEOUT_S)
+            ))
+            .default(Value::string(desired_state::duration_text(DEFAULT_RESUME_TIMEOUT_S))),
         Attribute::optional("extra", Type::map(Type::String))
             .description("More slurm.conf settings; unknown keys and keys hpcforge manages are rejected."),
     ]);
@@ -224,8 +238,8 @@ fn doc_of(v: &Value, clients_region: &str, munge_arn: &str, password_arn: Option
         name: string(v.attr("name")).unwrap_or_default(),
         region: clients_region.to_string(),
         slurm_version: string(s.attr("version")).unwrap_or_else(|| "24.11".into()),
-        scaledown_idletime_s: secs(s.attr("scaledown_idletime"), 600),
-        resume_timeout_s: secs(s.attr("resume_timeout"), 600),
+        scaledown_idletime_s: secs(s.attr("scaledown_idletime"), DEFAULT_SCALEDOWN_IDLETIME_S),
+        resume_timeout_s: secs(s.attr("resume_timeout"), DEFAULT_RESUME_TIMEOUT_S),
         accounting: AccountingDoc {
             mode: string(a.attr("mode")).unwrap_or_else(|| "local".into()),
             host: string(a.attr("host")),
@@ -906,7 +920,9 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
     );
     let idle = desired_state::duration_text(doc.scaledown_idletime_s);
     let resume = desired_state::duration_text(doc.resume_timeout_s);
-    if doc.slurm_version != "24.11" || idle != "10m" || resume != "10m" || !doc.extra.is_empty() {
+    let defaults =
+        doc.scaledown_idletime_s == DEFAULT_SCALEDOWN_IDLETIME_S && doc.resume_timeout_s == DEFAULT_RESUME_TIMEOUT_S;
+    if doc.slurm_version != "24.11" || !defaults || !doc.extra.is_empty() {
         let extra: Vec<(String, String)> = doc.extra.clone().into_iter().collect();
         v.set_attr(
             "slurm",

@@ -272,7 +272,7 @@ fn model_path(path: &[String]) -> AttributePath {
         "extra" => "slurm_extra",
         "node_set" | "node_sets" => "instance_types",
         "name" | "max_time" | "default_time" | "allow_accounts" | "allow_groups" | "allow_qos" | "priority_tier"
-        | "oversubscribe" | "exclusive" | "default" => field,
+        | "oversubscribe" | "exclusive" | "default" | "provision_timeout" => field,
         _ => "name",
     };
     let mut p = AttributePath::root(attr);
@@ -326,6 +326,15 @@ fn slurm_checks(doc: &PartitionDoc) -> Diagnostics {
             }
         }
         Err(e) => diags.error(e.summary, e.detail),
+    }
+    diags
+}
+
+/// The cluster's rules across the two resources (today: failover must fit in ResumeTimeout).
+fn cluster_checks(cluster: &ClusterDoc, doc: &PartitionDoc) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    if let Err(e) = cluster.check_timeouts(doc) {
+        diags.error_at(model_path(&e.path), e.summary, e.detail);
     }
     diags
 }
@@ -661,6 +670,9 @@ impl Resource for HpcPartition {
         };
         let diags = set_derived(&mut req.planned, &doc, cdoc.as_ref(), &clients.price_overrides);
         req.diagnostics.extend(diags);
+        if let Some(cdoc) = &cdoc {
+            req.diagnostics.extend(cluster_checks(cdoc, &doc));
+        }
         if let (Some(cluster), Some(published), Some(_)) = (&cluster_id, &published, &cdoc) {
             let mut all: Vec<(String, u32, u32, u32)> =
                 published.other_partitions(&name).iter().flat_map(usage_pools).collect();
@@ -1001,6 +1013,12 @@ async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome
         let cdoc = cluster_doc(clients, &cluster)
             .await?
             .ok_or_else(|| cluster_missing(&cluster))?;
+        // Checked at plan when the cluster already existed; a cluster made in the same apply
+        // is known only now, before anything is launched or published.
+        let checks = cluster_checks(&cdoc, &doc_of(&planned, &cluster, &[], &clients.aws.region));
+        if checks.has_errors() {
+            return Err(checks);
+        }
         let types = strings(planned.attr("instance_types")).unwrap_or_default();
         let infos = clients
             .ec2
