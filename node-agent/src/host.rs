@@ -92,6 +92,11 @@ pub fn run(program: &str, args: &[&str]) -> Result<String> {
         .args(args)
         .output()
         .context(|| format!("running {program}"))?;
+    stdout_or_error(program, args, out)
+}
+
+/// A finished program's standard output, or an error with its error output.
+fn stdout_or_error(program: &str, args: &[&str], out: std::process::Output) -> Result<String> {
     if out.status.success() {
         return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
@@ -118,15 +123,7 @@ pub fn run_with_input(program: &str, args: &[&str], input: &[u8]) -> Result<Stri
         stdin.write_all(input).context(|| format!("writing to {program}"))?;
     }
     let out = child.wait_with_output().context(|| format!("running {program}"))?;
-    if out.status.success() {
-        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
-    }
-    Err(Error::new(format!(
-        "{program} {} failed ({}): {}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stderr).trim()
-    )))
+    stdout_or_error(program, args, out)
 }
 
 pub fn systemctl(args: &[&str]) -> Result<()> {

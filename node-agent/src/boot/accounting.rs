@@ -40,20 +40,26 @@ pub async fn start(aws: &Aws, doc: &ClusterDoc, layout: &Layout) -> Result<()> {
         local_database(&database_password(&conf)?).await?;
     }
     let changed = system::write_file(&path, conf.as_bytes(), 0o600, Some(&model.slurm_user))?;
-    system::systemctl(&["enable", "slurmdbd.service"])?;
-    system::systemctl(&[if changed { "restart" } else { "start" }, "slurmdbd.service"])?;
-    system::wait_for(
-        "slurmdbd accepting connections",
-        Duration::from_secs(60),
-        Duration::from_millis(500),
-        || async { Ok(system::listening("127.0.0.1", SLURMDBD_PORT).then_some(())) },
-    )
+    service("slurmdbd.service", changed, "slurmdbd accepting connections", || {
+        system::listening("127.0.0.1", SLURMDBD_PORT)
+    })
     .await?;
     log(
         "accounting",
         &format!("slurmdbd runs ({} database)", doc.accounting.mode),
     );
     Ok(())
+}
+
+/// Enables `unit`, restarts it when its configuration `changed` (else starts it), and waits up
+/// to a minute until `ready` holds.
+async fn service(unit: &str, changed: bool, what: &str, ready: impl Fn() -> bool) -> Result<()> {
+    system::systemctl(&["enable", unit])?;
+    system::systemctl(&[if changed { "restart" } else { "start" }, unit])?;
+    system::wait_for(what, Duration::from_secs(60), Duration::from_millis(250), || async {
+        Ok(ready().then_some(()))
+    })
+    .await
 }
 
 /// The password slurmdbd.conf carries (the one the secret holds).
@@ -68,14 +74,9 @@ fn database_password(conf: &str) -> Result<String> {
 /// to it with `password` (set again on every boot: the secret is the truth).
 async fn local_database(password: &str) -> Result<()> {
     let reconfigured = system::write_file(Path::new(MARIADB_CONF), MARIADB_SETTINGS.as_bytes(), 0o644, None)?;
-    system::systemctl(&["enable", "mariadb.service"])?;
-    system::systemctl(&[if reconfigured { "restart" } else { "start" }, "mariadb.service"])?;
-    system::wait_for(
-        "MariaDB's socket",
-        Duration::from_secs(60),
-        Duration::from_millis(250),
-        || async { Ok(Path::new(MARIADB_SOCKET).exists().then_some(())) },
-    )
+    service("mariadb.service", reconfigured, "MariaDB's socket", || {
+        Path::new(MARIADB_SOCKET).exists()
+    })
     .await?;
     let user = hpc_desired_state::SLURM_USER;
     let db = slurm_model::LOCAL_DATABASE;
