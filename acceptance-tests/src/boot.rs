@@ -146,24 +146,45 @@ pub fn ssh(key: &Path, address: &str, command: &str) -> Output {
     ssh_as(key, SSH_USER, address, command)
 }
 
+const SSH_OPTIONS: &[&str] = &[
+    "-o",
+    "StrictHostKeyChecking=no",
+    "-o",
+    "UserKnownHostsFile=/dev/null",
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "ConnectTimeout=5",
+    "-o",
+    "LogLevel=ERROR",
+];
+
 /// `command` on `address` as `user`, by key, from the host.
 pub fn ssh_as(key: &Path, user: &str, address: &str, command: &str) -> Output {
     Command::new("ssh")
         .arg("-i")
         .arg(key)
-        .args([
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "ConnectTimeout=5",
-            "-o",
-            "LogLevel=ERROR",
-        ])
+        .args(SSH_OPTIONS)
         .arg(format!("{user}@{address}"))
+        .arg(command)
+        .output()
+        .expect("running ssh")
+}
+
+/// `command` on `address` as the image's user, through `jump` (an instance whose security
+/// group admits the host, as a bastion: compute nodes admit only the cluster's members).
+pub fn ssh_via(key: &Path, jump: &str, address: &str, command: &str) -> Output {
+    let proxy = format!(
+        "ProxyCommand=ssh -i {} {} -W %h:%p {SSH_USER}@{jump}",
+        key.display(),
+        SSH_OPTIONS.join(" ")
+    );
+    Command::new("ssh")
+        .arg("-i")
+        .arg(key)
+        .args(SSH_OPTIONS)
+        .args(["-o", &proxy])
+        .arg(format!("{SSH_USER}@{address}"))
         .arg(command)
         .output()
         .expect("running ssh")

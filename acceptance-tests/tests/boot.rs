@@ -42,6 +42,13 @@ fn node_role(emu: &Emulator, name: &str) -> String {
 
 const USER: &str = "ada";
 
+/// The booted tests run one at a time: each boots machines that want the 2 cores.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A second user and a second partition, added to the running cluster.
 fn live_changes(ami: &str) -> String {
     format!(
@@ -52,6 +59,7 @@ resource "hpc_partition" "small" {{
   instance_types = ["c7i.large"]
   ami_id         = "{ami}"
   max_nodes      = 1
+  provision_timeout = "90s"
   capacity_pool {{
     subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1b"]]
   }}
@@ -66,6 +74,11 @@ fn config(ami: &str, profile: &str, key: &str, efs: &str, wait: bool) -> String 
 resource "hpc_network" "net" {{
   name        = "alive"
   nat_gateway = false
+}}
+resource "hpc_lustre_fs" "scratch" {{
+  storage_capacity = 1200
+  deployment_type  = "SCRATCH_2"
+  subnet_ids       = [hpc_network.net.private_subnet_ids["us-east-1a"]]
 }}
 resource "hpc_cluster" "main" {{
   name           = "alive"
@@ -86,6 +99,16 @@ resource "hpc_cluster" "main" {{
     version            = "22.05"
     scaledown_idletime = "60s"
     resume_timeout     = "5m"
+    # The health check every 15 s (Slurm's default is 5 minutes).
+    extra = {{
+      HealthCheckInterval = "15"
+    }}
+  }}
+  storage {{
+    lustre_id   = hpc_lustre_fs.scratch.id
+    dns_name    = hpc_lustre_fs.scratch.dns_name
+    mount_name  = hpc_lustre_fs.scratch.mount_name
+    mount_point = "/scratch"
   }}
   accounting {{
     mode = "local"
@@ -98,6 +121,7 @@ resource "hpc_cluster" "main" {{
     name            = "{USER}"
     uid             = 2001
     ssh_public_keys = ["{key}"]
+    accounts        = ["physics"]
   }}
 }}
 resource "hpc_partition" "cpu" {{
@@ -108,7 +132,9 @@ resource "hpc_partition" "cpu" {{
   instance_profile_arn = "{profile}"
   max_nodes            = 2
   default           = true
-  provision_timeout = "4m"
+  allow_accounts    = ["physics"]
+  provision_timeout = "90s"
+  ice_cooldown      = "30s"
   capacity_pool {{
     subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1a"]]
   }}
@@ -174,7 +200,9 @@ fn eventually(what: &str, limit: Duration, mut check: impl FnMut() -> bool, cont
 #[test]
 fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_second_pool() {
     boot::require_prerequisites();
-    let emu = boot::booting_emulator(4);
+    let _turn = one_at_a_time();
+    // Head, login, the first job's node, and two that never arrive beside their replacements.
+    let emu = boot::booting_emulator(7);
     let ami = boot::publish_test_image(&emu);
     let key = key_pair(&emu, "alive");
     let profile = node_role(&emu, "alive-node");
@@ -236,12 +264,19 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         sinfo,
     );
 
+    // Lustre is mounted at boot on every node: what the head writes there, the job reads.
+    let wrote = boot::ssh(&key, &head_ip, "echo shared | sudo tee /scratch/hello >/dev/null");
+    assert!(
+        wrote.status.success(),
+        "writing to /scratch on the head: {}",
+        text(&wrote)
+    );
     // The user submits from the login node; the job's output lands in their EFS home.
     let submit = ssh_as(
         &key,
         USER,
         &login_ip,
-        "sbatch --parsable -N1 -o job.out --wrap 'hostname; id -un'",
+        "sbatch --parsable -N1 -o job.out --wrap 'hostname; id -un; cat /scratch/hello'",
     );
     assert!(submit.status.success(), "sbatch: {}", text(&submit));
     let job = String::from_utf8_lossy(&submit.stdout).trim().to_string();
@@ -257,20 +292,26 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         },
     );
     let out = ssh_as(&key, USER, &login_ip, "cat job.out");
-    assert_eq!(text(&out).trim(), format!("cpu-c7i-large-1\n{USER}"), "{}", text(&out));
+    assert_eq!(
+        text(&out).trim(),
+        format!("cpu-c7i-large-1\n{USER}\nshared"),
+        "{}",
+        text(&out)
+    );
     // Local accounting: slurmdbd on the head recorded the job; the login node's sacct reads it.
     let sacct = || {
         text(&ssh_as(
             &key,
             USER,
             &login_ip,
-            &format!("sacct -n -X -P -j {job} -o JobID,User,State,NodeList"),
+            &format!("sacct -n -X -P -j {job} -o JobID,User,Account,State,NodeList"),
         ))
     };
+    // The partition admits only the account `physics`; the user's association made it theirs.
     eventually(
         "sacct on the login node shows the completed job",
         Duration::from_secs(60),
-        || sacct().trim() == format!("{job}|{USER}|COMPLETED|cpu-c7i-large-1"),
+        || sacct().trim() == format!("{job}|{USER}|physics|COMPLETED|cpu-c7i-large-1"),
         sacct,
     );
 
@@ -315,13 +356,80 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     let partitions = text(&ssh_as(&key, "grace", &login_ip, "sinfo -h -o %P"));
     assert!(partitions.contains("small"), "{partitions}");
 
-    // One step across two booted nodes.
-    let srun = ssh_as(&key, USER, &login_ip, "timeout 300 srun -N2 -p cpu hostname | sort");
+    // Time-based failover and one step across two booted nodes: the first pool has capacity
+    // again (its cool-down is over) but its machines never boot; after provision_timeout the
+    // head's sweep replaces both from the second pool, within Slurm's resume_timeout.
+    emu.clear_faults();
+    emu.add_fault(serde_json::json!({
+        "service": "ec2", "action": "CreateFleet", "boot": "never-arrives",
+        "match": {"AvailabilityZone": "us-east-1a"},
+    }));
+    // Slurm first finishes powering the first job's node down (SuspendTimeout, 2 minutes), then
+    // the launch, provision_timeout, up to the sweep's minute, and the boot.
+    let srun = ssh_as(&key, USER, &login_ip, "timeout 600 srun -N2 -p cpu hostname | sort");
     assert_eq!(
         String::from_utf8_lossy(&srun.stdout).trim(),
         "cpu-c7i-large-1\ncpu-c7i-large-2",
         "srun -N2: {}",
         text(&srun)
+    );
+    assert!(
+        emu.faults_fired().iter().sum::<u64>() >= 1,
+        "the first pool was not tried"
+    );
+    let subnet_a = ws.resource("hpc_network.net")["private_subnet_ids"]["us-east-1a"]
+        .as_str()
+        .expect("subnet")
+        .to_string();
+    let pool_of = |id: &str| {
+        let described = emu.ec2(&format!("Action=DescribeInstances&InstanceId.1={id}"));
+        if described.contains(&subnet_a) {
+            "a"
+        } else if described.contains(&subnet_b) {
+            "b"
+        } else {
+            "?"
+        }
+    };
+    let running = instances_tagged(&emu, "hpcforge:partition", "alive/cpu");
+    let pools: Vec<&str> = running.iter().map(|id| pool_of(id)).collect();
+    assert_eq!(pools, ["b", "b"], "the step ran on {running:?}");
+    let never_arrived: Vec<Value> = emu
+        .machines()
+        .into_iter()
+        .filter(|m| m["State"] == "terminated")
+        .filter(|m| m["InstanceId"].as_str().is_some_and(|id| pool_of(id) == "a"))
+        .collect();
+    assert_eq!(
+        never_arrived.len(),
+        2,
+        "the first pool's machines were not ended: {never_arrived:?}"
+    );
+
+    // A node that lost its Lustre mount (sync stopped, so nothing mounts it again) is drained
+    // by Slurm's HealthCheckProgram with the mount named.
+    let show_node = || text(&ssh_as(&key, USER, &login_ip, "scontrol show node cpu-c7i-large-2 -o"));
+    let shown = show_node();
+    let node_ip: String = shown
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("NodeAddr="))
+        .unwrap_or_else(|| panic!("no NodeAddr: {shown}"))
+        .to_string();
+    let lost = boot::ssh_via(
+        &key,
+        &head_ip,
+        &node_ip,
+        "sudo systemctl stop hpc-node-sync.timer && sudo umount /scratch",
+    );
+    assert!(lost.status.success(), "unmounting /scratch: {}", text(&lost));
+    eventually(
+        "the health check drains the node without /scratch",
+        Duration::from_secs(60),
+        || {
+            let s = show_node();
+            s.contains("DRAIN") && s.contains("/scratch is not mounted")
+        },
+        show_node,
     );
 
     ws.destroy();
@@ -341,4 +449,90 @@ fn wait_ssh_as(key: &std::path::Path, address: &str) {
         || ssh_as(key, USER, address, "true").status.success(),
         || text(&ssh_as(key, USER, address, "true")),
     );
+}
+
+/// A head node that cannot start fails `terraform apply` with its own reason: first the image's
+/// Slurm (Debian 12's 22.05) is not the cluster's 24.11, both named; then, the release fixed,
+/// the node role may no longer read the cluster's secrets, so the munge key cannot be had.
+#[test]
+fn a_head_node_that_cannot_start_fails_the_apply_with_its_own_reason() {
+    boot::require_prerequisites();
+    let _turn = one_at_a_time();
+    let emu = boot::booting_emulator(2);
+    let ami = boot::publish_test_image(&emu);
+    let profile = node_role(&emu, "release-node");
+    // Enough to read the desired state and write the boot report (the exact policy is the
+    // other test's business).
+    let allow = |actions: &str| {
+        let policy = format!(
+            r#"{{"Version":"2012-10-17","Statement":[{{"Effect":"Allow","Action":[{actions}],"Resource":"*"}}]}}"#
+        );
+        emu.query(
+            "iam",
+            "2010-05-08",
+            &format!(
+                "Action=PutRolePolicy&RoleName=release-node&PolicyName=test&PolicyDocument={}",
+                encode(&policy)
+            ),
+        );
+    };
+    allow(r#""ssm:*","secretsmanager:GetSecretValue""#);
+    let ws = Workspace::new("boot-release", &emu);
+    let config = |version: &str| {
+        format!(
+            r#"
+resource "hpc_network" "net" {{
+  name        = "release"
+  cidr_block  = "10.9.0.0/16"
+  nat_gateway = false
+}}
+resource "hpc_cluster" "main" {{
+  name      = "release"
+  subnet_id = hpc_network.net.private_subnet_ids["us-east-1a"]
+  head_node {{
+    ami_id               = "{ami}"
+    instance_type        = "c7i.large"
+    instance_profile_arn = "{profile}"
+  }}
+  slurm {{
+    version = "{version}"
+  }}
+  accounting {{
+    mode = "none"
+  }}
+}}
+"#
+        )
+    };
+    let failed_apply = |phrases: &[&str]| {
+        let out = ws.tf(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+        assert!(!out.success, "the apply must fail: {}", out.text());
+        let said = out.text().split_whitespace().collect::<Vec<_>>().join(" ");
+        for phrase in phrases {
+            assert!(said.contains(phrase), "the apply's error lacks {phrase:?}: {said}");
+        }
+        assert_eq!(
+            emu.parameter_json("/hpcforge/clusters/release/head")
+                .unwrap_or(Value::Null)["phase"],
+            "failed"
+        );
+    };
+    ws.write(&config("24.11"));
+    failed_apply(&[
+        "failed at slurm release",
+        "this image has Slurm slurm-wlm 22.05",
+        "slurm.version = \"24.11\"",
+        "slurm { version = \"22.05\" }",
+    ]);
+    // The failed head is tainted: this apply replaces it with one on the right release.
+    allow(r#""ssm:*""#);
+    ws.write(&config("22.05"));
+    failed_apply(&["failed at munge key", "the munge key", "AccessDenied"]);
+    ws.destroy();
+    let live = emu
+        .machines()
+        .into_iter()
+        .filter(|m| m["State"] != "terminated")
+        .count();
+    assert_eq!(live, 0, "machines left after destroy");
 }

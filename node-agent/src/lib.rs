@@ -2,13 +2,15 @@
 //!
 //! - [`cli`] and [`cmd`]: the command line and one module per command; `main.rs` only dispatches.
 //! - [`boot`]: what each role does at boot (`head-init`, `login-init`, `node-init`).
-//! - [`reconcile`]: the head node's Slurm configuration from the published desired state.
+//! - [`reconcile`]: the head node's Slurm configuration from the published desired state;
+//!   [`associations`]: the accounts, QOS and user associations in Slurm's database.
 //! - [`resume`]: Slurm's ResumeProgram: launch instances for nodes across capacity pools, with
 //!   failover within one invocation and a cool-down for pools without capacity.
 //! - [`sweep`], [`health`], [`guardrail`]: orphans and late nodes, node health, the run-time
 //!   cost guardrail.
 //! - [`hostlist`]: Slurm host lists; [`host`]: files, accounts and systemd on this machine.
 
+pub mod associations;
 pub mod boot;
 pub mod cli;
 pub mod cmd;

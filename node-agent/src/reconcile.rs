@@ -404,7 +404,16 @@ pub async fn reconcile_once(aws: &Aws, cluster: &str, layout: &Layout, slurmctld
             restarted: false,
         })
     }
-    .await;
+    .await
+    .and_then(|outcome| {
+        if crate::boot::accounting::enabled(&doc) {
+            let want = crate::associations::wanted(&doc, &parts);
+            for done in crate::associations::ensure(&doc.name, &layout.conf_dir.join("slurm.conf"), &want)? {
+                crate::host::log("accounting", &done);
+            }
+        }
+        Ok(outcome)
+    });
     let error = result.as_ref().err().map(String::as_str);
     report(aws, cluster, &versions, error).await?;
     result

@@ -58,6 +58,9 @@ pub struct UserDoc {
     pub gid: u32,
     pub ssh_public_keys: Vec<String>,
     pub sudo: bool,
+    /// Slurm accounts the user may charge, the first the default (none: no association).
+    #[serde(default)]
+    pub accounts: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -116,6 +116,8 @@ async fn steps(
 ) -> Result<()> {
     *step = "desired state";
     let booted = super::begin(args, aws, Role::Head, None).await?;
+    *step = "slurm release";
+    super::slurm_release(&booted.doc)?;
     *step = "munge key";
     reporter.step(step, Phase::Booting, None).await;
     super::munge(aws, &booted.doc).await?;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use hpc_aws::imds::Identity;
 use hpc_aws::Aws;
 use hpc_desired_state::boot::{head_param, HeadReport, Phase, Role};
-use hpc_desired_state::{ClusterDoc, UserDoc};
+use hpc_desired_state::{ClusterDoc, MountDoc, UserDoc};
 
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Error, Result};
@@ -83,6 +83,7 @@ pub async fn join(
     client_conf_path: &str,
 ) -> Result<(Booted, HeadReport)> {
     let booted = begin(args, aws, role, partition).await?;
+    slurm_release(&booted.doc)?;
     munge(aws, &booted.doc).await?;
     report_mounts(mounts(&booted.doc));
     users(&booted.doc.users)?;
@@ -94,6 +95,57 @@ pub async fn join(
         None,
     )?;
     Ok((booted, head))
+}
+
+/// The Slurm release series (`22.05`) of a `--version` line (`slurm-wlm 22.05.8`, `slurm 24.11.1`).
+pub fn release_series(version_line: &str) -> Option<String> {
+    let version = version_line.split_whitespace().last()?;
+    let mut parts = version.split('.');
+    let (major, minor) = (parts.next()?, parts.next()?);
+    let numeric = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit());
+    (numeric(major) && numeric(minor)).then(|| format!("{major}.{minor}"))
+}
+
+/// The daemons print their release without a configuration (clients such as `sinfo` first
+/// look for one, and fail on a node not configured yet); every role's image has one of them.
+const RELEASE_PROBES: &[&str] = &["slurmd", "slurmctld"];
+
+/// The image's Slurm must be the release the cluster's configuration is rendered for
+/// (`slurm.version`): daemons of another release refuse its keys, or each other.
+pub fn slurm_release(doc: &ClusterDoc) -> Result<()> {
+    let mut failures = Vec::new();
+    let line = RELEASE_PROBES
+        .iter()
+        .find_map(|daemon| match system::run(daemon, &["-V"]) {
+            Ok(line) => Some(line),
+            Err(e) => {
+                failures.push(e.to_string());
+                None
+            }
+        })
+        .ok_or_else(|| {
+            Error::new(format!(
+                "this image has no Slurm daemon to ask its release: {}",
+                failures.join("; ")
+            ))
+        })?;
+    let series =
+        release_series(&line).ok_or_else(|| Error::new(format!("cannot read Slurm's release from {line:?}")))?;
+    if series != doc.slurm_version {
+        return Err(Error::new(format!(
+            "this image has Slurm {} but cluster {} is configured for slurm.version = \"{}\": set \
+             slurm {{ version = \"{series}\" }} on the cluster, or use an image baked with Slurm {}",
+            line.trim(),
+            doc.name,
+            doc.slurm_version,
+            doc.slurm_version
+        )));
+    }
+    log(
+        "slurm",
+        &format!("image has {} (cluster's slurm.version {series})", line.trim()),
+    );
+    Ok(())
 }
 
 /// The cluster's munge key from Secrets Manager, then munged (re)started on it.
@@ -274,10 +326,28 @@ pub fn client_conf(doc: &ClusterDoc, head: &HeadReport) -> String {
 
 /// NFS options for EFS as AWS documents them for the Linux NFS client.
 const EFS_OPTIONS: &str = "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport";
+/// Lustre client options as AWS documents them for FSx for Lustre.
+const LUSTRE_OPTIONS: &str = "relatime,flock";
 /// How long a mount may take before the boot goes on without it.
 const MOUNT_TIMEOUT_S: &str = "90";
 
-/// The shared file systems every node mounts: /home on EFS when the cluster keeps it there.
+/// What `mount -t lustre` mounts for a `storage` block: `<dns name>@tcp:/<mount name>`.
+pub fn lustre_source(m: &MountDoc) -> Result<String> {
+    match (m.dns_name.as_deref(), m.mount_name.as_deref()) {
+        (Some(dns), Some(name)) if !dns.is_empty() && !name.is_empty() => Ok(format!("{dns}@tcp:/{name}")),
+        _ => Err(Error::new(format!(
+            "storage on {}: the desired state names no dns_name and mount_name{}",
+            m.mount_point,
+            m.lustre_id
+                .as_deref()
+                .map(|id| format!(" for {id}"))
+                .unwrap_or_default()
+        ))),
+    }
+}
+
+/// The shared file systems every node mounts: /home on EFS when the cluster keeps it there,
+/// then each Lustre `storage` block at its mount point.
 /// Each is also in /etc/fstab (`_netdev,nofail`), so a reboot mounts it without hanging. A
 /// mount that fails is returned, for the caller to report; the boot goes on (the health check
 /// drains a node whose mounts are missing).
@@ -293,6 +363,12 @@ pub fn mounts(doc: &ClusterDoc) -> Vec<Error> {
                 }
             }
             None => failed.push(Error::new("home is on EFS but the desired state names no file system")),
+        }
+    }
+    for m in &doc.mounts {
+        let mounted = lustre_source(m).and_then(|source| mount(&source, &m.mount_point, "lustre", LUSTRE_OPTIONS));
+        if let Err(e) = mounted {
+            failed.push(e);
         }
     }
     failed
@@ -372,4 +448,36 @@ fn mount(source: &str, target: &str, fstype: &str, options: &str) -> Result<()> 
     .context(|| format!("mounting {source} on {target}"))?;
     log("mounts", &format!("{source} on {target}"));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{lustre_source, release_series, MountDoc};
+
+    #[test]
+    fn a_lustre_storage_block_mounts_its_dns_name_and_mount_name() {
+        let mut m = MountDoc {
+            lustre_id: Some("fs-0123".into()),
+            dns_name: Some("fs-0123.fsx.us-east-1.amazonaws.com".into()),
+            mount_name: Some("abcdef".into()),
+            mount_point: "/fsx".into(),
+        };
+        assert_eq!(
+            lustre_source(&m).expect("source"),
+            "fs-0123.fsx.us-east-1.amazonaws.com@tcp:/abcdef"
+        );
+        m.mount_name = None;
+        let e = lustre_source(&m).expect_err("no mount name").to_string();
+        assert!(e.contains("/fsx") && e.contains("fs-0123"), "{e}");
+    }
+
+    #[test]
+    fn the_release_series_is_read_from_each_packagings_version_line() {
+        assert_eq!(release_series("slurm-wlm 22.05.8\n").as_deref(), Some("22.05"));
+        assert_eq!(release_series("slurm 24.11.1").as_deref(), Some("24.11"));
+        assert_eq!(release_series("slurm 25.05"), Some("25.05".into()));
+        for bad in ["", "slurm", "slurm 24", "slurm v24.11", "sinfo: command not found"] {
+            assert_eq!(release_series(bad), None, "{bad:?}");
+        }
+    }
 }

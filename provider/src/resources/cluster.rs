@@ -120,6 +120,10 @@ fn schema() -> Schema {
         Attribute::optional("sudo", Type::Bool)
             .description("Passwordless sudo. Default false.")
             .default(Value::Bool(false)),
+        Attribute::optional("accounts", Type::list(Type::String)).description(
+            "Slurm accounts the user may charge, the first their default: made in the accounting database \
+             with the user's associations (what partitions' `allow_accounts` admit). Lowercase.",
+        ),
     ]);
     let home = Block::new(vec![
         Attribute::optional("storage", Type::String)
@@ -135,9 +139,9 @@ fn schema() -> Schema {
     let storage = Block::new(vec![
         Attribute::optional("lustre_id", Type::String).description("An hpc_lustre_fs id."),
         Attribute::optional("dns_name", Type::String)
-            .description("The file system's DNS name (hpc_lustre_fs.dns_name)."),
+            .description("The file system's DNS name (hpc_lustre_fs.dns_name); required."),
         Attribute::optional("mount_name", Type::String)
-            .description("The file system's mount name (hpc_lustre_fs.mount_name)."),
+            .description("The file system's mount name (hpc_lustre_fs.mount_name); required."),
         Attribute::required("mount_point", Type::String).description("Where nodes mount it, e.g. `/fsx`."),
     ]);
     Schema::new(
@@ -265,6 +269,7 @@ fn doc_of(v: &Value, clients_region: &str, munge_arn: &str, password_arn: Option
                     gid: int(u.attr("gid")).and_then(|n| u32::try_from(n).ok()).unwrap_or(uid),
                     ssh_public_keys: strings(u.attr("ssh_public_keys")).unwrap_or_default(),
                     sudo: boolean(u.attr("sudo")).unwrap_or(false),
+                    accounts: strings(u.attr("accounts")).unwrap_or_default(),
                 }
             })
             .collect(),
@@ -334,6 +339,13 @@ fn model_path(path: &[String]) -> AttributePath {
         Some("name") => AttributePath::root("name"),
         _ => AttributePath::root("slurm"),
     }
+}
+
+/// Lowercase letters, digits, '_' and '-': what login names and Slurm account names share.
+fn slurm_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.chars()
+            .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_' || ch == '-')
 }
 
 /// The IAM policy the cluster's instance profile needs, scoped to this cluster where EC2 allows.
@@ -521,11 +533,8 @@ impl Resource for HpcCluster {
         for (i, u) in c.attr("user").elements().iter().enumerate() {
             let at = || AttributePath::root("user").index(i);
             if let Some(n) = u.attr("name").as_str() {
-                let ok = !n.is_empty()
-                    && n.len() <= 32
-                    && n.starts_with(|ch: char| ch.is_ascii_lowercase() || ch == '_')
-                    && n.chars()
-                        .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_' || ch == '-');
+                let ok =
+                    n.len() <= 32 && n.starts_with(|ch: char| ch.is_ascii_lowercase() || ch == '_') && slurm_name(n);
                 if !ok {
                     diags.error_at(
                         at().attr("name"),
@@ -541,6 +550,17 @@ impl Resource for HpcCluster {
                     );
                 }
                 names.push(n.to_string());
+            }
+            for (j, account) in u.attr("accounts").elements().iter().enumerate() {
+                if let Some(a) = account.as_str() {
+                    if !slurm_name(a) {
+                        diags.error_at(
+                            at().attr("accounts").index(j),
+                            format!("{a:?} is not a valid Slurm account name"),
+                            "Use lowercase letters, digits, '_' and '-' (Slurm keeps account names in lowercase).",
+                        );
+                    }
+                }
             }
             if let Some(uid) = int(u.attr("uid")) {
                 if !(1000..=60000).contains(&uid) {
@@ -577,6 +597,15 @@ impl Resource for HpcCluster {
             _ => {}
         }
         for (i, m) in c.attr("storage").elements().iter().enumerate() {
+            for attr in ["dns_name", "mount_name"] {
+                if m.attr(attr).is_null() {
+                    diags.error_at(
+                        AttributePath::root("storage").index(i).attr(attr),
+                        format!("storage needs {attr}: nodes mount <dns_name>@tcp:/<mount_name>"),
+                        format!("Set {attr} = hpc_lustre_fs.<name>.{attr} (or the file system's own value)."),
+                    );
+                }
+            }
             if let Some(p) = m.attr("mount_point").as_str() {
                 if !p.starts_with('/')
                     || p == "/"
@@ -977,6 +1006,7 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
                 ),
                 ("ssh_public_keys", list_or_null(&u.ssh_public_keys)),
                 ("sudo", Value::Bool(u.sudo)),
+                ("accounts", list_or_null(&u.accounts)),
             ])
         })
         .collect();
