@@ -37,7 +37,7 @@ pub async fn start(aws: &Aws, doc: &ClusterDoc, layout: &Layout) -> Result<()> {
         .await?
         .ok_or_else(|| Error::new("accounting is on but the cluster renders no slurmdbd.conf"))?;
     if doc.accounting.mode == "local" {
-        local_database(&database_password(&conf)?).await?;
+        local_database(database_password(&conf).as_deref()).await?;
     }
     let changed = system::write_file(&path, conf.as_bytes(), 0o600, Some(&model.slurm_user))?;
     service("slurmdbd.service", changed, "slurmdbd accepting connections", || {
@@ -62,17 +62,17 @@ async fn service(unit: &str, changed: bool, what: &str, ready: impl Fn() -> bool
     .await
 }
 
-/// The password slurmdbd.conf carries (the one the secret holds).
-fn database_password(conf: &str) -> Result<String> {
+/// The password slurmdbd.conf carries (the one the secret holds), if any.
+fn database_password(conf: &str) -> Option<String> {
     conf.lines()
         .find_map(|l| l.strip_prefix("StoragePass="))
         .map(str::to_string)
-        .ok_or_else(|| Error::new("slurmdbd.conf carries no database password"))
 }
 
 /// MariaDB on loopback with Slurm's settings, the accounting database, and SlurmUser's login
-/// to it with `password` (set again on every boot: the secret is the truth).
-async fn local_database(password: &str) -> Result<()> {
+/// to it: with `password` (set again on every boot: the secret is the truth), or without one
+/// by the socket SlurmUser connects through (a cluster published with no password secret).
+async fn local_database(password: Option<&str>) -> Result<()> {
     let reconfigured = system::write_file(Path::new(MARIADB_CONF), MARIADB_SETTINGS.as_bytes(), 0o644, None)?;
     service("mariadb.service", reconfigured, "MariaDB's socket", || {
         Path::new(MARIADB_SOCKET).exists()
@@ -82,13 +82,15 @@ async fn local_database(password: &str) -> Result<()> {
     let db = slurm_model::LOCAL_DATABASE;
     // The generated password is letters and digits (slurm_model checked what slurmdbd.conf can
     // hold); it reaches MariaDB on standard input, never in an argument list.
-    if !password.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return Err(Error::new("the local database password must be letters and digits"));
-    }
+    let identified = match password {
+        Some(p) if p.chars().all(|c| c.is_ascii_alphanumeric()) => format!("IDENTIFIED BY '{p}'"),
+        Some(_) => return Err(Error::new("the local database password must be letters and digits")),
+        None => "IDENTIFIED VIA unix_socket".to_string(),
+    };
     let sql = format!(
         "CREATE DATABASE IF NOT EXISTS {db};\n\
-         CREATE USER IF NOT EXISTS '{user}'@'localhost' IDENTIFIED BY '{password}';\n\
-         ALTER USER '{user}'@'localhost' IDENTIFIED BY '{password}';\n\
+         CREATE USER IF NOT EXISTS '{user}'@'localhost' {identified};\n\
+         ALTER USER '{user}'@'localhost' {identified};\n\
          GRANT ALL ON {db}.* TO '{user}'@'localhost';\n"
     );
     system::run_with_input("mariadb", &["--protocol=socket", "-u", "root"], sql.as_bytes())
