@@ -248,5 +248,21 @@ fn a_provision_timeout_that_cannot_fail_over_before_slurms_resume_timeout_is_ref
     // Room to fail over: accepted.
     ws.write(&format!("{cluster}\n{}", part("4m")));
     ws.apply();
+    // The cluster's timeout cannot shrink under the published partition's either.
+    ws.write(&format!("{}\n{}", cluster.replace("\"5m\"", "\"3m\""), part("4m")));
+    emu.reset_calls();
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(!out.success, "{}", out.text());
+    assert_diagnostics(
+        &out.text(),
+        &[(
+            "hpc_cluster.main".to_string(),
+            "resume_timeout",
+            "provision_timeout (4m) must be shorter than cluster research's slurm.resume_timeout (3m)",
+        )],
+    );
+    assert!(emu.mutating_calls().is_empty(), "{:?}", emu.mutating_calls());
+    // Terraform's destroy plans the configuration first: it is put back as applied.
+    ws.write(&format!("{cluster}\n{}", part("4m")));
     ws.destroy();
 }

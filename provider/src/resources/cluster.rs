@@ -341,6 +341,29 @@ fn model_path(path: &[String]) -> AttributePath {
     }
 }
 
+/// A shorter `slurm.resume_timeout` must still leave each published partition room to fail
+/// over (`ClusterDoc::check_timeouts`); read only when the timeout changes.
+async fn partitions_fit(clients: &Clients, doc: &ClusterDoc) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let published = match clients.ssm.list(&desired_state::partitions_path(&doc.name)).await {
+        Ok(p) => p,
+        Err(e) => return aws_diag("Cannot read the cluster's partitions", &e),
+    };
+    for p in published {
+        let Ok(part) = serde_json::from_str::<desired_state::PartitionDoc>(&p.value) else {
+            continue;
+        };
+        if let Err(e) = doc.check_timeouts(&part) {
+            diags.error_at(
+                AttributePath::root("slurm").attr("resume_timeout"),
+                e.summary,
+                format!("{} (partition {})", e.detail, part.name),
+            );
+        }
+    }
+    diags
+}
+
 /// Lowercase letters, digits, '_' and '-': what login names and Slurm account names share.
 fn slurm_name(n: &str) -> bool {
     !n.is_empty()
@@ -690,6 +713,11 @@ impl Resource for HpcCluster {
         }
         if req.planned != req.prior {
             req.planned.set_attr("desired_state_version", Value::Unknown);
+        }
+        let resume = |v: &Value| v.attr("slurm").attr("resume_timeout").clone();
+        if !req.planned.is_null() && resume(&req.planned) != resume(&req.prior) && req.config.is_wholly_known() {
+            let doc = doc_of(&req.config, &clients.aws.region, &munge, None);
+            req.diagnostics.extend(partitions_fit(clients, &doc).await);
         }
     }
 
