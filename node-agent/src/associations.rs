@@ -13,7 +13,7 @@ use std::process::Command;
 use hpc_desired_state::{ClusterDoc, PartitionDoc};
 
 /// What the database must hold for this cluster.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Wanted {
     pub accounts: BTreeSet<String>,
     pub qos: BTreeSet<String>,
@@ -166,12 +166,24 @@ impl Wanted {
     }
 }
 
+/// The last set this process made hold: the reconcile loop runs every few seconds, and the
+/// database needs asking again only when the desired state names something new.
+static MADE: std::sync::Mutex<Option<Wanted>> = std::sync::Mutex::new(None);
+
 /// Adds what is missing; returns the commands it ran (for the log). Asks nothing when nothing
-/// is wanted (slurmctld registers its cluster itself).
+/// is wanted (slurmctld registers its cluster itself) or when this process already made `want`
+/// hold.
 pub fn ensure(cluster: &str, conf: &Path, want: &Wanted) -> Result<Vec<String>, String> {
-    if want.is_empty() {
+    let mut made = MADE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if want.is_empty() || made.as_ref() == Some(want) {
         return Ok(Vec::new());
     }
+    let done = add_missing(cluster, conf, want)?;
+    *made = Some(want.clone());
+    Ok(done)
+}
+
+fn add_missing(cluster: &str, conf: &Path, want: &Wanted) -> Result<Vec<String>, String> {
     let have = existing(cluster, conf)?;
     let mut done = Vec::new();
     for words in commands(cluster, want, &have) {
