@@ -55,9 +55,9 @@ docs-check: build
 emulator: emulator-venv
 	$(EMULATOR)/serve --port 4566
 
-## demo: start the emulator, build the provider, apply examples/quickstart, show what it made
+## demo: as root, boot examples/quickstart on the emulator's local EC2 and run a user's job (else: apply it against the API only)
 demo: emulator-venv
-	$(CARGO) build -p terraform-provider-hpc
+	$(CARGO) build -p terraform-provider-hpc -p hpc-image -p hpc-node
 	scripts/demo.sh up $(PROVIDER_DIR)
 
 ## demo-destroy: destroy what the demo made and stop its emulator

@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
 # make demo / make demo-destroy: examples/quickstart (network, Lustre, a cluster with a CPU and a
-# GPU partition) against the local AWS emulator; then, where Debian's Slurm packages are installed,
-# a real slurmctld on loopback runs the rendered slurm.conf and `sinfo` shows it.
-# Usage: scripts/demo.sh up|down <folder holding terraform-provider-hpc>
+# GPU partition) against the local AWS emulator.
+#
+# As root with the boot-mode tools, the emulator boots real machines (its local EC2): the image is
+# baked from image-builder/templates/debian-slurm.pkr.hcl (once; reused while its inputs are
+# older) and published, the cluster comes alive, a demo user SSHes to the login node and runs a
+# job, and the cluster stays up until `make demo-destroy`. Otherwise the emulator answers the API
+# only: the demo applies, prints the rendered slurm.conf and, where Debian's Slurm is installed,
+# runs it in a slurmctld on loopback.
+# Usage: scripts/demo.sh up|down <folder holding terraform-provider-hpc, hpc-image and hpc-node>
 set -euo pipefail
-action=${1:?usage: demo.sh up|down PROVIDER_DIR}
-provider_dir=${2:?usage: demo.sh up|down PROVIDER_DIR}
+action=${1:?usage: demo.sh up|down BIN_DIR}
+provider_dir=${2:?usage: demo.sh up|down BIN_DIR}
 root=$(cd "$(dirname "$0")/.." && pwd)
-state="$root/.demo"
+state="${HPCFORGE_DEMO_DIR:-$root/.demo}"
 example="$root/examples/quickstart"
+venv_python="$root/acceptance-tests/emulator/.venv/bin/python"
+image_dir="${HPCFORGE_TEST_IMAGE_DIR:-/var/tmp/hpcforge-test-image}/debian"
+template="$root/image-builder/templates/debian-slurm.pkr.hcl"
+demo_user=demo
 mkdir -p "$state"
 
 command -v terraform >/dev/null || { echo "terraform is not on PATH: install Terraform >= 1.11" >&2; exit 1; }
@@ -21,16 +31,34 @@ provider_installation {
 CFG
 export TF_CLI_CONFIG_FILE="$state/cli.tfrc" TF_DATA_DIR="$state/tfdata" CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1
 export AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo AWS_EC2_METADATA_DISABLED=true
-unset AWS_PROFILE
+unset AWS_PROFILE AWS_REGION
+
+SSH_OPTIONS=(-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o ConnectTimeout=5 -o LogLevel=ERROR)
+
+# What booting machines needs that this host lacks (empty: boot mode).
+boot_missing() {
+  local missing="" tool
+  [ "$(id -u)" = 0 ] || missing="root (namespaces, mounts, systemd-nspawn)"
+  for tool in systemd-nspawn:systemd-container dnsmasq:dnsmasq-base iptables-restore:iptables \
+              ssh:openssh-client ssh-keygen:openssh-client debootstrap:debootstrap; do
+    command -v "${tool%%:*}" >/dev/null || [ -x "/usr/sbin/${tool%%:*}" ] \
+      || missing="$missing${missing:+, }${tool%%:*} (apt-get install ${tool#*:})"
+  done
+  for tool in hpc-image hpc-node; do
+    [ -x "$provider_dir/$tool" ] || missing="$missing${missing:+, }$provider_dir/$tool (make build)"
+  done
+  echo "$missing"
+}
 
 emulator_running() {
   [ -f "$state/emulator.pid" ] && kill -0 "$(cat "$state/emulator.pid")" 2>/dev/null
 }
 
+# start_emulator [serve's flags...]
 start_emulator() {
   if emulator_running; then return; fi
   rm -f "$state/emulator.port"
-  nohup "$root/acceptance-tests/emulator/serve" --port 0 --port-file "$state/emulator.port" \
+  nohup "$root/acceptance-tests/emulator/serve" --port 0 --port-file "$state/emulator.port" "$@" \
     > "$state/emulator.log" 2>&1 &
   echo $! > "$state/emulator.pid"
   for _ in $(seq 1 100); do
@@ -44,6 +72,21 @@ start_emulator() {
 
 tf() {
   terraform -chdir="$example" "$@" -state="$state/terraform.tfstate" -no-color
+}
+
+# tf_quiet apply|destroy [flags...]: the command's output only when it fails.
+tf_quiet() {
+  local out
+  if ! out=$(tf "$@" -auto-approve -input=false -var-file="$state/demo.tfvars.json" 2>&1); then
+    echo "$out" >&2
+    echo "terraform $1 failed; the emulator's log: $state/emulator.log" >&2
+    exit 1
+  fi
+  grep -E '^(Apply|Destroy)' <<<"$out" || true
+}
+
+output() {
+  terraform -chdir="$example" output -state="$state/terraform.tfstate" -no-color "$@"
 }
 
 # The AMI the emulator offers (real AWS: an hpc-image AMI, see image-builder/).
@@ -113,41 +156,153 @@ live_slurm() {
   [ -f "$dir/munge/pid" ] && kill "$(cat "$dir/munge/pid")" 2>/dev/null || true
 }
 
+# The disk baked from the repo's template, rebaked when an input is newer (shared with the
+# booted tests: /var/tmp/hpcforge-test-image).
+image_disk() {
+  local disk="$image_dir/disk.raw"
+  if [ -f "$disk" ] && [ -z "$(find "$template" "$root/image-builder/components" "$provider_dir/hpc-image" \
+      "$provider_dir/hpc-node" -newer "$disk" -print -quit)" ]; then
+    echo "$disk"; return
+  fi
+  echo "== baking the node image (the first time takes about 4 minutes; log: $state/bake.log)" >&2
+  mkdir -p "$image_dir"
+  if ! (cd "$root/image-builder" && HPC_NODE_BINARY="$provider_dir/hpc-node" "$provider_dir/hpc-image" build \
+        "$template" -var verify=false --cache-dir "${HPC_IMAGE_CACHE:-/var/tmp/hpc-image-cache}" \
+        --output "$image_dir") > "$state/bake.log" 2>&1; then
+    tail -30 "$state/bake.log" >&2; exit 1
+  fi
+  echo "$disk"
+}
+
+# hpc-image publish to the emulator; prints the AMI.
+publish_image() {
+  local manifest="$state/manifest.json"
+  if ! (cd "$root/image-builder" && HPC_NODE_BINARY="$provider_dir/hpc-node" "$provider_dir/hpc-image" publish \
+        "$template" --disk "$1" --manifest "$manifest" -var 'regions=["us-east-1"]') > "$state/publish.log" 2>&1; then
+    cat "$state/publish.log" >&2; exit 1
+  fi
+  grep -o 'ami-[0-9a-f]*' "$manifest" | head -1
+}
+
+aws_demo() { "$venv_python" "$root/scripts/demo-aws.py" "$@"; }
+
+# The key pair, node role and EFS the quickstart's variables name, and the demo user.
+boot_inputs() {
+  local ami=$1 profile efs
+  aws_demo key-pair demo "$state/demo-key"
+  profile=$(aws_demo node-role demo-node)
+  efs=$(aws_demo efs demo-home)
+  python3 - "$ami" "$profile" "$efs" "$(ssh-keygen -y -f "$state/demo-key")" "$demo_user" > "$state/demo.tfvars.json" <<'PY2'
+import json, sys
+ami, profile, efs, key, user = sys.argv[1:]
+print(json.dumps({
+    "ami_id": ami, "instance_profile_arn": profile, "home_efs_id": efs,
+    "key_name": "demo", "allowed_ssh_cidrs": ["10.0.0.0/16"],
+    # The default template's image carries Debian 12's Slurm; each booted node gets the host's cores.
+    "slurm_version": "22.05", "cpu_instance_type": "c7i.large",
+    "users": [{"name": user, "uid": 2001, "ssh_public_keys": [key]}],
+}, indent=2))
+PY2
+}
+
+as_user() { ssh -i "$state/demo-key" "${SSH_OPTIONS[@]}" "$demo_user@$1" "$2"; }
+
+# Waits up to $2 seconds for `as_user $login "$3"` to print a line matching $1.
+wait_for() {
+  local pattern=$1 limit=$2 command=$3 deadline=$(( $(date +%s) + $2 )) got=""
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    got=$(as_user "$login" "$command" 2>&1 || true)
+    grep -Eq "$pattern" <<<"$got" && return 0
+    sleep 2
+  done
+  echo "not within ${limit}s: $command printed:" >&2; echo "$got" >&2
+  return 1
+}
+
+boot_up() {
+  local start disk ami job
+  start=$(date +%s)
+  start_emulator --boot-instances --machine-budget 4 --boot-dir "$state/boot" --snapshot-delay 0 --image-delay 0
+  export AWS_ENDPOINT_URL="http://127.0.0.1:$(cat "$state/emulator.port")"
+  echo "== emulator on $AWS_ENDPOINT_URL booting real machines (systemd-nspawn) from the AMIs"
+  disk=$(image_disk)
+  ami=$(publish_image "$disk")
+  echo "== published $disk as $ami"
+  boot_inputs "$ami"
+  echo "== terraform apply examples/quickstart (the head node boots)"
+  # The role's policy is a cluster output, known once the cluster is planned: the cluster first
+  # without waiting, then the policy, then everything, waiting until the head reports ready.
+  tf_quiet apply -target=hpc_cluster.this -var wait_for_ready=false
+  output -raw instance_profile_policy > "$state/policy.json"
+  aws_demo role-policy demo-node "$state/policy.json"
+  tf_quiet apply
+  echo "== applied in $(( $(date +%s) - start ))s: the head node runs slurmctld and slurmdbd"
+  login=$(output -json login_node_private_ips | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])')
+  wait_for "^ok$" 120 "echo ok" || exit 1
+  echo "== $demo_user@$login: sinfo"
+  as_user "$login" sinfo
+  echo "== $demo_user@$login: sbatch (the CPU partition starts a node)"
+  job=$(as_user "$login" "sbatch --parsable -N1 -o demo-%j.out --wrap 'echo hello from \$(hostname); srun uname -sr'")
+  echo "job $job"
+  wait_for "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)" 300 "scontrol show job $job -o" || exit 1
+  echo "== demo-$job.out"
+  as_user "$login" "cat demo-$job.out"
+  echo "== sacct"
+  wait_for "^$job\\|" 60 "sacct -n -X -P -j $job -o JobID,User,Account,Partition,State,NodeList,Elapsed" || exit 1
+  as_user "$login" "sacct -X -j $job -o JobID,User,Account,Partition,State,NodeList,Elapsed"
+  echo "== up in $(( $(date +%s) - start ))s"
+  echo
+  echo "The cluster stays up. Log in:  ssh -i $state/demo-key $demo_user@$login"
+  echo "Tear down with: make demo-destroy"
+}
+
+api_up() {
+  local out start
+  start_emulator
+  export AWS_ENDPOINT_URL="http://127.0.0.1:$(cat "$state/emulator.port")"
+  echo "== emulator on $AWS_ENDPOINT_URL (moto, no AWS account needed)"
+  python3 -c 'import json,sys; print(json.dumps({"ami_id": sys.argv[1], "wait_for_ready": False}))' \
+    "$(demo_ami)" > "$state/demo.tfvars.json"
+  echo "== terraform apply examples/quickstart"
+  start=$(date +%s)
+  tf_quiet apply
+  echo "== applied in $(( $(date +%s) - start ))s"
+  echo
+  summary
+  live_slurm
+  echo
+  echo "Tear down with: make demo-destroy"
+}
+
 case "$action" in
   up)
-    start_emulator
-    port=$(cat "$state/emulator.port")
-    export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
-    ami=$(demo_ami)
-    echo "$ami" > "$state/ami"
-    echo "== emulator on $AWS_ENDPOINT_URL (moto, no AWS account needed)"
-    echo "== terraform apply examples/quickstart"
-    start=$(date +%s)
-    if ! out=$(tf apply -auto-approve -input=false -var "ami_id=$ami" -var wait_for_ready=false 2>&1); then
-      echo "$out" >&2
-      exit 1
+    if emulator_running; then
+      echo "a demo is running: make demo-destroy first" >&2; exit 1
     fi
-    grep -E '^(Apply|Plan:)' <<<"$out" || true
-    echo "== applied in $(( $(date +%s) - start ))s"
-    echo
-    summary
-    live_slurm
-    echo
-    echo "Tear down with: make demo-destroy"
+    # State left by a demo whose emulator is gone describes nothing that exists.
+    rm -rf "$state/terraform.tfstate" "$state/terraform.tfstate.backup" "$state/boot"
+    missing=$(boot_missing)
+    if [ -z "$missing" ]; then
+      boot_up
+    else
+      echo "== not booting machines, this host lacks: $missing"
+      echo "== (the emulator answers the API only; nothing boots, no job runs)"
+      api_up
+    fi
     ;;
   down)
     if [ -f "$state/terraform.tfstate" ] && emulator_running; then
       export AWS_ENDPOINT_URL="http://127.0.0.1:$(cat "$state/emulator.port")"
-      if ! out=$(tf destroy -auto-approve -input=false -var "ami_id=$(cat "$state/ami")" -var wait_for_ready=false 2>&1); then
-        echo "$out" >&2
-        exit 1
-      fi
-      grep -E '^Destroy' <<<"$out" || true
+      tf_quiet destroy
     fi
-    if emulator_running; then kill "$(cat "$state/emulator.pid")"; fi
+    if emulator_running; then
+      kill "$(cat "$state/emulator.pid")"
+      # The emulator ends its machines on SIGTERM; wait for it so nothing outlives the demo.
+      for _ in $(seq 1 300); do emulator_running || break; sleep 0.1; done
+    fi
     rm -rf "$state"
     echo "demo torn down"
     ;;
   *)
-    echo "usage: demo.sh up|down PROVIDER_DIR" >&2; exit 2 ;;
+    echo "usage: demo.sh up|down BIN_DIR" >&2; exit 2 ;;
 esac

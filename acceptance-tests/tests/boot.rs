@@ -536,3 +536,58 @@ resource "hpc_cluster" "main" {{
         .count();
     assert_eq!(live, 0, "machines left after destroy");
 }
+
+/// `make demo` as root: the quickstart boots on the local EC2, the demo user's job runs and is in
+/// sacct, the cluster stays up for SSH, and `make demo-destroy` ends every machine.
+#[test]
+fn make_demo_boots_the_quickstart_and_runs_the_demo_users_job() {
+    boot::require_prerequisites();
+    let _turn = one_at_a_time();
+    let dir = acceptance_tests::scratch_dir("demo");
+    let demo = |action: &str| {
+        std::process::Command::new("bash")
+            .arg(acceptance_tests::repo_root().join("scripts/demo.sh"))
+            .arg(action)
+            .arg(acceptance_tests::provider_dir())
+            .env("HPCFORGE_DEMO_DIR", &dir)
+            .output()
+            .expect("running scripts/demo.sh")
+    };
+    let up = demo("up");
+    let said = text(&up);
+    assert!(up.status.success(), "make demo failed:\n{said}");
+    assert!(said.contains("hello from cpu-c7i-large-1"), "no job output:\n{said}");
+    let sacct = said
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 ") && l.contains("COMPLETED"))
+        .unwrap_or_else(|| panic!("no completed sacct line:\n{said}"));
+    assert!(sacct.contains("demo") && sacct.contains("cpu-c7i-large-1"), "{sacct}");
+    // The cluster is left running, reachable the way the demo says.
+    let login = said
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("demo@"))
+        .map(|w| w.trim_end_matches(':').to_string())
+        .unwrap_or_else(|| panic!("no login address:\n{said}"));
+    let key = dir.join("demo-key");
+    let whoami = ssh_as(&key, "demo", &login, "id -un; sinfo -h -o %P");
+    assert_eq!(text(&whoami).trim(), "demo\ncpu*\ngpu", "{}", text(&whoami));
+    let pid: u32 = std::fs::read_to_string(dir.join("emulator.pid"))
+        .ok()
+        .and_then(|p| p.trim().parse().ok())
+        .expect("the demo's emulator pid");
+
+    let down = demo("down");
+    assert!(down.status.success(), "make demo-destroy failed:\n{}", text(&down));
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the demo's emulator outlived make demo-destroy"
+    );
+    // Its machines' namespaces went with it.
+    let namespaces = std::process::Command::new("ip").args(["netns", "list"]).output().expect("ip netns");
+    let prefix = format!("hpcemu-{pid}-");
+    assert!(
+        !text(&namespaces).contains(&prefix),
+        "machines of the demo outlived it: {}",
+        text(&namespaces)
+    );
+}

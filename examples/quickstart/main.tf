@@ -66,8 +66,32 @@ resource "hpc_cluster" "this" {
   wait_for_ready = var.wait_for_ready
 
   head_node {
-    ami_id        = var.ami_id
-    instance_type = "c7i.xlarge"
+    ami_id               = var.ami_id
+    instance_type        = "c7i.xlarge"
+    key_name             = var.key_name
+    allowed_ssh_cidrs    = var.allowed_ssh_cidrs
+    instance_profile_arn = var.instance_profile_arn
+  }
+
+  slurm {
+    version = var.slurm_version
+  }
+
+  dynamic "home" {
+    for_each = var.home_efs_id == null ? [] : [var.home_efs_id]
+    content {
+      storage = "efs"
+      efs_id  = home.value
+    }
+  }
+
+  dynamic "user" {
+    for_each = var.users
+    content {
+      name            = user.value.name
+      uid             = user.value.uid
+      ssh_public_keys = user.value.ssh_public_keys
+    }
   }
 
   login_nodes {
@@ -87,9 +111,11 @@ resource "hpc_partition" "cpu" {
   cluster_id     = hpc_cluster.this.id
   name           = "cpu"
   default        = true
-  instance_types = ["c7i.8xlarge"]
+  instance_types = [var.cpu_instance_type]
   max_nodes      = 8
   ami_id         = var.ami_id
+
+  instance_profile_arn = var.instance_profile_arn
 
   capacity_pool {
     subnet_ids = values(hpc_network.this.private_subnet_ids)
@@ -106,6 +132,8 @@ resource "hpc_partition" "gpu" {
   efa_enabled     = true
   placement_group = true
   max_time        = "1-00:00:00"
+
+  instance_profile_arn = var.instance_profile_arn
 
   dynamic "capacity_pool" {
     for_each = var.availability_zones

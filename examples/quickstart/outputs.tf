@@ -33,3 +33,13 @@ output "slurm_conf" {
   description = "The slurm.conf the head node runs: the cluster's part, then each partition's lines."
   value       = join("\n", [hpc_cluster.this.slurm_conf, hpc_partition.cpu.rendered_partition, hpc_partition.gpu.rendered_partition])
 }
+
+output "login_node_private_ips" {
+  description = "Where the cluster's users SSH to."
+  value       = hpc_cluster.this.login_node_private_ips
+}
+
+output "instance_profile_policy" {
+  description = "The IAM policy the nodes' role needs, scoped to this cluster."
+  value       = hpc_cluster.this.instance_profile_policy
+}

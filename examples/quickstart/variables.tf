@@ -32,3 +32,49 @@ variable "wait_for_ready" {
   type        = bool
   default     = true
 }
+
+variable "slurm_version" {
+  description = "The Slurm release series on the AMI: \"24.11\", or \"22.05\" for the default (Debian 12) template's images."
+  type        = string
+  default     = "24.11"
+}
+
+variable "cpu_instance_type" {
+  description = "The CPU partition's instance type (the demo's booted nodes use c7i.large: the host's cores are what a node gets)."
+  type        = string
+  default     = "c7i.8xlarge"
+}
+
+variable "instance_profile_arn" {
+  description = "The nodes' instance profile; its role needs the cluster's instance_profile_policy output. Null: the nodes get no AWS credentials and the head cannot start."
+  type        = string
+  default     = null
+}
+
+variable "key_name" {
+  description = "EC2 key pair for SSH to the head and login nodes as the image's default user."
+  type        = string
+  default     = null
+}
+
+variable "allowed_ssh_cidrs" {
+  description = "Networks allowed to SSH to the head and login nodes (none by default: use SSM Session Manager)."
+  type        = list(string)
+  default     = []
+}
+
+variable "home_efs_id" {
+  description = "An EFS file system for /home (null: the head node's disk)."
+  type        = string
+  default     = null
+}
+
+variable "users" {
+  description = "The cluster's users: the same uid on every node, their SSH keys on the login nodes."
+  type = list(object({
+    name            = string
+    uid             = number
+    ssh_public_keys = list(string)
+  }))
+  default = []
+}
