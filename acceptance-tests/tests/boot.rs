@@ -583,7 +583,10 @@ fn make_demo_boots_the_quickstart_and_runs_the_demo_users_job() {
         "the demo's emulator outlived make demo-destroy"
     );
     // Its machines' namespaces went with it.
-    let namespaces = std::process::Command::new("ip").args(["netns", "list"]).output().expect("ip netns");
+    let namespaces = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns");
     let prefix = format!("hpcemu-{pid}-");
     assert!(
         !text(&namespaces).contains(&prefix),
