@@ -946,3 +946,84 @@ resource "hpc_partition" "p" {{
     );
     ws.destroy();
 }
+
+/// Every parameter under `path` with its value, through every page.
+fn parameters_under(emu: &Emulator, path: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut token = Value::Null;
+    loop {
+        let mut body = json!({"Path": path, "Recursive": true, "MaxResults": 10});
+        if !token.is_null() {
+            body["NextToken"] = token.clone();
+        }
+        let r = json_call(emu, "ssm", "AmazonSSM.GetParametersByPath", &body);
+        let v: Value = serde_json::from_str(&r.body).unwrap_or_default();
+        for p in v["Parameters"].as_array().into_iter().flatten() {
+            out.push((
+                p["Name"].as_str().unwrap_or_default().to_string(),
+                p["Value"].as_str().unwrap_or_default().to_string(),
+            ));
+        }
+        token = v["NextToken"].clone();
+        if token.is_null() {
+            break;
+        }
+    }
+    out.sort();
+    out
+}
+
+fn many_users(n: u32) -> String {
+    (0..n)
+        .map(|i| {
+            let key = |k: u32| {
+                format!(
+                    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{:0>43} u{i:04}-{k}@laptop",
+                    i * 2 + k
+                )
+            };
+            format!(
+                "  user {{\n    name = \"u{i:04}\"\n    uid = {}\n    ssh_public_keys = [\"{}\", \"{}\"]\n  }}\n",
+                3000 + i,
+                key(0),
+                key(1)
+            )
+        })
+        .collect()
+}
+
+/// A thousand users with two keys each publish in 8 KiB shards beside a small cluster document;
+/// a plan afterwards is empty; fewer users leave no stale shard; destroy leaves nothing.
+#[test]
+fn a_thousand_users_with_two_keys_each_publish_in_shards() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("cluster-users", &emu);
+    ws.write(&format!("{}{}", network(), cluster(&many_users(1000))));
+    ws.apply();
+    let shards = || parameters_under(&emu, "/hpcforge/clusters/research/users");
+    let published = shards();
+    assert!(published.len() > 1, "{} shard(s)", published.len());
+    let mut names = Vec::new();
+    for (name, value) in &published {
+        assert!(value.len() <= 8192, "{name}: {} bytes", value.len());
+        let users: Vec<Value> = serde_json::from_str(value).expect("a shard is a JSON list of users");
+        names.extend(users.iter().filter_map(|u| u["name"].as_str().map(str::to_string)));
+    }
+    assert_eq!(names.len(), 1001, "alice and the thousand");
+    assert_eq!(names[0], "alice");
+    let doc: Value = emu
+        .parameter_json("/hpcforge/clusters/research/cluster")
+        .expect("cluster document");
+    assert_eq!(doc["user_shards"].as_u64(), Some(published.len() as u64));
+    assert_eq!(doc["users"], json!([]));
+    ws.assert_no_changes();
+
+    ws.write(&format!("{}{}", network(), cluster(&many_users(3))));
+    ws.apply();
+    assert_eq!(
+        shards().iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["/hpcforge/clusters/research/users/0000"]
+    );
+    ws.destroy();
+    assert!(ssm_parameters(&emu).is_empty(), "{:?}", ssm_parameters(&emu));
+}

@@ -146,7 +146,11 @@ async fn read_state(aws: &Aws, cluster: &str) -> Result<(ClusterDoc, Vec<Partiti
                 cluster_param(cluster)
             )
         })?;
-    let doc: ClusterDoc = serde_json::from_str(&param.value).map_err(|e| format!("{}: {e}", param.name))?;
+    let mut doc: ClusterDoc = serde_json::from_str(&param.value).map_err(|e| format!("{}: {e}", param.name))?;
+    // The head's one reconcile unit reads the shards each pass (no cache to go stale).
+    crate::cmd::fill_users(aws, &mut doc, None)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut versions = Versions {
         cluster: param.version,
         ..Versions::default()

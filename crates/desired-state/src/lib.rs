@@ -3,7 +3,10 @@
 //! write, so each document has a version without any bookkeeping of ours.
 //!
 //! Partitions are separate documents so that adding, changing or removing one never
-//! rewrites the cluster's document or another partition's.
+//! rewrites the cluster's document or another partition's. The cluster's users are published
+//! in shards beside it (`users/0000`, ...; a parameter holds at most 8 KiB and a thousand users
+//! with their keys take hundreds): the cluster document names how many and their digest, so a
+//! reader knows whether it holds them already and never mixes two publications.
 
 pub mod boot;
 
@@ -37,6 +40,90 @@ pub fn partitions_path(cluster: &str) -> String {
 
 pub fn partition_param(cluster: &str, partition: &str) -> String {
     format!("{}/{partition}", partitions_path(cluster))
+}
+
+/// Where the cluster's user shards live.
+pub fn users_path(cluster: &str) -> String {
+    format!("{}/users", cluster_prefix(cluster))
+}
+
+pub fn user_shard_param(cluster: &str, index: usize) -> String {
+    format!("{}/{index:04}", users_path(cluster))
+}
+
+/// A user shard's most bytes: an SSM parameter's (advanced tier).
+pub const USER_SHARD_BYTES: usize = 8192;
+
+/// The users in shards of at most [`USER_SHARD_BYTES`] of JSON each, in order. Fails naming a
+/// user who alone does not fit (too many or too long keys).
+pub fn user_shards(users: &[UserDoc]) -> Result<Vec<String>, String> {
+    let mut shards = Vec::new();
+    let mut current: Vec<String> = Vec::new();
+    let mut bytes = 2;
+    for u in users {
+        let one = serde_json::to_string(u).map_err(|e| format!("user {}: {e}", u.name))?;
+        if one.len() + 2 > USER_SHARD_BYTES {
+            return Err(format!(
+                "user {:?} takes {} bytes with their keys; a user must fit in {} (fewer or shorter ssh_public_keys)",
+                u.name,
+                one.len(),
+                USER_SHARD_BYTES - 2
+            ));
+        }
+        if !current.is_empty() && bytes + 1 + one.len() > USER_SHARD_BYTES {
+            shards.push(format!("[{}]", current.join(",")));
+            current.clear();
+            bytes = 2;
+        }
+        bytes += one.len() + usize::from(!current.is_empty());
+        current.push(one);
+    }
+    if !current.is_empty() {
+        shards.push(format!("[{}]", current.join(",")));
+    }
+    Ok(shards)
+}
+
+/// What identifies one publication of the shards: SHA-256 over them, in order.
+pub fn users_digest<S: AsRef<str>>(shards: &[S]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for s in shards {
+        h.update(s.as_ref().as_bytes());
+        h.update(b"\n");
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The users of `doc` from the shards read under [`users_path`] (name → value). A document
+/// without shards carries its users inline. Fails when the shards are not the ones the document
+/// names (a publication in progress: read again).
+pub fn users_from_shards(doc: &ClusterDoc, shards: &BTreeMap<String, String>) -> Result<Vec<UserDoc>, String> {
+    let Some(digest) = &doc.users_digest else {
+        return Ok(doc.users.clone());
+    };
+    let values: Vec<&str> = (0..doc.user_shards as usize)
+        .map(|i| {
+            let name = user_shard_param(&doc.name, i);
+            shards
+                .get(&name)
+                .map(String::as_str)
+                .ok_or_else(|| format!("{name} is missing (the users are being published)"))
+        })
+        .collect::<Result<_, _>>()?;
+    if users_digest(&values) != *digest {
+        return Err(format!(
+            "the user shards under {} are not the ones the cluster document names (the users are being published)",
+            users_path(&doc.name)
+        ));
+    }
+    let mut users = Vec::new();
+    for (i, v) in values.iter().enumerate() {
+        let mut part: Vec<UserDoc> =
+            serde_json::from_str(v).map_err(|e| format!("{}: {e}", user_shard_param(&doc.name, i)))?;
+        users.append(&mut part);
+    }
+    Ok(users)
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,7 +190,16 @@ pub struct ClusterDoc {
     pub adopted_security_group: Option<String>,
     pub vpc_id: String,
     pub extra: BTreeMap<String, String>,
+    /// Inline only in documents published before shards (and in the agent's filled-in copy);
+    /// published documents carry [`ClusterDoc::user_shards`] and [`ClusterDoc::users_digest`].
+    #[serde(default)]
     pub users: Vec<UserDoc>,
+    /// How many user shards the cluster has under [`users_path`].
+    #[serde(default)]
+    pub user_shards: u32,
+    /// [`users_digest`] of those shards; None: the users are inline.
+    #[serde(default)]
+    pub users_digest: Option<String>,
     pub mfa_pam_module: Option<String>,
     pub mfa_config: Option<String>,
     pub mounts: Vec<MountDoc>,
@@ -414,5 +510,77 @@ mod tests {
         assert_eq!(duration_text(45), "45s");
         let json = serde_json::to_string(&doc).expect("json");
         assert_eq!(serde_json::from_str::<PartitionDoc>(&json).expect("parse"), doc);
+    }
+
+    fn user(i: u32, keys: usize) -> UserDoc {
+        UserDoc {
+            name: format!("user{i}"),
+            uid: 2000 + i,
+            gid: 2000 + i,
+            ssh_public_keys: (0..keys)
+                .map(|k| {
+                    format!(
+                        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{:0>43} user{i}-{k}",
+                        i * 10 + k as u32
+                    )
+                })
+                .collect(),
+            sudo: false,
+            accounts: vec!["physics".into()],
+        }
+    }
+
+    fn published(name: &str, users: &[UserDoc]) -> (ClusterDoc, BTreeMap<String, String>) {
+        let shards = user_shards(users).expect("shards");
+        let doc = ClusterDoc {
+            name: name.into(),
+            user_shards: u32::try_from(shards.len()).expect("count"),
+            users_digest: Some(users_digest(&shards)),
+            ..ClusterDoc::default()
+        };
+        let params = shards
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (user_shard_param(name, i), v))
+            .collect();
+        (doc, params)
+    }
+
+    #[test]
+    fn a_thousand_users_with_two_keys_each_fit_in_shards_and_read_back_in_order() {
+        let users: Vec<UserDoc> = (0..1000).map(|i| user(i, 2)).collect();
+        let (doc, params) = published("big", &users);
+        assert!(params.values().all(|v| v.len() <= USER_SHARD_BYTES));
+        assert!(doc.user_shards > 1, "{} shard(s)", doc.user_shards);
+        assert_eq!(users_from_shards(&doc, &params).expect("read"), users);
+        // The document stays small whatever the number of users.
+        assert!(serde_json::to_string(&doc).expect("json").len() < 1024);
+    }
+
+    #[test]
+    fn shards_of_another_publication_are_refused_not_mixed() {
+        let (doc, mut params) = published("c", &(0..100).map(|i| user(i, 2)).collect::<Vec<_>>());
+        let (_, newer) = published("c", &(0..100).map(|i| user(i + 1, 2)).collect::<Vec<_>>());
+        params.insert(user_shard_param("c", 0), newer[&user_shard_param("c", 0)].clone());
+        let e = users_from_shards(&doc, &params).expect_err("mixed shards");
+        assert!(e.contains("being published"), "{e}");
+        params.remove(&user_shard_param("c", 1));
+        let e = users_from_shards(&doc, &params).expect_err("missing shard");
+        assert!(e.contains("/hpcforge/clusters/c/users/0001 is missing"), "{e}");
+    }
+
+    #[test]
+    fn a_user_too_big_for_a_shard_is_named() {
+        let e = user_shards(&[user(1, 1), user(7, 200)]).expect_err("too big");
+        assert!(e.contains("\"user7\"") && e.contains("ssh_public_keys"), "{e}");
+        // Documents from before shards keep their inline users.
+        let inline = ClusterDoc {
+            users: vec![user(1, 1)],
+            ..ClusterDoc::default()
+        };
+        assert_eq!(
+            users_from_shards(&inline, &BTreeMap::new()).expect("inline"),
+            inline.users
+        );
     }
 }

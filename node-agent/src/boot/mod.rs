@@ -63,7 +63,7 @@ pub async fn begin(args: &ClusterArgs, aws: &Aws, role: Role, partition: Option<
         "the cluster's published desired state",
         PUBLISH_WAIT,
         Duration::from_secs(2),
-        || crate::cmd::cluster_doc(aws, &args.cluster),
+        || crate::cmd::cluster_doc_with_users(aws, args),
     )
     .await?;
     Ok(Booted {
@@ -265,7 +265,7 @@ fn user(u: &UserDoc, known: bool) -> Result<bool> {
 /// Every role's periodic pass (`hpc-node sync`, on a timer): users and mounts follow the
 /// published desired state without a reboot and without touching Slurm.
 pub async fn sync(args: &ClusterArgs, aws: &Aws) -> Result<()> {
-    let doc = crate::cmd::cluster_doc(aws, &args.cluster)
+    let doc = crate::cmd::cluster_doc_with_users(aws, args)
         .await?
         .ok_or_else(|| Error::new(format!("cluster {} has no published desired state", args.cluster)))?;
     report_mounts(mounts(&doc));

@@ -4,6 +4,7 @@
 //! Secrets (the munge key, a database password) are generated or taken write-only and go
 //! straight to Secrets Manager; state and plan only ever hold their ARNs.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -234,6 +235,19 @@ fn secs(v: &Value, default: u32) -> u32 {
         .unwrap_or(default)
 }
 
+/// One `user` block as the agent reads it.
+fn user_doc(u: &Value) -> UserDoc {
+    let uid = int(u.attr("uid")).and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
+    UserDoc {
+        name: string(u.attr("name")).unwrap_or_default(),
+        uid,
+        gid: int(u.attr("gid")).and_then(|n| u32::try_from(n).ok()).unwrap_or(uid),
+        ssh_public_keys: strings(u.attr("ssh_public_keys")).unwrap_or_default(),
+        sudo: boolean(u.attr("sudo")).unwrap_or(false),
+        accounts: strings(u.attr("accounts")).unwrap_or_default(),
+    }
+}
+
 fn doc_of(v: &Value, clients_region: &str, munge_arn: &str, password_arn: Option<String>) -> ClusterDoc {
     let s = v.attr("slurm");
     let a = v.attr("accounting");
@@ -257,22 +271,10 @@ fn doc_of(v: &Value, clients_region: &str, munge_arn: &str, password_arn: Option
         adopted_security_group: string(v.attr("security_group_id")),
         vpc_id: string(v.attr("vpc_id")).unwrap_or_default(),
         extra: pairs(s.attr("extra")).unwrap_or_default().into_iter().collect(),
-        users: v
-            .attr("user")
-            .elements()
-            .iter()
-            .map(|u| {
-                let uid = int(u.attr("uid")).and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
-                UserDoc {
-                    name: string(u.attr("name")).unwrap_or_default(),
-                    uid,
-                    gid: int(u.attr("gid")).and_then(|n| u32::try_from(n).ok()).unwrap_or(uid),
-                    ssh_public_keys: strings(u.attr("ssh_public_keys")).unwrap_or_default(),
-                    sudo: boolean(u.attr("sudo")).unwrap_or(false),
-                    accounts: strings(u.attr("accounts")).unwrap_or_default(),
-                }
-            })
-            .collect(),
+        users: v.attr("user").elements().iter().map(user_doc).collect(),
+        // Filled in when publishing: the users go to their shards.
+        user_shards: 0,
+        users_digest: None,
         mfa_pam_module: string(v.attr("mfa").attr("pam_module")),
         mfa_config: string(v.attr("mfa").attr("config")),
         home: string(v.attr("home").attr("storage")).unwrap_or_else(|| "head_node".into()),
@@ -585,6 +587,13 @@ impl Resource for HpcCluster {
                     }
                 }
             }
+            if let Err(e) = desired_state::user_shards(&[user_doc(u)]) {
+                diags.error_at(
+                    at().attr("ssh_public_keys"),
+                    e,
+                    "Each user is published whole in one 8 KiB shard.",
+                );
+            }
             if let Some(uid) = int(u.attr("uid")) {
                 if !(1000..=60000).contains(&uid) {
                     diags.error_at(
@@ -844,6 +853,9 @@ impl Resource for HpcCluster {
         let result = async {
             // Unpublish first: the agent stops acting on a cluster that is going away.
             clients.ssm.delete(&desired_state::cluster_param(&name)).await?;
+            for shard in clients.ssm.list(&desired_state::users_path(&name)).await? {
+                clients.ssm.delete(&shard.name).await?;
+            }
             clients
                 .ssm
                 .delete(&format!("{}/status", desired_state::cluster_prefix(&name)))
@@ -892,12 +904,19 @@ impl Resource for HpcCluster {
                     ),
                 ))
             })?;
-        let doc: ClusterDoc = serde_json::from_str(&param.value).map_err(|e| {
+        let mut doc: ClusterDoc = serde_json::from_str(&param.value).map_err(|e| {
             Diagnostics::from(Diagnostic::error(
                 "The cluster's desired state is not readable",
                 e.to_string(),
             ))
         })?;
+        let shards = clients
+            .ssm
+            .list(&desired_state::users_path(name))
+            .await
+            .map_err(|e| aws_diag("Cannot read the cluster's users", &e))?;
+        doc.users = desired_state::users_from_shards(&doc, &shards.into_iter().map(|p| (p.name, p.value)).collect())
+            .map_err(|e| Diagnostics::from(Diagnostic::error("The cluster's users are not readable", e)))?;
         let head = role_instances(clients, name, "head").await?;
         let logins = role_instances(clients, name, "login").await?;
         let mut v = import_value(&doc, param.version, &clients.default_tags);
@@ -1218,19 +1237,62 @@ async fn publish(
         Value::Number(n) => Some(n.to_string()),
         _ => None,
     };
+    let tags = pairs(state.attr("tags_all")).unwrap_or_default();
+    let shards = desired_state::user_shards(&doc.users)
+        .map_err(|e| Diagnostics::from(Diagnostic::error("Cannot publish the cluster's users", e)))?;
+    let stale = publish_user_shards(clients, &doc.name, &shards, &tags).await?;
+    doc.user_shards = u32::try_from(shards.len()).unwrap_or(u32::MAX);
+    doc.users_digest = Some(desired_state::users_digest(&shards));
+    doc.users.clear();
     let json = serde_json::to_string(&doc)
         .map_err(|e| Diagnostics::from(Diagnostic::error("Cannot encode desired state", e.to_string())))?;
     let version = clients
         .ssm
-        .put(
-            &desired_state::cluster_param(&doc.name),
-            &json,
-            &pairs(state.attr("tags_all")).unwrap_or_default(),
-        )
+        .put(&desired_state::cluster_param(&doc.name), &json, &tags)
         .await
         .map_err(|e| aws_diag("Cannot publish the cluster", &e))?;
     state.set_attr("desired_state_version", Value::int(version));
+    // Only now that the document no longer names them.
+    for name in stale {
+        clients
+            .ssm
+            .delete(&name)
+            .await
+            .map_err(|e| aws_diag("Cannot remove a user shard", &e))?;
+    }
     Ok(())
+}
+
+/// Writes the user shards that differ from the published ones (the cluster document, written
+/// after them, names the new set); returns the shards beyond it, to delete afterwards.
+async fn publish_user_shards(
+    clients: &Clients,
+    cluster: &str,
+    shards: &[String],
+    tags: &[(String, String)],
+) -> Result<Vec<String>, Diagnostics> {
+    let published: BTreeMap<String, String> = clients
+        .ssm
+        .list(&desired_state::users_path(cluster))
+        .await
+        .map_err(|e| aws_diag("Cannot read the cluster's users", &e))?
+        .into_iter()
+        .map(|p| (p.name, p.value))
+        .collect();
+    for (i, shard) in shards.iter().enumerate() {
+        let name = desired_state::user_shard_param(cluster, i);
+        if published.get(&name) != Some(shard) {
+            clients
+                .ssm
+                .put(&name, shard, tags)
+                .await
+                .map_err(|e| aws_diag("Cannot publish the cluster's users", &e))?;
+        }
+    }
+    let current: Vec<String> = (0..shards.len())
+        .map(|i| desired_state::user_shard_param(cluster, i))
+        .collect();
+    Ok(published.into_keys().filter(|n| !current.contains(n)).collect())
 }
 
 fn template(
