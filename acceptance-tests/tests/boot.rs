@@ -50,7 +50,7 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// A second user and a second partition, added to the running cluster.
-fn live_changes(ami: &str) -> String {
+fn live_changes(ami: &str, profile: &str) -> String {
     format!(
         r#"
 resource "hpc_partition" "small" {{
@@ -58,7 +58,10 @@ resource "hpc_partition" "small" {{
   name           = "small"
   instance_types = ["c7i.large"]
   ami_id         = "{ami}"
+  instance_profile_arn = "{profile}"
   max_nodes      = 1
+  # Always on: started by the head's sweep without a job, never powered down.
+  min_nodes      = 1
   provision_timeout = "90s"
   capacity_pool {{
     subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1b"]]
@@ -68,7 +71,24 @@ resource "hpc_partition" "small" {{
     )
 }
 
+/// Users enough for several 8 KiB shards of the published users.
+fn many_users() -> String {
+    (0..MANY_USERS)
+        .map(|i| {
+            format!(
+                "  user {{\n    name = \"u{i:04}\"\n    uid = {}\n    ssh_public_keys = [\"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{:0>43} u{i}\", \"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{:0>43} u{i}-2\"]\n  }}\n",
+                3000 + i,
+                2 * i,
+                2 * i + 1
+            )
+        })
+        .collect()
+}
+
+const MANY_USERS: u32 = 100;
+
 fn config(ami: &str, profile: &str, key: &str, efs: &str, wait: bool) -> String {
+    let many = many_users();
     format!(
         r#"
 resource "hpc_network" "net" {{
@@ -123,6 +143,7 @@ resource "hpc_cluster" "main" {{
     ssh_public_keys = ["{key}"]
     accounts        = ["physics"]
   }}
+{many}
 }}
 resource "hpc_partition" "cpu" {{
   cluster_id        = hpc_cluster.main.id
@@ -201,8 +222,9 @@ fn eventually(what: &str, limit: Duration, mut check: impl FnMut() -> bool, cont
 fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_second_pool() {
     boot::require_prerequisites();
     let _turn = one_at_a_time();
-    // Head, login, the first job's node, and two that never arrive beside their replacements.
-    let emu = boot::booting_emulator(7);
+    // Head, login, the first job's node, a static node and its replacement, and two that never
+    // arrive beside their replacements.
+    let emu = boot::booting_emulator(9);
     let ami = boot::publish_test_image(&emu);
     let key = key_pair(&emu, "alive");
     let profile = node_role(&emu, "alive-node");
@@ -262,6 +284,21 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         Duration::from_secs(60),
         || sinfo().starts_with("cpu* 2 idle~"),
         sinfo,
+    );
+
+    // The users came from several shards of the published users.
+    let last = format!("u{:04}", MANY_USERS - 1);
+    let shards = emu
+        .parameter_json("/hpcforge/clusters/alive/cluster")
+        .unwrap_or(Value::Null)["user_shards"]
+        .clone();
+    assert!(shards.as_u64() > Some(1), "user shards: {shards}");
+    let getent = ssh_as(&key, USER, &login_ip, &format!("getent passwd {last} | cut -d: -f3"));
+    assert_eq!(
+        text(&getent).trim(),
+        (3000 + MANY_USERS - 1).to_string(),
+        "{}",
+        text(&getent)
     );
 
     // Lustre is mounted at boot on every node: what the head writes there, the job reads.
@@ -344,7 +381,7 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         "  user {{\n    name            = \"grace\"\n    uid             = 2002\n    ssh_public_keys = [\"{user_key}\"]\n  }}\n"
     );
     let changed = config(&ami, &profile, &user_key, &efs, true).replacen("  user {", &format!("{grace}  user {{"), 1)
-        + &live_changes(&ami);
+        + &live_changes(&ami, &profile);
     ws.write(&changed);
     ws.apply();
     eventually(
@@ -355,6 +392,22 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     );
     let partitions = text(&ssh_as(&key, "grace", &login_ip, "sinfo -h -o %P"));
     assert!(partitions.contains("small"), "{partitions}");
+    // The new partition's static node starts without a job and stays up.
+    let small = || text(&ssh_as(&key, USER, &login_ip, "sinfo -h -p small -o '%t %N'"));
+    eventually(
+        "the static node is started without a job",
+        Duration::from_secs(240),
+        || small().trim() == "idle small-c7i-large-1",
+        || {
+            let ids = instances_tagged(&emu, "hpcforge:partition", "alive/small");
+            let consoles: Vec<String> = ids.iter().map(|n| console(&emu, n)).collect();
+            format!("{}\n{ids:?}\n{}", small(), consoles.join("\n----\n"))
+        },
+    );
+    // Its instance ends out of band: the sweep powers the node down at once, then up again.
+    let static_instance = instances_tagged(&emu, "hpcforge:node", "small-c7i-large-1");
+    assert_eq!(static_instance.len(), 1, "{static_instance:?}");
+    emu.ec2(&format!("Action=TerminateInstances&InstanceId.1={}", static_instance[0]));
 
     // Time-based failover and one step across two booted nodes: the first pool has capacity
     // again (its cool-down is over) but its machines never boot; after provision_timeout the
@@ -430,6 +483,23 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
             s.contains("DRAIN") && s.contains("/scratch is not mounted")
         },
         show_node,
+    );
+
+    // Meanwhile the static node came back on a new instance.
+    eventually(
+        "the static node is replaced",
+        Duration::from_secs(300),
+        || {
+            let now = instances_tagged(&emu, "hpcforge:node", "small-c7i-large-1");
+            small().trim() == "idle small-c7i-large-1" && now.len() == 1 && now != static_instance
+        },
+        || {
+            format!(
+                "{} {:?}",
+                small(),
+                instances_tagged(&emu, "hpcforge:node", "small-c7i-large-1")
+            )
+        },
     );
 
     ws.destroy();

@@ -21,6 +21,39 @@ pub fn known_nodes(partitions: &[PartitionDoc]) -> BTreeSet<String> {
         .collect()
 }
 
+/// The always-on nodes (`min_nodes`) the desired state defines.
+pub fn static_nodes(partitions: &[PartitionDoc]) -> Vec<String> {
+    partitions
+        .iter()
+        .flat_map(|p| p.to_model().node_sets)
+        .flat_map(|s| (1..=s.static_nodes.min(s.max_nodes)).map(move |n| slurm_model::node_name(&s.name, n)))
+        .collect()
+}
+
+/// What the sweep does for a static node: Slurm never powers one up by itself (it is excluded
+/// from power saving), so the agent asks it to, which runs ResumeProgram like any launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StaticAction {
+    /// Powered down (at slurmctld's start, or after a loss): power it up.
+    PowerUp,
+    /// Slurm counts it up but no instance carries it (ended out of band): power it down now,
+    /// rather than after SlurmdTimeout, so that the next pass starts a new one.
+    Replace,
+}
+
+/// `state` is Slurm's (`IDLE+CLOUD+POWERED_DOWN`, ...); `has_instance`: a pending or running
+/// instance is tagged with the node.
+pub fn static_action(state: &str, has_instance: bool) -> Option<StaticAction> {
+    let flag = |f: &str| state.split('+').any(|s| s == f);
+    if flag("POWERING_UP") || flag("POWERING_DOWN") || flag("POWER_DOWN") {
+        return None; // on its way: Slurm or the sweep's provision timeout deals with it
+    }
+    if flag("POWERED_DOWN") {
+        return Some(StaticAction::PowerUp);
+    }
+    (!has_instance).then_some(StaticAction::Replace)
+}
+
 /// Why `instance` is an orphan, or None. `powered_down` says whether Slurm reports a node
 /// powered down (None when Slurm could not be asked).
 pub fn orphan_reason(
@@ -63,6 +96,24 @@ mod tests {
             tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             launched_at,
         }
+    }
+
+    #[test]
+    fn static_nodes_are_powered_up_when_down_and_replaced_when_their_instance_is_gone() {
+        assert_eq!(
+            static_action("IDLE+CLOUD+POWERED_DOWN", false),
+            Some(StaticAction::PowerUp)
+        );
+        assert_eq!(static_action("IDLE+CLOUD+POWERING_UP", true), None);
+        assert_eq!(static_action("IDLE+CLOUD+POWERING_UP", false), None);
+        assert_eq!(static_action("DOWN+CLOUD+POWERING_DOWN", false), None);
+        assert_eq!(static_action("IDLE+CLOUD", true), None);
+        assert_eq!(static_action("MIXED+CLOUD", true), None);
+        assert_eq!(static_action("IDLE+CLOUD", false), Some(StaticAction::Replace));
+        assert_eq!(
+            static_action("DOWN+CLOUD+NOT_RESPONDING", false),
+            Some(StaticAction::Replace)
+        );
     }
 
     #[test]

@@ -1,14 +1,18 @@
-//! `hpc-node sweep`: end the cluster's compute instances Slurm has no use for, and replace
-//! nodes that did not register within their partition's provision timeout from the next pool.
+//! `hpc-node sweep`: end the cluster's compute instances Slurm has no use for, replace nodes
+//! that did not register within their partition's provision timeout from the next pool, and
+//! keep the static nodes (`min_nodes`) up.
+
+use std::collections::BTreeSet;
 
 use hpc_aws::Aws;
 use hpc_desired_state::PartitionDoc;
 
 use super::power::{cluster_regions, resume_nodes};
-use super::{partitions, slurm_state};
+use super::{partitions, scontrol, slurm_state};
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Result};
 use crate::resume::{group_nodes, now_s, Cooldowns};
+use crate::sweep::StaticAction;
 
 fn slurm_powered_down(node: &str) -> Option<bool> {
     slurm_state(node).map(|s| s.contains("POWERED_DOWN") || s.contains("POWER_DOWN"))
@@ -21,10 +25,19 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
     let now = i64::try_from(now_s()).unwrap_or(i64::MAX);
     let mut cooldowns = Cooldowns::load(&args.state_dir.join("cooldowns.json"));
     let mut relaunch: Vec<String> = Vec::new();
+    let mut carried: BTreeSet<String> = BTreeSet::new();
     for (region, ec2) in cluster_regions(aws, &docs) {
         let instances = ec2.instances_tagged("hpcforge:cluster", &args.cluster).await?;
         let mut orphans = Vec::new();
         for i in &instances {
+            if matches!(i.state.as_str(), "pending" | "running") {
+                carried.extend(
+                    i.tags
+                        .iter()
+                        .filter(|(k, _)| k == "hpcforge:node")
+                        .map(|(_, v)| v.clone()),
+                );
+            }
             if let Some(why) = crate::sweep::orphan_reason(i, &known, now, slurm_powered_down) {
                 eprintln!("hpc-node: orphan {} in {region}: {why}", i.id);
                 orphans.push(i.id.clone());
@@ -49,6 +62,7 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
     if !relaunch.is_empty() {
         resume_nodes(args, aws, &docs, &relaunch, &mut cooldowns).await?;
     }
+    keep_static_nodes(&docs, &carried);
     cooldowns
         .save(now_s())
         .context(|| format!("saving cool-downs in {}", args.state_dir.display()))
@@ -81,4 +95,26 @@ fn late<'a>(
         .iter()
         .position(|p| p.subnet_ids.iter().any(|s| s == subnet))?;
     Some((node, pool, doc))
+}
+
+/// Static nodes (`min_nodes`): powered up when Slurm has them powered down, powered down at
+/// once when their instance is gone (the next pass powers them up again).
+fn keep_static_nodes(docs: &[PartitionDoc], carried: &BTreeSet<String>) {
+    for node in crate::sweep::static_nodes(docs) {
+        let Some(state) = slurm_state(&node) else {
+            continue;
+        };
+        let update = match crate::sweep::static_action(&state, carried.contains(&node)) {
+            Some(StaticAction::PowerUp) => {
+                eprintln!("hpc-node: static node {node} is {state}: powering it up");
+                "state=power_up".to_string()
+            }
+            Some(StaticAction::Replace) => {
+                eprintln!("hpc-node: static node {node} ({state}) has no instance: powering it down to replace it");
+                "state=power_down_force".to_string()
+            }
+            None => continue,
+        };
+        scontrol(&["update".to_string(), format!("nodename={node}"), update]);
+    }
 }
