@@ -34,6 +34,21 @@ pub fn cluster_param(cluster: &str) -> String {
     format!("{}/cluster", cluster_prefix(cluster))
 }
 
+/// The prefix of the cluster's secrets in Secrets Manager (the node role may read below it).
+pub fn secrets_prefix(cluster: &str) -> String {
+    format!("hpcforge/{cluster}")
+}
+
+/// The secret holding the cluster's munge key (the provider makes it; every node reads it).
+pub fn munge_key_secret(cluster: &str) -> String {
+    format!("{}/munge-key", secrets_prefix(cluster))
+}
+
+/// The secret holding the password the provider generates for local accounting.
+pub fn db_password_secret(cluster: &str) -> String {
+    format!("{}/db-password", secrets_prefix(cluster))
+}
+
 pub fn partitions_path(cluster: &str) -> String {
     format!("{}/partitions", cluster_prefix(cluster))
 }

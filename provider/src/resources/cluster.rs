@@ -388,7 +388,7 @@ fn instance_profile_policy(name: &str) -> String {
                 "Sid": "ReadClusterSecrets",
                 "Effect": "Allow",
                 "Action": ["secretsmanager:GetSecretValue"],
-                "Resource": format!("arn:aws:secretsmanager:*:*:secret:hpcforge/{name}/*")
+                "Resource": format!("arn:aws:secretsmanager:*:*:secret:{}/*", desired_state::secrets_prefix(name))
             },
             {
                 "Sid": "LaunchAndStopComputeNodes",
@@ -751,7 +751,7 @@ impl Resource for HpcCluster {
             state.set_attr("security_group_ids", of_list(Some(&sgs)));
             let munge = clients
                 .secrets
-                .ensure_random_binary(&format!("hpcforge/{name}/munge-key"), MUNGE_KEY_BYTES, &tags)
+                .ensure_random_binary(&desired_state::munge_key_secret(&name), MUNGE_KEY_BYTES, &tags)
                 .await
                 .map_err(|e| aws_diag("Cannot create the munge key", &e))?;
             state.set_attr("munge_key_secret_arn", Value::string(&munge));
@@ -877,8 +877,11 @@ impl Resource for HpcCluster {
                     clients.ec2.delete_security_group(&sg).await?;
                 }
             }
-            clients.secrets.delete(&format!("hpcforge/{name}/munge-key")).await?;
-            clients.secrets.delete(&format!("hpcforge/{name}/db-password")).await?;
+            clients.secrets.delete(&desired_state::munge_key_secret(&name)).await?;
+            clients
+                .secrets
+                .delete(&desired_state::db_password_secret(&name))
+                .await?;
             Ok::<(), hpc_aws::AwsError>(())
         };
         match result.await {
@@ -1011,7 +1014,7 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
         );
     }
     let a = &doc.accounting;
-    let generated = format!("hpcforge/{}/db-password", doc.name);
+    let generated = desired_state::db_password_secret(&doc.name);
     let external_password = a.password_secret_arn.clone().filter(|arn| !arn.contains(&generated));
     if a.mode != "local" || a.host.is_some() {
         v.set_attr(
@@ -1199,7 +1202,7 @@ async fn store_password(
     tags: &[(String, String)],
 ) -> Result<Option<String>, Diagnostics> {
     let accounting = config.attr("accounting");
-    let secret = format!("hpcforge/{name}/db-password");
+    let secret = desired_state::db_password_secret(name);
     if string(accounting.attr("mode")).is_none_or(|m| m == "local") {
         return clients
             .secrets
