@@ -9,7 +9,7 @@ EMULATOR := acceptance-tests/emulator
 VENV := $(EMULATOR)/.venv
 PYTHON ?= python3
 
-.PHONY: bench bench-provider bench-image bench-boot bench-build all build test unit acceptance emulator-test tf-check docs docs-check emulator-venv emulator demo demo-destroy fmt lint clean
+.PHONY: bench bench-provider bench-image bench-boot bench-cluster bench-build all build test unit acceptance emulator-test tf-check docs docs-check emulator-venv emulator demo demo-destroy fmt lint clean
 
 all: build
 
@@ -77,7 +77,7 @@ clean:
 	rm -rf .demo $(VENV)
 
 ## bench: measure hpcforge (release build) against its anchors; writes bench/results and BENCHMARKS.md
-bench: bench-provider bench-image bench-boot bench-build
+bench: bench-provider bench-image bench-boot bench-cluster bench-build
 
 ## bench-provider: plans, memory, hpc-node resume and the quickstart apply (about 10 minutes)
 bench-provider: emulator-venv
@@ -93,6 +93,11 @@ bench-image: emulator-venv
 bench-boot: emulator-venv
 	$(CARGO) build -p hpc-node -p hpc-image
 	$(VENV)/bin/python bench/boot.py $(TARGET_DIR)/debug
+
+## bench-cluster: a booted cluster's start-up (head and compute node: machine boot vs our init; sbatch → running), through make demo with the debug build the tests bake (root; about 6 minutes)
+bench-cluster: emulator-venv
+	$(CARGO) build -p terraform-provider-hpc -p hpc-node -p hpc-image
+	$(VENV)/bin/python bench/cluster.py $(TARGET_DIR)/debug
 
 ## bench-build: cold and warm `cargo build` of the workspace and one `make test` (about 25 minutes)
 bench-build:

@@ -551,6 +551,7 @@ def write_markdown(results: dict) -> None:
     ]
     lines += image_markdown()
     lines += boot_markdown()
+    lines += cluster_markdown()
     lines += build_markdown()
     (ROOT / "BENCHMARKS.md").write_text("\n".join(lines))
 
@@ -623,6 +624,43 @@ def boot_markdown() -> list[str]:
               ("8 at once, last", eight_last["median"]), ("qemu/TCG (DESIGN.md §8)", 51)]),
         "",
         "Raw numbers: [bench/results/boot.json](bench/results/boot.json).",
+        "",
+    ]
+
+
+def cluster_markdown() -> list[str]:
+    """The booted cluster's start-up, from bench/results/cluster.json (bench/cluster.py)."""
+    path = RESULTS / "cluster.json"
+    if not path.exists():
+        return []
+    r = json.loads(path.read_text())
+    m = r["machine"]
+
+    def stat(label: str, key: str, anchor: str = "") -> str:
+        s = r[key]
+        return f"| {label} | {s['median']:.1f} | {s['min']:.1f} | {s['max']:.1f} | {s['runs']} | {anchor} |"
+
+    return [
+        "## A booted cluster's start-up (make demo on the local EC2)",
+        "",
+        f"Measured on {m['date']} at commit `{m['commit']}` ({m['cpus']} CPUs), debug build (as the booted tests bake it), through "
+        "`make demo`: examples/quickstart applied by terraform on the emulator's local EC2, then the demo "
+        "user's job on the cold CPU partition. *Boot* is launch → hpc-node starting (the machine's systemd "
+        "and cloud-init); *init* is hpc-node's own work, from the machines' journals.",
+        "",
+        "| measure (s) | median | min | max | runs | anchor |",
+        "| --- | --- | --- | --- | --- | --- |",
+        stat("head node: boot (launch → head-init)", "head_boot_s"),
+        stat("head node: init (head-init → ready: munge, users, MariaDB, slurmdbd, slurmctld)", "head_init_s"),
+        stat("compute node: boot (launch → node-init)", "node_boot_s"),
+        stat("compute node: init (node-init → slurmd started)", "node_init_s", "goal: 10 s or less"),
+        stat("compute node: slurmd started → the job starts on it", "node_slurmd_to_job_start_s"),
+        stat("sbatch → running, cold partition", "sbatch_to_running_s",
+             "ParallelCluster on AWS: 294 s median submit → start"),
+        stat("terraform apply (both applies of the demo)", "apply_s"),
+        stat("make demo, image baked (everything but the build)", "demo_s", "README: about 75 s"),
+        "",
+        "Raw numbers: [bench/results/cluster.json](bench/results/cluster.json).",
         "",
     ]
 
