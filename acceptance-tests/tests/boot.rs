@@ -407,7 +407,10 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     // Its instance ends out of band: the sweep powers the node down at once, then up again.
     let static_instance = instances_tagged(&emu, "hpcforge:node", "small-c7i-large-1");
     assert_eq!(static_instance.len(), 1, "{static_instance:?}");
-    emu.ec2(&format!("Action=TerminateInstances&InstanceId.1={}", static_instance[0]));
+    emu.ec2(&format!(
+        "Action=TerminateInstances&InstanceId.1={}",
+        static_instance[0]
+    ));
 
     // Time-based failover and one step across two booted nodes: the first pool has capacity
     // again (its cool-down is over) but its machines never boot; after provision_timeout the
