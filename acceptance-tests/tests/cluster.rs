@@ -241,6 +241,7 @@ fn partitions_come_and_go_without_touching_the_cluster_or_each_other() {
             "/hpcforge/clusters/research/partitions/cpu",
             "/hpcforge/clusters/research/partitions/gpu",
             "/hpcforge/clusters/research/partitions/spot",
+            "/hpcforge/clusters/research/users/0000",
         ]
     );
     ws.assert_no_changes();
@@ -321,7 +322,11 @@ fn partitions_come_and_go_without_touching_the_cluster_or_each_other() {
         plan.text()
     );
     ws.apply();
-    assert_eq!(ssm_parameters(&emu).len(), 4);
+    assert_eq!(
+        ssm_parameters(&emu).len(),
+        5,
+        "the cluster, its users and three partitions"
+    );
     ws.assert_no_changes();
 
     ws.destroy();
