@@ -525,8 +525,9 @@ fn wait_ssh_as(key: &std::path::Path, address: &str) {
 }
 
 /// A head node that cannot start fails `terraform apply` with its own reason: first the image's
-/// Slurm (Debian 12's 22.05) is not the cluster's 24.11, both named; then, the release fixed,
-/// the node role may no longer read the cluster's secrets, so the munge key cannot be had.
+/// Slurm (Debian 12's 22.05) is not the cluster's 24.11, both named (refused at plan while the
+/// image carries hpc-image's tag, at the head's boot without it); then, the release fixed, the
+/// node role may no longer read the cluster's secrets, so the munge key cannot be had.
 #[test]
 fn a_head_node_that_cannot_start_fails_the_apply_with_its_own_reason() {
     boot::require_prerequisites();
@@ -591,6 +592,18 @@ resource "hpc_cluster" "main" {{
         );
     };
     ws.write(&config("24.11"));
+    // hpc-image publish recorded the image's Slurm in a tag: the plan refuses it, both named.
+    let planned = ws.tf(&["plan", "-no-color", "-input=false"]);
+    let said = planned.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        !planned.success && said.contains("carries Slurm 22.05") && said.contains("slurm.version is 24.11"),
+        "the plan must refuse the image's release: {said}"
+    );
+    assert!(emu.machines().is_empty(), "nothing may boot");
+    // An image without the tag (not published by hpc-image) is caught by the head at boot.
+    emu.ec2(&format!(
+        "Action=DeleteTags&ResourceId.1={ami}&Tag.1.Key=hpcforge%3Aslurm-version"
+    ));
     failed_apply(&[
         "failed at slurm release",
         "this image has Slurm slurm-wlm 22.05",

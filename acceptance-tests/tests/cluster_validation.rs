@@ -266,3 +266,65 @@ fn a_provision_timeout_that_cannot_fail_over_before_slurms_resume_timeout_is_ref
     ws.write(&format!("{cluster}\n{}", part("4m")));
     ws.destroy();
 }
+
+/// An image hpc-image published records its Slurm in a tag; a cluster or partition on another
+/// slurm.version is refused at plan with both releases named, changing nothing.
+#[test]
+fn an_image_with_another_slurm_release_than_slurm_version_is_refused_at_plan() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("image-release", &emu);
+    let subnet = emu.default_subnet();
+    emu.ec2(&format!(
+        "Action=CreateTags&ResourceId.1={AMI}&Tag.1.Key=hpcforge%3Aslurm-version&Tag.1.Value=22.05.8-4%2Bdeb12u3"
+    ));
+    let cluster = |version: &str| {
+        format!(
+            "resource \"hpc_cluster\" \"main\" {{\n  name = \"research\"\n  subnet_id = \"{subnet}\"\n  wait_for_ready = false\n  head_node {{\n    ami_id = \"{AMI}\"\n  }}\n  slurm {{\n    version = \"{version}\"\n  }}\n}}\n"
+        )
+    };
+    // The provider's default release (24.11) is not the image's.
+    ws.write(&cluster("24.11"));
+    emu.reset_calls();
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(!out.success, "{}", out.text());
+    assert_diagnostics(
+        &out.text(),
+        &[(
+            "hpc_cluster.main".to_string(),
+            "ami_id",
+            &format!("{AMI} carries Slurm 22.05 (22.05.8-4+deb12u3), but slurm.version is 24.11"),
+        )],
+    );
+    let said = out.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(said.contains("Set slurm { version = \"22.05\" }"), "{said}");
+    assert!(emu.mutating_calls().is_empty(), "{:?}", emu.mutating_calls());
+    // On the image's release, the cluster and a partition of the same image are accepted.
+    let part = partition("cpu", "")
+        .replace("cluster_id = \"research\"", "cluster_id = hpc_cluster.main.id")
+        .replace("subnet-0123456789abcdef0", &subnet);
+    ws.write(&format!("{}\n{part}", cluster("22.05")));
+    ws.apply();
+    // A partition on an image of another release, on the running cluster.
+    let other = emu.ec2("Action=DescribeImages&Owner.1=amazon");
+    let other_ami: String = other
+        .match_indices("<imageId>")
+        .map(|(i, _)| other[i + 9..].chars().take_while(|c| *c != '<').collect::<String>())
+        .find(|id| id != AMI)
+        .expect("a second AMI");
+    emu.ec2(&format!(
+        "Action=CreateTags&ResourceId.1={other_ami}&Tag.1.Key=hpcforge%3Aslurm-version&Tag.1.Value=24.11.1"
+    ));
+    ws.write(&format!("{}\n{}", cluster("22.05"), part.replace(AMI, &other_ami)));
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(!out.success, "{}", out.text());
+    assert_diagnostics(
+        &out.text(),
+        &[(
+            "hpc_partition.cpu".to_string(),
+            "ami_id",
+            &format!("{other_ami} carries Slurm 24.11 (24.11.1), but slurm.version is 22.05"),
+        )],
+    );
+    ws.write(&format!("{}\n{part}", cluster("22.05")));
+    ws.destroy();
+}

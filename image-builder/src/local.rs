@@ -520,7 +520,25 @@ pub struct BuildReport {
     pub layers_reused: usize,
     pub layers_built: usize,
     pub verify: Option<crate::verify::VerifyReport>,
+    /// The Slurm version the image carries (Debian's package version), None without Slurm;
+    /// `hpc-image publish` tags the AMI with it.
+    pub slurm_version: Option<String>,
     pub seconds: f64,
+}
+
+/// Slurm's packages, any of which says which Slurm the image has.
+const SLURM_PACKAGES: &[&str] = &["slurmctld", "slurmd", "slurm-client"];
+
+/// The installed version of the first of Slurm's packages in a dpkg status file.
+pub fn slurm_version_in_status(status: &str) -> Option<String> {
+    let stanzas: Vec<&str> = status.split("\n\n").collect();
+    SLURM_PACKAGES.iter().find_map(|package| {
+        stanzas.iter().find_map(|stanza| {
+            let field = |name: &str| stanza.lines().find_map(|l| l.strip_prefix(name).map(str::trim));
+            (field("Package:") == Some(*package) && field("Status:").is_some_and(|st| st.ends_with(" installed")))
+                .then(|| field("Version:").map(str::to_string))?
+        })
+    })
 }
 
 pub struct LocalBuild<'a> {
@@ -740,6 +758,9 @@ impl LocalBuild<'_> {
             seconds: t.elapsed().as_secs_f64(),
         });
 
+        let slurm_version = fs::read_to_string(root.join("var/lib/dpkg/status"))
+            .ok()
+            .and_then(|status| slurm_version_in_status(&status));
         let t = progress.step(total, total, "writing the disk image");
         let disk = self.out_dir.join("disk.raw");
         crate::disk::write_disk(&root, &work, &disk, self.source.disk_size, &logs.join("disk.log")).await?;
@@ -761,6 +782,7 @@ impl LocalBuild<'_> {
             layers_built: reports.iter().filter(|r| r.status == "built").count(),
             steps: reports,
             verify: None,
+            slurm_version,
             seconds: started.elapsed().as_secs_f64(),
         })
     }
@@ -891,6 +913,18 @@ pub fn file_sha256(path: &Path) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_slurm_version_is_read_from_dpkgs_status() {
+        let status = "Package: munge\nStatus: install ok installed\nVersion: 0.5.15-2\n\n\
+                      Package: slurmd\nStatus: deinstall ok config-files\nVersion: 21.08.1\n\n\
+                      Package: slurmctld\nStatus: install ok installed\nVersion: 22.05.8-4+deb12u3\n";
+        assert_eq!(slurm_version_in_status(status).as_deref(), Some("22.05.8-4+deb12u3"));
+        assert_eq!(
+            slurm_version_in_status("Package: munge\nStatus: install ok installed\nVersion: 1\n"),
+            None
+        );
+    }
 
     #[test]
     fn sparse_copy_writes_data_at_the_offset_and_leaves_holes() {

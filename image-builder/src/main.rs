@@ -256,6 +256,13 @@ fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), String> 
     std::fs::write(path, text + "\n").map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
+/// The Slurm version in the build report written beside `disk` (None: no report, or no Slurm).
+fn built_slurm_version(disk: &Path) -> Option<String> {
+    let report = std::fs::read(disk.with_file_name("build-report.json")).ok()?;
+    let report: serde_json::Value = serde_json::from_slice(&report).ok()?;
+    report["slurm_version"].as_str().map(str::to_string)
+}
+
 async fn publish_disk(
     args: &Args,
     plan: &Plan,
@@ -273,6 +280,17 @@ async fn publish_disk(
         &format!("publishing {} to {}", cfg.ami_name, cfg.regions.join(", ")),
     );
     let aws = connect(&cfg.regions[0]).await?;
+    // The image's Slurm, as the build that wrote the disk found it, goes on the AMI: the
+    // provider refuses at plan a cluster whose slurm.version differs.
+    let mut cfg = cfg.clone();
+    if let Some(version) = built_slurm_version(disk) {
+        progress.say(&format!(
+            "Slurm {version} (tag {})",
+            hpc_desired_state::SLURM_VERSION_TAG
+        ));
+        cfg.tags.insert(hpc_desired_state::SLURM_VERSION_TAG.into(), version);
+    }
+    let cfg = &cfg;
     let mut lines = Vec::new();
     let result = publish::publish(&aws, cfg, Some(disk), &plan.template_sha256, &mut |l: &str| {
         lines.push(l.to_string())

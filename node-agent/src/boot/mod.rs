@@ -99,11 +99,7 @@ pub async fn join(
 
 /// The Slurm release series (`22.05`) of a `--version` line (`slurm-wlm 22.05.8`, `slurm 24.11.1`).
 pub fn release_series(version_line: &str) -> Option<String> {
-    let version = version_line.split_whitespace().last()?;
-    let mut parts = version.split('.');
-    let (major, minor) = (parts.next()?, parts.next()?);
-    let numeric = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit());
-    (numeric(major) && numeric(minor)).then(|| format!("{major}.{minor}"))
+    hpc_desired_state::release_series(version_line.split_whitespace().last()?)
 }
 
 /// The daemons print their release without a configuration (clients such as `sinfo` first

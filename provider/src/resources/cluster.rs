@@ -20,7 +20,7 @@ use crate::desired_state::boot::{HeadReport, Phase, Role};
 use crate::desired_state::{self, AccountingDoc, ClusterDoc, MountDoc, UserDoc, SCHEMA};
 use crate::pricing;
 use crate::provider::Clients;
-use crate::resources::{aws_diag, or_stop, valid_name};
+use crate::resources::{aws_diag, image_release, or_stop, valid_name};
 
 pub struct HpcCluster;
 
@@ -703,6 +703,20 @@ impl Resource for HpcCluster {
                     )
                     .at(AttributePath::root(at).attr("instance_type")),
                 );
+            }
+        }
+        // The head's image against slurm.version, when either is new.
+        let image = |v: &Value| {
+            (
+                v.attr("head_node").attr("ami_id").clone(),
+                v.attr("slurm").attr("version").clone(),
+            )
+        };
+        if req.prior.is_null() || image(&req.planned) != image(&req.prior) {
+            let ami = string(req.planned.attr("head_node").attr("ami_id"));
+            if let (Some(ami), Some(version)) = (ami, string(req.planned.attr("slurm").attr("version"))) {
+                let at = AttributePath::root("head_node").attr("ami_id");
+                req.diagnostics.extend(image_release(clients, &ami, &version, at).await);
             }
         }
         if req.prior.is_null() {

@@ -14,6 +14,50 @@ pub(crate) fn aws_diag(summary: &str, e: &AwsError) -> Diagnostics {
     Diagnostic::error(summary, e.to_string()).into()
 }
 
+/// Refuses an AMI whose Slurm (the release hpc-image recorded in its tag) is not `version`, the
+/// cluster's `slurm.version`: its daemons would refuse a configuration rendered for another
+/// release. An AMI without the tag (not published by hpc-image) is checked at boot instead.
+pub(crate) async fn image_release(
+    clients: &crate::provider::Clients,
+    ami: &str,
+    version: &str,
+    at: tfplugin::AttributePath,
+) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let image = match clients.ec2.describe_image(ami).await {
+        Ok(Some(image)) => image,
+        Ok(None) => return diags,
+        Err(e) => {
+            diags.push(Diagnostic::warning(
+                format!("Cannot check the Slurm release of {ami}"),
+                format!("{e}; a node on another release than slurm.version fails at boot."),
+            ));
+            return diags;
+        }
+    };
+    let tagged = image
+        .tags
+        .iter()
+        .find(|(k, _)| k == hpc_desired_state::SLURM_VERSION_TAG)
+        .map(|(_, v)| v.as_str());
+    let Some((tagged, series)) = tagged.and_then(|t| Some((t, hpc_desired_state::release_series(t)?))) else {
+        return diags;
+    };
+    if series != version {
+        diags.push(
+            Diagnostic::error(
+                format!("{ami} carries Slurm {series} ({tagged}), but slurm.version is {version}"),
+                format!(
+                    "Its daemons would refuse a configuration rendered for Slurm {version}. Set \
+                     slurm {{ version = \"{series}\" }} on the cluster, or use an image baked with Slurm {version}."
+                ),
+            )
+            .at(at),
+        );
+    }
+    diags
+}
+
 /// Runs an AWS operation, giving up early if Terraform asks the provider to stop.
 pub(crate) async fn or_stop<T>(
     ctx: &Ctx,

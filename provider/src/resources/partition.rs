@@ -19,7 +19,7 @@ use crate::desired_state::boot::Role;
 use crate::desired_state::{self, ClusterDoc, PartitionDoc, PoolDoc, ShapeDoc, SCHEMA};
 use crate::pricing;
 use crate::provider::Clients;
-use crate::resources::{aws_diag, or_stop, valid_name};
+use crate::resources::{aws_diag, image_release, or_stop, valid_name};
 
 pub struct HpcPartition;
 
@@ -672,6 +672,15 @@ impl Resource for HpcPartition {
         req.diagnostics.extend(diags);
         if let Some(cdoc) = &cdoc {
             req.diagnostics.extend(cluster_checks(cdoc, &doc));
+            // The nodes' image against the cluster's slurm.version, when the image is new.
+            let ami = string(req.planned.attr("ami_id"));
+            if let Some(ami) =
+                ami.filter(|_| req.prior.is_null() || req.planned.attr("ami_id") != req.prior.attr("ami_id"))
+            {
+                let at = AttributePath::root("ami_id");
+                req.diagnostics
+                    .extend(image_release(clients, &ami, &cdoc.slurm_version, at).await);
+            }
         }
         if let (Some(cluster), Some(published), Some(_)) = (&cluster_id, &published, &cdoc) {
             let mut all: Vec<(String, u32, u32, u32)> =
