@@ -22,6 +22,17 @@ fn assert_diagnostics(text: &str, cases: &[(String, &str, &str)]) {
     }
 }
 
+/// A plan refused with every (resource address, attribute, phrase) diagnosed and not one
+/// mutating AWS call; returns its output with whitespace folded (Terraform wraps details).
+fn refused_plan(ws: &Workspace, emu: &Emulator, cases: &[(String, &str, &str)]) -> String {
+    emu.reset_calls();
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(!out.success, "{}", out.text());
+    assert_diagnostics(&out.text(), cases);
+    assert!(emu.mutating_calls().is_empty(), "{:?}", emu.mutating_calls());
+    out.text().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn cluster(name: &str, body: &str) -> String {
     format!(
         "resource \"hpc_cluster\" \"{name}\" {{\n  name = \"{}\"\n  subnet_id = \"subnet-0123456789abcdef0\"\n  head_node {{\n    ami_id = \"{AMI}\"\n  }}\n{body}\n}}\n",
@@ -240,28 +251,21 @@ fn a_provision_timeout_that_cannot_fail_over_before_slurms_resume_timeout_is_ref
         .parameter_json("/hpcforge/clusters/research/partitions/gpu")
         .is_none());
     // With the cluster in place, the plan itself refuses it, changing nothing.
-    emu.reset_calls();
-    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
-    assert!(!out.success, "{}", out.text());
-    assert_diagnostics(&out.text(), &expected);
-    assert!(emu.mutating_calls().is_empty(), "{:?}", emu.mutating_calls());
+    refused_plan(&ws, &emu, &expected);
     // Room to fail over: accepted.
     ws.write(&format!("{cluster}\n{}", part("4m")));
     ws.apply();
     // The cluster's timeout cannot shrink under the published partition's either.
     ws.write(&format!("{}\n{}", cluster.replace("\"5m\"", "\"3m\""), part("4m")));
-    emu.reset_calls();
-    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
-    assert!(!out.success, "{}", out.text());
-    assert_diagnostics(
-        &out.text(),
+    refused_plan(
+        &ws,
+        &emu,
         &[(
             "hpc_cluster.main".to_string(),
             "resume_timeout",
             "provision_timeout (4m) must be shorter than cluster research's slurm.resume_timeout (3m)",
         )],
     );
-    assert!(emu.mutating_calls().is_empty(), "{:?}", emu.mutating_calls());
     // Terraform's destroy plans the configuration first: it is put back as applied.
     ws.write(&format!("{cluster}\n{}", part("4m")));
     ws.destroy();
@@ -284,20 +288,16 @@ fn an_image_with_another_slurm_release_than_slurm_version_is_refused_at_plan() {
     };
     // The provider's default release (24.11) is not the image's.
     ws.write(&cluster("24.11"));
-    emu.reset_calls();
-    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
-    assert!(!out.success, "{}", out.text());
-    assert_diagnostics(
-        &out.text(),
+    let said = refused_plan(
+        &ws,
+        &emu,
         &[(
             "hpc_cluster.main".to_string(),
             "ami_id",
             &format!("{AMI} carries Slurm 22.05 (22.05.8-4+deb12u3), but slurm.version is 24.11"),
         )],
     );
-    let said = out.text().split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(said.contains("Set slurm { version = \"22.05\" }"), "{said}");
-    assert!(emu.mutating_calls().is_empty(), "{:?}", emu.mutating_calls());
     // On the image's release, the cluster and a partition of the same image are accepted.
     let part = partition("cpu", "")
         .replace("cluster_id = \"research\"", "cluster_id = hpc_cluster.main.id")
@@ -315,10 +315,9 @@ fn an_image_with_another_slurm_release_than_slurm_version_is_refused_at_plan() {
         "Action=CreateTags&ResourceId.1={other_ami}&Tag.1.Key=hpcforge%3Aslurm-version&Tag.1.Value=24.11.1"
     ));
     ws.write(&format!("{}\n{}", cluster("22.05"), part.replace(AMI, &other_ami)));
-    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
-    assert!(!out.success, "{}", out.text());
-    assert_diagnostics(
-        &out.text(),
+    refused_plan(
+        &ws,
+        &emu,
         &[(
             "hpc_partition.cpu".to_string(),
             "ami_id",

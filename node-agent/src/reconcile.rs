@@ -147,7 +147,7 @@ async fn read_state(aws: &Aws, cluster: &str) -> Result<(ClusterDoc, Vec<Partiti
             )
         })?;
     let mut doc: ClusterDoc = serde_json::from_str(&param.value).map_err(|e| format!("{}: {e}", param.name))?;
-    // The head's one reconcile unit reads the shards each pass (no cache to go stale).
+    // Without a cache: one node (the head) reads them, a call per ten shards each pass.
     crate::cmd::fill_users(aws, &mut doc, None)
         .await
         .map_err(|e| e.to_string())?;

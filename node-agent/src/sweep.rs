@@ -8,26 +8,28 @@ use std::collections::BTreeSet;
 
 use hpc_aws::ec2::InstanceInfo;
 use hpc_desired_state::PartitionDoc;
+use slurm_model::NodeSet;
 
 /// Seconds an untagged instance may exist before it counts as an orphan.
 pub const UNTAGGED_GRACE_S: i64 = 600;
 
-/// Every node name the desired state defines.
-pub fn known_nodes(partitions: &[PartitionDoc]) -> BTreeSet<String> {
+/// The first `count(node set)` node names of each node set the desired state defines.
+fn node_names<C: FromIterator<String>>(partitions: &[PartitionDoc], count: fn(&NodeSet) -> u32) -> C {
     partitions
         .iter()
         .flat_map(|p| p.to_model().node_sets)
-        .flat_map(|s| (1..=s.max_nodes).map(move |n| slurm_model::node_name(&s.name, n)))
+        .flat_map(|s| (1..=count(&s)).map(move |n| slurm_model::node_name(&s.name, n)))
         .collect()
+}
+
+/// Every node name the desired state defines.
+pub fn known_nodes(partitions: &[PartitionDoc]) -> BTreeSet<String> {
+    node_names(partitions, |s| s.max_nodes)
 }
 
 /// The always-on nodes (`min_nodes`) the desired state defines.
 pub fn static_nodes(partitions: &[PartitionDoc]) -> Vec<String> {
-    partitions
-        .iter()
-        .flat_map(|p| p.to_model().node_sets)
-        .flat_map(|s| (1..=s.static_nodes.min(s.max_nodes)).map(move |n| slurm_model::node_name(&s.name, n)))
-        .collect()
+    node_names(partitions, |s| s.static_nodes.min(s.max_nodes))
 }
 
 /// What the sweep does for a static node: Slurm never powers one up by itself (it is excluded
