@@ -28,6 +28,7 @@ from moto.ec2.models.instances import Instance, InstanceBackend
 
 import firewall
 import netns
+import volumes
 from disks import DiskError, root_snapshot
 from faults import FAULTS
 from machines import BootFault, MachineManager
@@ -44,6 +45,7 @@ REQUIRED = {
     "iptables-restore": "iptables",
     "dnsmasq": "dnsmasq-base",
     "mount": "mount",
+    "losetup": "mount",
 }
 
 
@@ -77,6 +79,7 @@ def clean_stale(state_root: str) -> list[str]:
             target = line.split(" ")[4]
             if target.startswith(directory + "/"):
                 subprocess.run(["umount", "-l", target], capture_output=True, timeout=30, check=False)
+        volumes.detach_stale_loops(directory)
         for name in netns.names(f"hpcemu-{pid}-"):
             netns.delete(name)
         for link in netns.host_links(re.compile(rf"^he{pid:06x}v\d+$")):

@@ -65,6 +65,7 @@ def write_port_file(path: str, port: int) -> None:
 def start_boot_mode(args: argparse.Namespace, app: object) -> object | None:
     """Checks what boot mode needs, removes what crashed runs left, installs the machines."""
     import boot
+    import volumes
     from machines import MachineManager, default_budget
 
     missing = boot.missing_prerequisites()
@@ -75,6 +76,7 @@ def start_boot_mode(args: argparse.Namespace, app: object) -> object | None:
         print(f"emulator: removed what an earlier run left: {args.boot_dir}/{stale}", file=sys.stderr)
     manager = MachineManager(args.boot_dir, args.machine_budget or default_budget(), app)
     boot.install(manager)
+    volumes.install(manager)
     return manager
 
 

@@ -35,6 +35,7 @@ from moto.ec2.models.instances import InstanceState, StateReason
 
 import iam_enforce
 import netns
+import volumes
 import vpcnet
 from disks import DiskStore
 from imds import Imds, MetadataSource
@@ -129,6 +130,7 @@ class MachineManager:
         self.shares_dir = os.path.join(self.state_dir, "shares")
         os.makedirs(self.shares_dir, exist_ok=True)
         self.imds = Imds(self._metadata_at)
+        self.volumes = volumes.VolumeStore(self.state_dir)
         self.machines: dict[str, Machine] = {}
         self.vpcs: dict[tuple[str, str, str], vpcnet.Vpc] = {}
         self._reserved = 0
@@ -285,6 +287,7 @@ class MachineManager:
         console.close()
         machine.started_at = time.time()
         _set_state(machine.instance, "running")
+        volumes.machine_started(self, machine)
         threading.Thread(target=self._watch, args=(machine,), name=f"watch-{machine.instance_id}", daemon=True).start()
         if machine.fault is not None and machine.fault.kind == "dies-at-boot":
             threading.Timer(machine.fault.delay_s, self._kill, args=(machine,)).start()
@@ -313,6 +316,7 @@ class MachineManager:
         if machine.wanted == "running":
             machine.wanted = "terminated"
         final = machine.wanted
+        volumes.machine_ended(self, machine, terminated=final == "terminated")
         _set_state(machine.instance, final, reason)
         machine.done.set()
         self._retire_idle_vpcs()
@@ -415,6 +419,7 @@ class MachineManager:
                 _shutdown(server)
         for vpc in self.vpcs.values():
             vpc.destroy()
+        self.volumes.close()
         self.disks.close()
         for name in netns.names(self.run_prefix + "-"):
             netns.delete(name)

@@ -322,3 +322,56 @@ def test_boot_faults_a_machine_that_dies_and_a_spot_interruption(boot: dict[str,
         vpc.wait_state(spot, "terminated", timeout=60)
     finally:
         control(boot["endpoint"], "DELETE", "/faults")
+
+
+def test_a_volume_and_a_network_interface_outlive_the_instance_and_move_to_the_next(
+    boot: dict[str, Any], vpc: Vpc
+) -> None:
+    group = vpc.group("ssh", [vpc.ssh_from_vpc()])
+    eni = vpc.ec2.create_network_interface(SubnetId=vpc.subnet_id, Groups=[group])["NetworkInterface"]
+    nic = [{"DeviceIndex": 0, "NetworkInterfaceId": eni["NetworkInterfaceId"]}]
+    launch = {
+        "ImageId": boot["image_id"], "InstanceType": "c7i.large", "MinCount": 1, "MaxCount": 1,
+        "KeyName": vpc.key_name, "NetworkInterfaces": nic,
+        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
+    }
+    first = vpc.ec2.run_instances(**launch)["Instances"][0]["InstanceId"]
+    address = vpc.wait_state(first, "running")["PrivateIpAddress"]
+    assert address == eni["PrivateIpAddress"]
+    with pytest.raises(ClientError) as taken:
+        vpc.ec2.run_instances(**launch)
+    assert error_code(taken) == "InvalidNetworkInterface.InUse"
+
+    zone = vpc.describe(first)["Placement"]["AvailabilityZone"]
+    volume = vpc.ec2.create_volume(AvailabilityZone=zone, Size=1, VolumeType="gp3", Encrypted=True)["VolumeId"]
+    other_zone = vpc.ec2.create_volume(AvailabilityZone="us-east-1b", Size=1)["VolumeId"]
+    with pytest.raises(ClientError) as elsewhere:
+        vpc.ec2.attach_volume(VolumeId=other_zone, InstanceId=first, Device="/dev/sdg")
+    assert error_code(elsewhere) == "InvalidVolume.ZoneMismatch"
+    vpc.ec2.attach_volume(VolumeId=volume, InstanceId=first, Device="/dev/sdf")
+    vpc.wait_ssh(address)
+    by_id = f"/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_{volume.replace('-', '')}"
+    vpc.ssh(address, f"for i in $(seq 50); do [ -b {by_id} ] && break; sleep 0.2; done; test -b {by_id}")
+    vpc.ssh(address, f"sudo mkfs.ext4 -q {by_id} && sudo mkdir -p /data && sudo mount {by_id} /data && "
+            "echo kept | sudo tee /data/proof >/dev/null && sync")
+    with pytest.raises(ClientError) as busy:
+        vpc.ec2.delete_volume(VolumeId=volume)
+    assert error_code(busy) == "VolumeInUse"
+
+    vpc.ec2.terminate_instances(InstanceIds=[first])
+    vpc.wait_state(first, "terminated")
+    described = vpc.ec2.describe_network_interfaces(NetworkInterfaceIds=[eni["NetworkInterfaceId"]])
+    assert described["NetworkInterfaces"][0]["Status"] == "available"
+
+    second = vpc.ec2.run_instances(**launch)["Instances"][0]["InstanceId"]
+    assert vpc.wait_state(second, "running")["PrivateIpAddress"] == address
+    vpc.ec2.attach_volume(VolumeId=volume, InstanceId=second, Device="/dev/sdf")
+    vpc.wait_ssh(address)
+    vpc.ssh(address, f"for i in $(seq 50); do [ -b {by_id} ] && break; sleep 0.2; done; "
+            f"sudo mkdir -p /data && sudo mount {by_id} /data")
+    assert vpc.ssh(address, "cat /data/proof").stdout.strip() == "kept"
+    vpc.ssh(address, "sudo umount /data")
+    vpc.ec2.detach_volume(VolumeId=volume)
+    vpc.ssh(address, f"! test -e {by_id}")
+    vpc.ec2.delete_volume(VolumeId=volume)
+    assert not (boot["boot_dir"] / f"run-{boot['process'].pid}" / "volumes" / f"{volume}.img").exists()
