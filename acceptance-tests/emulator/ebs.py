@@ -10,9 +10,10 @@ account and region: ``pending`` while blocks are written, ``completed``
 DeleteSnapshot see it. State is kept per account and region in a moto ``BackendDict``,
 so moto's reset clears it too.
 
-Block data is kept in memory up to :data:`MAX_STORED_BYTES` per process (all-zero blocks
-cost nothing); past that only checksums are kept and GetSnapshotBlock of such a block
-answers InternalServerException saying so.
+Block data is kept in memory up to :data:`MAX_STORED_BYTES` per process, once per distinct
+content (all-zero blocks cost nothing, a block written again in another snapshot nothing
+more); past that only checksums are kept and GetSnapshotBlock of such a block answers
+InternalServerException saying so.
 """
 
 from __future__ import annotations
@@ -116,6 +117,28 @@ class StoreBudget:
 BUDGET = StoreBudget(MAX_STORED_BYTES)
 
 
+class _Stored:
+    """One kept block's bytes, shared by every block with the same digest (a disk published
+    twice costs its memory once)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        weakref.finalize(self, BUDGET.release, len(data))
+
+
+_STORED: weakref.WeakValueDictionary[bytes, _Stored] = weakref.WeakValueDictionary()
+_STORED_LOCK = threading.Lock()
+
+
+def _stored(digest: bytes, data: bytes) -> _Stored | None:
+    with _STORED_LOCK:
+        found = _STORED.get(digest)
+        if found is None and BUDGET.reserve(len(data)):
+            found = _Stored(data)
+            _STORED[digest] = found
+        return found
+
+
 class Block:
     """One written 512 KiB block: its SHA-256, a read token, and the data when kept."""
 
@@ -123,10 +146,11 @@ class Block:
         self.digest = digest
         self.token = base64.b64encode(secrets.token_bytes(24)).decode()
         self.zero = digest == ZERO_DIGEST
-        self.data: bytes | None = None
-        if not self.zero and BUDGET.reserve(len(data)):
-            self.data = data
-            weakref.finalize(self, BUDGET.release, len(data))
+        self._stored = None if self.zero else _stored(digest, data)
+
+    @property
+    def data(self) -> bytes | None:
+        return self._stored.data if self._stored is not None else None
 
     @property
     def checksum(self) -> str:
