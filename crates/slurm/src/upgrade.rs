@@ -1,0 +1,95 @@
+//! Which Slurm upgrades a running cluster can take (Slurm's upgrade guide): daemons read the
+//! state files, RPCs and database records of the previous two major releases, and from 24.11
+//! on the previous three. Nothing reads a newer release's state: there is no downgrade.
+
+use crate::error::ModelError;
+
+/// Slurm's major releases, oldest first.
+pub const MAJOR_RELEASES: &[&str] = &[
+    "20.02", "20.11", "21.08", "22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11",
+];
+
+/// How many releases back `to` accepts state from.
+fn window(to: usize) -> usize {
+    let since = MAJOR_RELEASES.iter().position(|r| *r == "24.11").unwrap_or(usize::MAX);
+    if to >= since {
+        3
+    } else {
+        2
+    }
+}
+
+fn series(version: &str) -> String {
+    version.split('.').take(2).collect::<Vec<_>>().join(".")
+}
+
+/// Whether a cluster running `from` can be upgraded to `to` in place; the error names the
+/// releases in between and a path Slurm supports.
+pub fn check_upgrade(from: &str, to: &str) -> Result<(), ModelError> {
+    let (from, to) = (series(from), series(to));
+    let at = |r: &str| MAJOR_RELEASES.iter().position(|x| *x == r);
+    let (Some(i), Some(j)) = (at(&from), at(&to)) else {
+        return Ok(()); // Unknown releases are the version check's to name.
+    };
+    if j < i {
+        return Err(ModelError::new(
+            ["cluster", "version"],
+            format!("Slurm cannot go back from {from} to {to}"),
+            format!(
+                "The cluster's saved state and accounting database were written by Slurm {from}; Slurm {to} \
+                 cannot read them. Keep slurm.version = \"{from}\" (or build a new cluster)."
+            ),
+        ));
+    }
+    if j - i <= window(j) {
+        return Ok(());
+    }
+    let between = MAJOR_RELEASES[i + 1..j].join(", ");
+    let mut path = vec![from.clone()];
+    let mut k = i;
+    while j - k > window(j) {
+        // The farthest release that still reads k's state.
+        k = (k + 1..j).rev().find(|&n| n - k <= window(n)).unwrap_or(k + 1);
+        path.push(MAJOR_RELEASES[k].to_string());
+    }
+    path.push(to.clone());
+    Err(ModelError::new(
+        ["cluster", "version"],
+        format!("Slurm {from} cannot be upgraded to {to} in one step"),
+        format!(
+            "Slurm {to} reads the state of the previous {} major releases only, and {between} come between. \
+             Upgrade through {} (one apply with each release's images), or build a new cluster on {to}.",
+            window(j),
+            path.join(" → ")
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_releases_back_and_three_from_24_11() {
+        assert!(check_upgrade("22.05", "23.11").is_ok());
+        assert!(check_upgrade("22.05.8", "22.05.11").is_ok());
+        assert!(check_upgrade("24.05", "25.05").is_ok());
+        assert!(check_upgrade("23.02", "24.11").is_ok());
+        assert!(check_upgrade("22.05", "24.05").is_err());
+    }
+
+    #[test]
+    fn a_long_jump_names_the_releases_between_and_a_path() {
+        let e = check_upgrade("22.05", "24.11").expect_err("four releases");
+        assert!(e.detail.contains("23.02, 23.11, 24.05 come between"), "{}", e.detail);
+        assert!(e.detail.contains("22.05 → 23.11 → 24.11"), "{}", e.detail);
+        let e = check_upgrade("20.11", "25.11").expect_err("far");
+        assert!(e.detail.contains("20.11 → 22.05 → 23.11"), "{}", e.detail);
+    }
+
+    #[test]
+    fn no_downgrade() {
+        let e = check_upgrade("24.11", "22.05").expect_err("down");
+        assert!(e.summary.contains("cannot go back"));
+    }
+}
