@@ -85,6 +85,12 @@ pub fn test_disk() -> PathBuf {
 
 /// Publishes the test disk to `emu` with `hpc-image publish`; returns the us-east-1 AMI.
 pub fn publish_test_image(emu: &Emulator) -> String {
+    publish_test_image_named(emu, "")
+}
+
+/// The test disk published again under another name (`name_suffix`): a second AMI, as a
+/// patched rebuild of the head node's image would be.
+pub fn publish_test_image_named(emu: &Emulator, name_suffix: &str) -> String {
     let disk = test_disk();
     let work = scratch_dir("publish");
     let manifest = work.join("manifest.json");
@@ -96,6 +102,7 @@ pub fn publish_test_image(emu: &Emulator) -> String {
         .arg("--manifest")
         .arg(&manifest)
         .args(["-var", r#"regions=["us-east-1"]"#])
+        .args(["-var", &format!("name_suffix={name_suffix}")])
         .output()
         .expect("running hpc-image publish");
     assert!(done.status.success(), "hpc-image publish failed:\n{}", text(&done));

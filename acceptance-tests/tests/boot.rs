@@ -505,6 +505,9 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         },
     );
 
+    // The head node changes and fails without losing the queue, the accounting or the nodes.
+    head_survives(&emu, &ws, &key, &login_ip, &job, &changed, &ami);
+
     ws.destroy();
     let live: Vec<Value> = emu
         .machines()
@@ -512,6 +515,108 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         .filter(|m| m["State"] != "terminated")
         .collect();
     assert!(live.is_empty(), "machines left after destroy: {live:?}");
+}
+
+/// A new head image (planned as an update in place) and then an out-of-band termination of the
+/// head: each time a new head starts on the same address with the same state volume, and the
+/// completed job's accounting row, a held job, a job running on a compute node, the user's
+/// file in /home, the munge key and the static node all survive; the plan is empty after.
+fn head_survives(
+    emu: &Emulator,
+    ws: &Workspace,
+    key: &std::path::Path,
+    login_ip: &str,
+    job: &str,
+    config: &str,
+    ami: &str,
+) {
+    let as_user = |command: &str| text(&ssh_as(key, USER, login_ip, command));
+    let held = as_user("sbatch --parsable --hold -p cpu -o held.out --wrap hostname")
+        .trim()
+        .to_string();
+    assert!(held.parse::<u64>().is_ok(), "sbatch --hold: {held}");
+    // On the static node: running while the head is replaced.
+    let running = as_user("sbatch --parsable -p small -o running.out --wrap 'sleep 45; echo finished'")
+        .trim()
+        .to_string();
+    eventually(
+        "the job on the static node runs",
+        Duration::from_secs(60),
+        || as_user(&format!("squeue -h -j {running} -o %T")).trim() == "RUNNING",
+        || as_user("squeue; sinfo"),
+    );
+    let before = ws.resource("hpc_cluster.main");
+    let static_node = instances_tagged(emu, "hpcforge:node", "small-c7i-large-1");
+    let survived = |what: &str| {
+        let sacct = || as_user(&format!("sacct -n -X -P -j {job} -o JobID,State"));
+        eventually(
+            &format!("{what}: the cluster schedules again with its accounting"),
+            Duration::from_secs(120),
+            || sacct().trim() == format!("{job}|COMPLETED"),
+            || format!("{}\n{}", sacct(), as_user("squeue; sinfo")),
+        );
+        let queued = as_user(&format!("squeue -h -j {held} -o '%T %r'"));
+        assert_eq!(queued.trim(), "PENDING JobHeldUser", "{what}: the held job: {queued}");
+        assert_eq!(as_user("head -c 16 job.out").trim(), "cpu-c7i-large-1", "{what}: /home");
+        let now = ws.resource("hpc_cluster.main");
+        for kept in [
+            "head_node_private_ip",
+            "state_volume_id",
+            "munge_key_secret_arn",
+            "login_node_ids",
+        ] {
+            assert_eq!(now[kept], before[kept], "{what}: {kept}");
+        }
+        assert_eq!(
+            instances_tagged(emu, "hpcforge:node", "small-c7i-large-1"),
+            static_node,
+            "{what}: the static node stays"
+        );
+        ws.assert_no_changes();
+        now["head_node_instance_id"].as_str().unwrap_or_default().to_string()
+    };
+
+    // (a) A patched image of the head node: an update in place.
+    let patched = boot::publish_test_image_named(emu, "-patched");
+    assert_ne!(patched, ami);
+    let new_image = config.replacen(
+        &format!("    ami_id               = \"{ami}\""),
+        &format!("    ami_id               = \"{patched}\""),
+        1,
+    );
+    assert_ne!(new_image, config);
+    ws.write(&new_image);
+    let plan = ws.plan().text();
+    assert!(plan.contains("hpc_cluster.main will be updated in-place"), "{plan}");
+    assert!(!plan.contains("must be replaced"), "{plan}");
+    ws.apply();
+    let first = before["head_node_instance_id"].as_str().unwrap_or_default().to_string();
+    let second = survived("a new head image");
+    assert_ne!(second, first, "a new head node");
+    assert_eq!(machine_state(emu, &first).as_deref(), Some("terminated"));
+    // The job that ran across the replacement finished on its node and was accounted.
+    let finished = || as_user(&format!("sacct -n -X -P -j {running} -o State"));
+    eventually(
+        "the job running during the replacement completes",
+        Duration::from_secs(120),
+        || finished().trim() == "COMPLETED",
+        || format!("{}\n{}", finished(), as_user("squeue")),
+    );
+    assert_eq!(as_user("cat running.out").trim(), "finished");
+
+    // (b) The head terminated outside Terraform: the next apply starts its successor.
+    emu.ec2(&format!("Action=TerminateInstances&InstanceId.1={second}"));
+    eventually(
+        "the head node is gone",
+        Duration::from_secs(60),
+        || machine_state(emu, &second).as_deref() == Some("terminated"),
+        || format!("{:?}", emu.machines()),
+    );
+    let plan = ws.plan().text();
+    assert!(plan.contains("hpc_cluster.main will be updated in-place"), "{plan}");
+    ws.apply();
+    let third = survived("an out-of-band termination");
+    assert_ne!(third, second, "a successor");
 }
 
 /// SSH as the cluster's user works once login-init installed their key.

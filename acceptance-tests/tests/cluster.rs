@@ -733,6 +733,45 @@ fn cluster_settings_update_in_place_and_renames_replace() {
     );
     ws.assert_no_changes();
 
+    // A new head image is an update in place: a new head on the same interface and address,
+    // the state volume moved to it, the old head gone, the munge key and login nodes kept.
+    let images = emu.ec2("Action=DescribeImages&Owner.1=amazon");
+    let other_ami: String = images
+        .match_indices("<imageId>")
+        .map(|(i, _)| images[i + 9..].chars().take_while(|c| *c != '<').collect::<String>())
+        .find(|id| id != AMI)
+        .expect("a second AMI");
+    let new_image = changed.replace(&format!("ami_id = \"{AMI}\""), &format!("ami_id = \"{other_ami}\""));
+    ws.write(&format!("{}{new_image}{part}", network()));
+    let plan = ws.plan().text();
+    assert!(plan.contains("hpc_cluster.main will be updated in-place"), "{plan}");
+    assert!(!plan.contains("must be replaced"), "{plan}");
+    ws.apply();
+    let moved = ws.resource("hpc_cluster.main");
+    let old_head = after["head_node_instance_id"].as_str().unwrap_or_default().to_string();
+    let new_head = moved["head_node_instance_id"].as_str().unwrap_or_default().to_string();
+    assert_ne!(new_head, old_head, "a new head node");
+    for kept in [
+        "head_node_private_ip",
+        "head_node_network_interface_id",
+        "state_volume_id",
+        "munge_key_secret_arn",
+        "login_node_ids",
+    ] {
+        assert_eq!(moved[kept], after[kept], "{kept} is kept");
+    }
+    let old = emu.ec2(&format!("Action=DescribeInstances&InstanceId.1={old_head}"));
+    assert!(old.contains("<name>terminated</name>"), "{old}");
+    let volume = moved["state_volume_id"].as_str().unwrap_or_default();
+    let described = emu.ec2(&format!("Action=DescribeVolumes&VolumeId.1={volume}"));
+    assert!(
+        described.contains(&format!("<instanceId>{new_head}</instanceId>")),
+        "{described}"
+    );
+    assert!(described.contains("<encrypted>true</encrypted>"), "{described}");
+    ws.assert_no_changes();
+    let changed = new_image;
+
     // Renaming a partition, the cluster or the network's range plans a replacement.
     ws.write(&format!(
         "{}{changed}{}",
@@ -762,6 +801,12 @@ fn cluster_settings_update_in_place_and_renames_replace() {
     assert!(plan.contains("hpc_network.net must be replaced"), "{plan}");
     ws.write(&format!("{}{changed}{part}", network()));
     ws.destroy();
+    // The state volume and the head's interface go with the cluster.
+    let left = emu.ec2("Action=DescribeVolumes&Filter.1.Name=tag%3Ahpcforge%3Arole&Filter.1.Value.1=head-state");
+    assert!(!left.contains("<volumeId>"), "{left}");
+    let left =
+        emu.ec2("Action=DescribeNetworkInterfaces&Filter.1.Name=tag%3Ahpcforge%3Arole&Filter.1.Value.1=head-interface");
+    assert!(!left.contains("<networkInterfaceId>"), "{left}");
 }
 
 /// The launch template's security groups, from DescribeLaunchTemplateVersions.

@@ -74,6 +74,12 @@ fn bad_clusters_and_partitions_are_rejected_when_validated() {
         (cluster("bad_subnet", "").replace("subnet-0123456789abcdef0", "net-1"), "hpc_cluster.bad_subnet".into(), "subnet_id", "is not a subnet id"),
         (cluster("bad_ami", "").replace(AMI, "img-1"), "hpc_cluster.bad_ami".into(), "ami_id", "is not an AMI id"),
         (
+            cluster("tiny_state", "").replace("    ami_id", "    state_volume_size = 0\n    ami_id"),
+            "hpc_cluster.tiny_state".into(),
+            "state_volume_size",
+            "a state volume of 0 GiB is not possible",
+        ),
+        (
             cluster("open_ssh", "").replace("    ami_id", "    allowed_ssh_cidrs = [\"0.0.0.0/0\"]\n    ami_id"),
             "hpc_cluster.open_ssh".into(),
             "allowed_ssh_cidrs",
@@ -324,6 +330,19 @@ fn an_image_with_another_slurm_release_than_slurm_version_is_refused_at_plan() {
             &format!("{other_ami} carries Slurm 24.11 (24.11.1), but slurm.version is 22.05"),
         )],
     );
+    // The cluster to 24.11 on an image of 24.11: four major releases, more than Slurm reads.
+    ws.write(&format!("{}\n{part}", cluster("24.11").replace(AMI, &other_ami)));
+    let said = refused_plan(
+        &ws,
+        &emu,
+        &[(
+            "hpc_cluster.main".to_string(),
+            "version",
+            "Slurm 22.05 cannot be upgraded to 24.11 in one step",
+        )],
+    );
+    assert!(said.contains("23.02, 23.11, 24.05 come between"), "{said}");
+    assert!(said.contains("22.05 → 23.11 → 24.11"), "{said}");
     ws.write(&format!("{}\n{part}", cluster("22.05")));
     ws.destroy();
 }

@@ -21,6 +21,12 @@ variable "regions" {
   default = ["us-east-1", "us-west-2"]
 }
 
+variable "name_suffix" {
+  type        = string
+  default     = ""
+  description = "Appended to the AMI name: a rebuild of the same suite (a patched image) gets a name of its own"
+}
+
 variable "motd" {
   type    = string
   default = "hpcforge node image"
@@ -53,7 +59,7 @@ build {
 }
 
 publish {
-  ami_name    = "hpcforge-${var.suite}-slurm"
+  ami_name    = "hpcforge-${var.suite}-slurm${var.name_suffix}"
   description = "hpcforge: Debian ${var.suite} with Slurm, MUNGE, EFA and hpc-node"
   regions     = var.regions
   tags = {

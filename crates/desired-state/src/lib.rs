@@ -196,6 +196,24 @@ pub struct HeadNodeDoc {
     pub key_name: Option<String>,
     pub allowed_ssh_cidrs: Vec<String>,
     pub instance_profile_arn: Option<String>,
+    /// GiB of the head's state volume (slurmctld's saved state, the local accounting
+    /// database, the agent's own state): it outlives every head node of the cluster.
+    #[serde(default)]
+    pub state_volume_size: i64,
+    /// The state volume (`vol-...`), attached to each head node as [`STATE_DEVICE`].
+    #[serde(default)]
+    pub state_volume_id: Option<String>,
+}
+
+/// The device name the head's state volume is attached as (EC2 `AttachVolume`); Nitro
+/// instances see it as the NVMe disk whose serial is the volume id.
+pub const STATE_DEVICE: &str = "/dev/sdf";
+/// Where a Nitro instance's udev names an EBS volume by its id (without the dash).
+pub fn ebs_by_id(volume_id: &str) -> String {
+    format!(
+        "/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_{}",
+        volume_id.replace('-', "")
+    )
 }
 
 /// The cluster-wide document.

@@ -23,6 +23,9 @@ use crate::error::{AwsError, Result};
 use crate::view::Views;
 use crate::wait::{self, Backoff, Poll};
 
+mod persist;
+pub use persist::{InterfaceInfo, VolumeInfo, VolumeSpec};
+
 /// What EC2 says about an instance type: what Slurm and the guardrails need.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InstanceTypeInfo {

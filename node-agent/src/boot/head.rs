@@ -1,6 +1,6 @@
 //! `hpc-node head-init`: the head node boots into slurmctld on the published desired state.
 //!
-//! Steps: environment, munge key, users, Slurm's directories, accounting (slurmdbd, and
+//! Steps: environment, the cluster's state volume ([`super::state`]), munge key, users, Slurm's directories, accounting (slurmdbd, and
 //! MariaDB for `local`), this host as `SlurmctldHost`
 //! (written to the layout the reconcile unit uses), the first reconcile pass (which checks the
 //! configuration on a throwaway controller before installing it), slurmctld, then the agent's
@@ -118,6 +118,9 @@ async fn steps(
     let booted = super::begin(args, aws, Role::Head, None).await?;
     *step = "slurm release";
     super::slurm_release(&booted.doc)?;
+    *step = "state volume";
+    reporter.step(step, Phase::Booting, None).await;
+    super::state::mount(&booted.doc).await?;
     *step = "munge key";
     reporter.step(step, Phase::Booting, None).await;
     super::munge(aws, &booted.doc).await?;

@@ -9,6 +9,7 @@ pub mod accounting;
 pub mod head;
 pub mod login;
 pub mod node;
+pub mod state;
 
 use std::path::Path;
 use std::time::Duration;

@@ -16,11 +16,13 @@ use tfplugin::{
 };
 
 use crate::convert::{self, boolean, int, of_list, of_map, pairs, string, strings};
-use crate::desired_state::boot::{HeadReport, Phase, Role};
+use crate::desired_state::boot::Role;
 use crate::desired_state::{self, AccountingDoc, ClusterDoc, MountDoc, UserDoc, SCHEMA};
 use crate::pricing;
 use crate::provider::Clients;
 use crate::resources::{aws_diag, image_release, or_stop, valid_name};
+
+mod head;
 
 pub struct HpcCluster;
 
@@ -40,33 +42,35 @@ fn schema() -> Schema {
     let computed =
         |name: &str, ty: Type, doc: &str| Attribute::computed(name, ty).description(doc).use_state_for_unknown();
     let head = Block::new(vec![
-        Attribute::required("ami_id", Type::String)
-            .description("AMI of the head node (an hpc-image build).")
-            .requires_replace(),
+        Attribute::required("ami_id", Type::String).description(
+            "AMI of the head node (an hpc-image build). Changing it (or the type, root volume, key pair or \
+                 instance profile) replaces the head node in place: the old head stops, a new one starts on the \
+                 same address with the same state volume; queued jobs, accounting and compute nodes stay.",
+        ),
         Attribute::optional("instance_type", Type::String)
             .description("Head node instance type. Default `c7i.2xlarge`.")
-            .default(Value::string("c7i.2xlarge"))
-            .requires_replace(),
+            .default(Value::string("c7i.2xlarge")),
         Attribute::optional("root_volume_size", Type::Number)
             .description("Root volume GiB. Default 100.")
-            .default(Value::int(100))
-            .requires_replace(),
+            .default(Value::int(100)),
         Attribute::optional("root_volume_type", Type::String)
             .description("`gp3` (default), `gp2`, `io1`, `io2`.")
-            .default(Value::string("gp3"))
-            .requires_replace(),
+            .default(Value::string("gp3")),
         Attribute::optional("root_volume_encrypted", Type::Bool)
             .description("Encrypt the root volume. Default true.")
-            .default(Value::Bool(true))
-            .requires_replace(),
-        Attribute::optional("key_name", Type::String)
-            .description("EC2 key pair for SSH as the AMI's default user.")
-            .requires_replace(),
+            .default(Value::Bool(true)),
+        Attribute::optional("key_name", Type::String).description("EC2 key pair for SSH as the AMI's default user."),
         Attribute::optional("allowed_ssh_cidrs", Type::list(Type::String))
             .description("Networks allowed to SSH to head and login nodes. Default: none (use SSM Session Manager)."),
         Attribute::optional("instance_profile_arn", Type::String)
-            .description("Instance profile of the cluster's nodes; see `instance_profile_policy` for what it needs.")
-            .requires_replace(),
+            .description("Instance profile of the cluster's nodes; see `instance_profile_policy` for what it needs."),
+        Attribute::optional("state_volume_size", Type::Number)
+            .description(&format!(
+                "GiB of the encrypted gp3 volume that keeps the cluster's state across head nodes \
+             (slurmctld's saved state, the local accounting database). Default {}; set at creation.",
+                head::DEFAULT_STATE_VOLUME_GIB
+            ))
+            .default(Value::int(head::DEFAULT_STATE_VOLUME_GIB)),
     ]);
     let slurm = Block::new(vec![
         Attribute::optional("version", Type::String)
@@ -177,7 +181,17 @@ fn schema() -> Schema {
             computed(
                 "head_node_private_ip",
                 Type::String,
-                "Head node address (SlurmctldHost).",
+                "Head node address (SlurmctldHost): the kept network interface's, the same for every head node.",
+            ),
+            computed(
+                "head_node_network_interface_id",
+                Type::String,
+                "Network interface every head node of the cluster is launched on.",
+            ),
+            computed(
+                "state_volume_id",
+                Type::String,
+                "EBS volume with the cluster's state, attached to each head node.",
             ),
             Attribute::computed("login_node_ids", Type::list(Type::String)).description("Login node instances."),
             Attribute::computed("login_node_private_ips", Type::list(Type::String))
@@ -291,6 +305,8 @@ fn doc_of(v: &Value, clients_region: &str, munge_arn: &str, password_arn: Option
                 key_name: string(h.attr("key_name")),
                 allowed_ssh_cidrs: strings(h.attr("allowed_ssh_cidrs")).unwrap_or_default(),
                 instance_profile_arn: string(h.attr("instance_profile_arn")),
+                state_volume_size: int(h.attr("state_volume_size")).unwrap_or(head::DEFAULT_STATE_VOLUME_GIB),
+                state_volume_id: string(v.attr("state_volume_id")),
             }
         },
         login_count: int(v.attr("login_nodes").attr("count"))
@@ -466,6 +482,15 @@ impl Resource for HpcCluster {
                     AttributePath::root("head_node").attr("ami_id"),
                     format!("{ami:?} is not an AMI id"),
                     "Use an id like ami-0123456789abcdef0.",
+                );
+            }
+        }
+        if let Some(size) = int(head.attr("state_volume_size")) {
+            if !(1..=16384).contains(&size) {
+                diags.error_at(
+                    AttributePath::root("head_node").attr("state_volume_size"),
+                    format!("a state volume of {size} GiB is not possible"),
+                    "Give 1 to 16384 GiB (gp3's range).",
                 );
             }
         }
@@ -719,16 +744,54 @@ impl Resource for HpcCluster {
                 req.diagnostics.extend(image_release(clients, &ami, &version, at).await);
             }
         }
+        // A running cluster takes only the upgrades Slurm supports.
+        let version = |v: &Value| string(v.attr("slurm").attr("version"));
+        if let (Some(from), Some(to)) = (version(&req.prior), version(&req.planned)) {
+            if let Err(e) = slurm_model::check_upgrade(&from, &to) {
+                req.diagnostics
+                    .error_at(AttributePath::root("slurm").attr("version"), e.summary, e.detail);
+            }
+        }
         if req.prior.is_null() {
-            for a in ["login_node_ids", "login_node_private_ips", "desired_state_version"] {
+            for a in [
+                "login_node_ids",
+                "login_node_private_ips",
+                "desired_state_version",
+                "head_node_network_interface_id",
+                "state_volume_id",
+            ] {
                 req.planned.set_attr(a, Value::Unknown);
             }
             return;
         }
-        // A head node terminated outside Terraform is launched again.
-        if req.prior.attr("head_node_instance_id").is_null() {
+        // A head node terminated outside Terraform is launched again, and a changed image,
+        // type or root volume launches a new one: in place, on the same address.
+        if req.prior.attr("head_node_instance_id").is_null() || head::needs_new_instance(&req.prior, &req.planned) {
             req.planned.set_attr("head_node_instance_id", Value::Unknown);
-            req.planned.set_attr("head_node_private_ip", Value::Unknown);
+        }
+        if req.prior.attr("head_node_network_interface_id").is_null() {
+            for a in [
+                "head_node_private_ip",
+                "head_node_network_interface_id",
+                "state_volume_id",
+            ] {
+                req.planned.set_attr(a, Value::Unknown);
+            }
+        }
+        let size = |v: &Value| v.attr("head_node").attr("state_volume_size").clone();
+        if !req.prior.attr("state_volume_id").is_null() && size(&req.prior) != size(&req.planned) {
+            req.diagnostics.push(
+                Diagnostic::error(
+                    "the state volume's size is set when the cluster is created",
+                    format!(
+                        "The volume {} keeps the cluster's state; resizing it is not supported yet. \
+                         Keep state_volume_size at {}.",
+                        string(req.prior.attr("state_volume_id")).unwrap_or_default(),
+                        int(&size(&req.prior)).unwrap_or(head::DEFAULT_STATE_VOLUME_GIB)
+                    ),
+                )
+                .at(AttributePath::root("head_node").attr("state_volume_size")),
+            );
         }
         if req.planned.attr("login_nodes") != req.prior.attr("login_nodes") {
             req.planned.set_attr("login_node_ids", Value::Unknown);
@@ -770,10 +833,11 @@ impl Resource for HpcCluster {
                 .map_err(|e| aws_diag("Cannot create the munge key", &e))?;
             state.set_attr("munge_key_secret_arn", Value::string(&munge));
             let password_arn = store_password(clients, &name, &req.config, &tags).await?;
+            head::ensure_kept(clients, &mut state, &name, &sgs, &tags).await?;
             publish(clients, &mut state, &munge, password_arn).await?;
-            launch_head(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
+            head::launch(&req.ctx, clients, &mut state, &name, &tags, false, timeout).await?;
             sync_login_nodes(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
-            head_ready(&req.ctx, clients, &state, &name, timeout).await
+            head::ready(&req.ctx, clients, &state, &name, timeout).await
         }
         .await;
         match result {
@@ -841,12 +905,18 @@ impl Resource for HpcCluster {
             state.set_attr("security_group_ids", of_list(Some(&sgs)));
             let munge = string(req.prior.attr("munge_key_secret_arn")).unwrap_or_default();
             let password_arn = store_password(clients, &name, &req.config, &tags).await?;
+            head::ensure_kept(clients, &mut state, &name, &sgs, &tags).await?;
             publish(clients, &mut state, &munge, password_arn).await?;
-            if state.attr("head_node_instance_id").is_null() || state.attr("head_node_instance_id").is_unknown() {
-                launch_head(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
+            // A new image, type or root volume: a new head in place. A head lost outside
+            // Terraform: its successor. Either way on the same interface and state volume.
+            let replace = head::needs_new_instance(&req.prior, &state);
+            let missing =
+                state.attr("head_node_instance_id").is_null() || state.attr("head_node_instance_id").is_unknown();
+            if replace || missing {
+                head::launch(&req.ctx, clients, &mut state, &name, &tags, replace, timeout).await?;
             }
             sync_login_nodes(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
-            head_ready(&req.ctx, clients, &state, &name, timeout).await
+            head::ready(&req.ctx, clients, &state, &name, timeout).await
         }
         .await;
         match result {
@@ -883,6 +953,7 @@ impl Resource for HpcCluster {
                 clients.ec2.terminate(&ids, timeout),
             )
             .await?;
+            head::delete_kept(clients, &req.prior, timeout).await?;
             clients.ec2.delete_launch_template(&format!("hpc-{name}-head")).await?;
             clients.ec2.delete_launch_template(&format!("hpc-{name}-login")).await?;
             let adopted = string(req.prior.attr("security_group_id"));
@@ -958,6 +1029,10 @@ impl Resource for HpcCluster {
                 convert::of_string(info.and_then(|i| i.private_ip)),
             );
         }
+        v.set_attr(
+            "head_node_network_interface_id",
+            convert::of_string(head::kept_interface(clients, name).await?),
+        );
         v.set_attr("login_node_ids", of_list(Some(&logins)));
         v.set_attr("login_node_private_ips", of_list(Some(&ips)));
         if let Ok(conf) = render(&doc) {
@@ -1009,8 +1084,17 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
                 "instance_profile_arn",
                 convert::of_string(h.instance_profile_arn.clone()),
             ),
+            (
+                "state_volume_size",
+                Value::int(if h.state_volume_size > 0 {
+                    h.state_volume_size
+                } else {
+                    head::DEFAULT_STATE_VOLUME_GIB
+                }),
+            ),
         ]),
     );
+    v.set_attr("state_volume_id", convert::of_string(h.state_volume_id.clone()));
     let idle = desired_state::duration_text(doc.scaledown_idletime_s);
     let resume = desired_state::duration_text(doc.resume_timeout_s);
     let defaults =
@@ -1347,127 +1431,6 @@ fn template(
     }
 }
 
-/// Launches the head node, or adopts the one an interrupted run already launched.
-async fn launch_head(
-    ctx: &tfplugin::Ctx,
-    clients: &Clients,
-    state: &mut Value,
-    name: &str,
-    sgs: &[String],
-    tags: &[(String, String)],
-    timeout: Duration,
-) -> Result<(), Diagnostics> {
-    let head_type = string(state.attr("head_node").attr("instance_type")).unwrap_or_else(|| "c7i.2xlarge".into());
-    let spec = template(
-        state,
-        name,
-        "head",
-        head_type,
-        sgs,
-        tags,
-        desired_state::boot::user_data(Role::Head, name, &clients.aws.region, None, None),
-    );
-    let (lt, _) = clients
-        .ec2
-        .ensure_launch_template(&spec)
-        .await
-        .map_err(|e| aws_diag("Cannot create the head node launch template", &e))?;
-    let existing = role_instances(clients, name, "head").await?;
-    let id = match existing.first() {
-        Some(id) => id.clone(),
-        None => {
-            let subnet = string(state.attr("subnet_id")).unwrap_or_default();
-            clients
-                .ec2
-                .run_instance(
-                    &lt,
-                    &subnet,
-                    &format!("{name}-head-{}", uuid::Uuid::new_v4()),
-                    &spec.tags,
-                )
-                .await
-                .map_err(|e| aws_diag("Cannot launch the head node", &e))?
-        }
-    };
-    state.set_attr("head_node_instance_id", Value::string(&id));
-    let info = or_stop(
-        ctx,
-        "waiting for the head node",
-        clients.ec2.wait_instance_running(&id, timeout),
-    )
-    .await
-    .map_err(|e| aws_diag("The head node did not start", &e))?;
-    state.set_attr("head_node_private_ip", convert::of_string(info.private_ip));
-    Ok(())
-}
-
-/// Console lines shown with a head node that failed or never reported.
-const CONSOLE_TAIL_LINES: usize = 30;
-
-/// Waits until the head node (this instance) reports slurmctld ready, unless
-/// `wait_for_ready = false`. A failure or a timeout is an error with the head's own reason and
-/// its console's last lines; a ready head with a warning (a mount that failed) is a warning.
-async fn head_ready(
-    ctx: &tfplugin::Ctx,
-    clients: &Clients,
-    state: &Value,
-    name: &str,
-    timeout: Duration,
-) -> Result<Diagnostics, Diagnostics> {
-    if !boolean(state.attr("wait_for_ready")).unwrap_or(true) {
-        return Ok(Diagnostics::new());
-    }
-    let id = string(state.attr("head_node_instance_id")).unwrap_or_default();
-    let param = desired_state::boot::head_param(name);
-    let waited = or_stop(
-        ctx,
-        "waiting for the head node to report ready",
-        hpc_aws::wait::until(
-            &format!("head node {id} to report ready in {param}"),
-            timeout,
-            Default::default(),
-            || async {
-                let report = match clients.ssm.get(&param).await? {
-                    Some(p) => serde_json::from_str::<HeadReport>(&p.value).ok(),
-                    None => None,
-                };
-                Ok(match report {
-                    Some(r) if r.instance_id == id && r.phase != Phase::Booting => hpc_aws::wait::Poll::Done(r),
-                    Some(r) if r.instance_id == id => hpc_aws::wait::Poll::Pending(format!("booting ({})", r.step)),
-                    _ => hpc_aws::wait::Poll::Pending("not reporting".into()),
-                })
-            },
-        ),
-    )
-    .await;
-    let console = || async {
-        let text = clients.ec2.console_output(&id).await.unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = lines[lines.len().saturating_sub(CONSOLE_TAIL_LINES)..].join("\n");
-        format!("The console's last lines:\n{tail}")
-    };
-    match waited {
-        Ok(r) if r.phase == Phase::Ready => {
-            let mut d = Diagnostics::new();
-            if let Some(w) = r.error {
-                d.push(Diagnostic::warning(
-                    format!("The head node of {name} is ready with a problem"),
-                    w,
-                ));
-            }
-            Ok(d)
-        }
-        Ok(r) => Err(Diagnostics::from(Diagnostic::error(
-            format!("The head node of {name} failed at {}", r.step),
-            format!("{}\n\n{}", r.error.unwrap_or_default(), console().await),
-        ))),
-        Err(e) => Err(Diagnostics::from(Diagnostic::error(
-            format!("The head node of {name} did not report ready"),
-            format!("{e}\n\n{}", console().await),
-        ))),
-    }
-}
-
 async fn role_instances(clients: &Clients, name: &str, role: &str) -> Result<Vec<String>, Diagnostics> {
     let all = clients
         .ec2
@@ -1529,6 +1492,8 @@ async fn sync_login_nodes(
                 .map_err(|e| aws_diag("Cannot launch a login node", &e))?;
             ids.push(id);
         }
+        // One order for every run (role_instances lists them sorted).
+        ids.sort();
     }
     if ids.len() > want {
         let extra: Vec<String> = ids.split_off(want);

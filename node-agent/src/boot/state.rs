@@ -1,0 +1,209 @@
+//! The head node's state volume: what must outlive any one head node of the cluster.
+//!
+//! The provider makes one encrypted EBS volume per cluster and attaches it to each head node
+//! it launches (the old head is gone first: a volume is attached to one instance at a time, so
+//! two controllers never share the state). At boot the head waits for the disk, formats it the
+//! first time, mounts it, and binds its directories over the ones the daemons use: slurmctld's
+//! StateSaveLocation (queued and running jobs), MariaDB's data (local accounting) and the
+//! agent's own state. The first head copies what its image put there; every later head finds
+//! the cluster's state instead. fstab carries the mounts for reboots.
+
+use std::path::Path;
+use std::time::Duration;
+
+use hpc_desired_state::{ebs_by_id, ClusterDoc, STATE_DEVICE};
+
+use crate::error::{Error, Result};
+use crate::host::{self as system, log};
+
+/// Where the state volume is mounted.
+pub const STATE_MOUNT: &str = "/var/lib/hpcforge-state";
+const FSTAB: &str = "/etc/fstab";
+const LABEL: &str = "hpc-state";
+/// How long the head waits for the provider's attachment to show up as a disk.
+const DEVICE_WAIT: Duration = Duration::from_secs(600);
+
+/// A directory kept on the volume: where the daemon reads it, the volume's subdirectory, its
+/// mode and owner (a user the image may lack: then it is not kept, e.g. MariaDB without
+/// local accounting).
+struct Kept {
+    path: &'static str,
+    on_volume: &'static str,
+    mode: u32,
+    owner: &'static str,
+    /// The units that write it: they start after its mount and stop before it goes (else at
+    /// shutdown the bind is undone while slurmctld saves its state, which then lands on the
+    /// dying root disk).
+    units: &'static [&'static str],
+}
+
+const AGENT_UNITS: &[&str] = &[
+    "slurmctld.service",
+    "hpc-node-reconcile.service",
+    "hpc-node-sweep.service",
+    "hpc-node-evict.service",
+    "hpc-node-sync.service",
+];
+
+const KEPT: &[Kept] = &[
+    Kept {
+        path: "/var/spool/slurmctld",
+        on_volume: "slurmctld",
+        mode: 0o700,
+        owner: "slurm",
+        units: &["slurmctld.service"],
+    },
+    Kept {
+        path: "/var/lib/mysql",
+        on_volume: "mysql",
+        mode: 0o755,
+        owner: "mysql",
+        units: &["mariadb.service"],
+    },
+    Kept {
+        path: "/var/lib/hpc-node",
+        on_volume: "hpc-node",
+        mode: 0o700,
+        owner: "slurm",
+        units: AGENT_UNITS,
+    },
+];
+/// The drop-in that ties a unit to the state volume's mounts.
+const DROP_IN: &str = "hpcforge-state.conf";
+
+/// Mounts the cluster's state volume and binds its directories; a cluster published without
+/// one (an older provider) keeps its state on the root disk, as before.
+pub async fn mount(doc: &ClusterDoc) -> Result<()> {
+    let Some(volume) = doc.head_node.state_volume_id.as_deref() else {
+        log(
+            "state",
+            "no state volume published: the head keeps its state on its root disk",
+        );
+        return Ok(());
+    };
+    let device = system::wait_for(
+        &format!("the state volume {volume} as a disk"),
+        DEVICE_WAIT,
+        Duration::from_millis(500),
+        || async { Ok(device_of(volume)) },
+    )
+    .await?;
+    if !mounted_at(STATE_MOUNT) {
+        if filesystem(&device)?.is_none() {
+            log("state", &format!("{volume} ({device}) is blank: formatting it"));
+            system::run("mkfs.ext4", &["-q", "-L", LABEL, &device])?;
+        }
+        system::directory(STATE_MOUNT, 0o755, "root")?;
+        system::run("mount", &[&device, STATE_MOUNT])?;
+        // The disk may have grown since the last head (ModifyVolume): use it all.
+        system::run("resize2fs", &[&device])?;
+    }
+    let mut fstab = vec![format!("{device} {STATE_MOUNT} ext4 defaults,nofail 0 2")];
+    let mut needs: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for kept in KEPT {
+        if system::account(kept.owner).is_err() {
+            continue;
+        }
+        bind(kept)?;
+        for unit in kept.units {
+            needs.entry(unit).or_default().push(kept.path);
+        }
+        fstab.push(format!(
+            "{STATE_MOUNT}/{} {} none bind,nofail,x-systemd.requires-mounts-for={STATE_MOUNT} 0 0",
+            kept.on_volume, kept.path
+        ));
+    }
+    write_fstab(&fstab)?;
+    for (unit, paths) in &needs {
+        let text = format!(
+            "# hpcforge: this unit's state is on the cluster's state volume (written by hpc-node head-init)\n\
+             [Unit]\nRequiresMountsFor={}\n",
+            paths.join(" ")
+        );
+        let path = format!("/etc/systemd/system/{unit}.d/{DROP_IN}");
+        system::write_file(Path::new(&path), text.as_bytes(), 0o644, None)?;
+    }
+    system::systemctl(&["daemon-reload"])?;
+    log(
+        "state",
+        &format!("the cluster's state is on {volume} ({device}) at {STATE_MOUNT}"),
+    );
+    Ok(())
+}
+
+/// The disk the volume is: udev's link on Nitro, else the attachment's own name on Xen.
+fn device_of(volume: &str) -> Option<String> {
+    let xen = STATE_DEVICE.replace("/dev/sd", "/dev/xvd");
+    [ebs_by_id(volume), xen, STATE_DEVICE.to_string()]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+}
+
+/// The file system type on `device`, or None for a blank disk.
+fn filesystem(device: &str) -> Result<Option<String>> {
+    let out = std::process::Command::new("blkid")
+        .args(["-o", "value", "-s", "TYPE", device])
+        .output()
+        .map_err(|e| Error::new(format!("running blkid: {e}")))?;
+    match out.status.code() {
+        Some(0) => Ok(Some(String::from_utf8_lossy(&out.stdout).trim().to_string())),
+        // blkid: 2 = nothing found.
+        Some(2) => Ok(None),
+        _ => Err(Error::new(format!(
+            "blkid {device}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))),
+    }
+}
+
+fn mounted_at(path: &str) -> bool {
+    std::fs::read_to_string("/proc/self/mounts")
+        .map(|m| m.lines().any(|l| l.split_whitespace().nth(1) == Some(path)))
+        .unwrap_or(false)
+}
+
+/// The volume's copy of `kept` bound over its path: made from what the image has there the
+/// first time, owned by the image's user each time (a new image may number it differently).
+fn bind(kept: &Kept) -> Result<()> {
+    if mounted_at(kept.path) {
+        return Ok(());
+    }
+    let on_volume = format!("{STATE_MOUNT}/{}", kept.on_volume);
+    if !Path::new(&on_volume).exists() {
+        let staging = format!("{on_volume}.new");
+        let _ = std::fs::remove_dir_all(&staging);
+        system::directory(&staging, kept.mode, kept.owner)?;
+        if Path::new(kept.path).is_dir() {
+            system::run("cp", &["-a", "--", &format!("{}/.", kept.path), &staging])?;
+        }
+        // Complete or absent: a head that dies mid-copy starts the copy again.
+        std::fs::rename(&staging, &on_volume).map_err(|e| Error::new(format!("renaming {staging}: {e}")))?;
+        log("state", &format!("{} moved to the state volume", kept.path));
+    }
+    let (uid, gid) = system::account(kept.owner)?;
+    system::run("chown", &["-R", &format!("{uid}:{gid}"), &on_volume])?;
+    system::directory(kept.path, kept.mode, kept.owner)?;
+    system::run("mount", &["--bind", &on_volume, kept.path])?;
+    Ok(())
+}
+
+/// fstab with this module's mounts replaced by `lines` (found by their mount points).
+fn write_fstab(lines: &[String]) -> Result<()> {
+    const HEADER: &str = "# hpcforge: the cluster's state volume (written by hpc-node head-init)";
+    let ours = |l: &str| {
+        l == HEADER
+            || l.split_whitespace()
+                .nth(1)
+                .is_some_and(|at| at == STATE_MOUNT || KEPT.iter().any(|k| k.path == at))
+    };
+    let current = std::fs::read_to_string(FSTAB).unwrap_or_default();
+    let mut text: String = current.lines().filter(|l| !ours(l)).map(|l| format!("{l}\n")).collect();
+    text.push_str(HEADER);
+    text.push('\n');
+    for l in lines {
+        text.push_str(l);
+        text.push('\n');
+    }
+    system::write_file(Path::new(FSTAB), text.as_bytes(), 0o644, None)?;
+    Ok(())
+}

@@ -1,0 +1,274 @@
+//! The head node's life: what outlives it (its network interface and state volume), its launch,
+//! its replacement in place, and the wait until it reports slurmctld ready.
+//!
+//! The head is launched on a network interface the cluster keeps, so every head of the cluster
+//! has the same address and host name (`SlurmctldHost`): compute and login nodes reconnect to
+//! a new head without being told. Its state volume (slurmctld's saved state, the local
+//! accounting database) is attached after the launch. Replacing the head terminates the old
+//! one first and waits until it is gone: the interface and the volume are free only then, so
+//! two controllers never run on one state.
+
+use std::time::Duration;
+
+use hpc_aws::ec2::VolumeSpec;
+use tfplugin::{Diagnostic, Diagnostics, Value};
+
+use super::{role_instances, template};
+use crate::convert::{self, boolean, int, string};
+use crate::desired_state::boot::{HeadReport, Phase, Role};
+use crate::desired_state::{self, STATE_DEVICE};
+use crate::provider::Clients;
+use crate::resources::{aws_diag, or_stop};
+
+/// GiB of a new cluster's state volume.
+pub const DEFAULT_STATE_VOLUME_GIB: i64 = 20;
+/// The head node's settings a change of which launches a new head (in place: same cluster,
+/// same address, same state). SSH networks change the security group instead.
+const REPLACED_BY: &[&str] = &[
+    "ami_id",
+    "instance_type",
+    "root_volume_size",
+    "root_volume_type",
+    "root_volume_encrypted",
+    "key_name",
+    "instance_profile_arn",
+];
+/// Console lines shown with a head node that failed or never reported.
+const CONSOLE_TAIL_LINES: usize = 30;
+
+/// Whether the planned head node differs from the prior one in what only a new instance has.
+pub fn needs_new_instance(prior: &Value, planned: &Value) -> bool {
+    let (p, n) = (prior.attr("head_node"), planned.attr("head_node"));
+    REPLACED_BY.iter().any(|a| p.attr(a) != n.attr(a))
+}
+
+fn tags_for(tags: &[(String, String)], role: &str) -> Vec<(String, String)> {
+    let mut t = tags.to_vec();
+    t.push(("hpcforge:role".into(), role.to_string()));
+    t
+}
+
+/// The head's network interface and state volume, made the first time (or found again by
+/// their tags); recorded in `state` before any head uses them.
+pub async fn ensure_kept(
+    clients: &Clients,
+    state: &mut Value,
+    name: &str,
+    sgs: &[String],
+    tags: &[(String, String)],
+) -> Result<(), Diagnostics> {
+    let subnet = string(state.attr("subnet_id")).unwrap_or_default();
+    let eni = clients
+        .ec2
+        .ensure_network_interface(
+            &subnet,
+            sgs,
+            &format!("hpcforge {name} head node (kept across head nodes)"),
+            &tags_for(tags, "head-interface"),
+        )
+        .await
+        .map_err(|e| aws_diag("Cannot create the head node's network interface", &e))?;
+    state.set_attr("head_node_network_interface_id", Value::string(&eni.id));
+    state.set_attr("head_node_private_ip", Value::string(&eni.private_ip));
+    let zone = clients
+        .ec2
+        .subnet_zones(std::slice::from_ref(&subnet))
+        .await
+        .map_err(|e| aws_diag("Cannot find the head node's availability zone", &e))?
+        .into_iter()
+        .next()
+        .map(|(_, z)| z)
+        .unwrap_or_default();
+    let head = state.attr("head_node");
+    let volume = clients
+        .ec2
+        .ensure_volume(&VolumeSpec {
+            zone,
+            size_gib: int(head.attr("state_volume_size"))
+                .and_then(|n| i32::try_from(n).ok())
+                .unwrap_or(DEFAULT_STATE_VOLUME_GIB as i32),
+            volume_type: "gp3".into(),
+            encrypted: true,
+            kms_key_id: None,
+            tags: tags_for(tags, "head-state"),
+        })
+        .await
+        .map_err(|e| aws_diag("Cannot create the head node's state volume", &e))?;
+    state.set_attr("state_volume_id", Value::string(&volume.id));
+    Ok(())
+}
+
+/// The cluster's kept head interface, found by its tags (import).
+pub async fn kept_interface(clients: &Clients, name: &str) -> Result<Option<String>, Diagnostics> {
+    let tags = [("hpcforge:cluster".to_string(), name.to_string())];
+    clients
+        .ec2
+        .network_interface_tagged(&tags_for(&tags, "head-interface"))
+        .await
+        .map(|i| i.map(|i| i.id))
+        .map_err(|e| aws_diag("Cannot find the head node's network interface", &e))
+}
+
+/// Removes the interface and the volume (the cluster's instances are gone by then).
+pub async fn delete_kept(clients: &Clients, prior: &Value, timeout: Duration) -> hpc_aws::Result<()> {
+    if let Some(eni) = string(prior.attr("head_node_network_interface_id")) {
+        clients.ec2.delete_network_interface(&eni, timeout).await?;
+    }
+    if let Some(volume) = string(prior.attr("state_volume_id")) {
+        clients.ec2.delete_volume(&volume, timeout).await?;
+    }
+    Ok(())
+}
+
+/// Launches the head node on the kept interface and attaches the state volume, or adopts the
+/// head an interrupted run already launched. With `replace`, the running head is terminated
+/// first (and waited for).
+pub async fn launch(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    state: &mut Value,
+    name: &str,
+    tags: &[(String, String)],
+    replace: bool,
+    timeout: Duration,
+) -> Result<(), Diagnostics> {
+    let head_type = string(state.attr("head_node").attr("instance_type")).unwrap_or_else(|| "c7i.2xlarge".into());
+    // The interface carries the security groups: a launch naming both is refused.
+    let spec = template(
+        state,
+        name,
+        "head",
+        head_type,
+        &[],
+        tags,
+        desired_state::boot::user_data(Role::Head, name, &clients.aws.region, None, None),
+    );
+    let (lt, _) = clients
+        .ec2
+        .ensure_launch_template(&spec)
+        .await
+        .map_err(|e| aws_diag("Cannot create the head node launch template", &e))?;
+    let mut existing = role_instances(clients, name, "head").await?;
+    if replace {
+        let old = std::mem::take(&mut existing);
+        or_stop(ctx, "stopping the old head node", clients.ec2.terminate(&old, timeout))
+            .await
+            .map_err(|e| aws_diag("Cannot stop the old head node", &e))?;
+    }
+    let eni = string(state.attr("head_node_network_interface_id")).unwrap_or_default();
+    let id = match existing.first() {
+        Some(id) => id.clone(),
+        None => or_stop(
+            ctx,
+            "launching the head node",
+            clients.ec2.run_instance_on(
+                &lt,
+                &eni,
+                &format!("{name}-head-{}", uuid::Uuid::new_v4()),
+                &spec.tags,
+                timeout,
+            ),
+        )
+        .await
+        .map_err(|e| aws_diag("Cannot launch the head node", &e))?,
+    };
+    state.set_attr("head_node_instance_id", Value::string(&id));
+    let info = or_stop(
+        ctx,
+        "waiting for the head node",
+        clients.ec2.wait_instance_running(&id, timeout),
+    )
+    .await
+    .map_err(|e| aws_diag("The head node did not start", &e))?;
+    state.set_attr("head_node_private_ip", convert::of_string(info.private_ip));
+    if let Some(volume) = string(state.attr("state_volume_id")) {
+        or_stop(
+            ctx,
+            "attaching the state volume",
+            clients.ec2.attach_volume(&volume, &id, STATE_DEVICE, timeout),
+        )
+        .await
+        .map_err(|e| aws_diag("Cannot attach the state volume to the head node", &e))?;
+    }
+    Ok(())
+}
+
+/// Waits until the head node (this instance) reports slurmctld ready, unless
+/// `wait_for_ready = false`. A failure or a timeout is an error with the head's own reason and
+/// its console's last lines; a ready head with a warning (a mount that failed) is a warning.
+pub async fn ready(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    state: &Value,
+    name: &str,
+    timeout: Duration,
+) -> Result<Diagnostics, Diagnostics> {
+    if !boolean(state.attr("wait_for_ready")).unwrap_or(true) {
+        return Ok(Diagnostics::new());
+    }
+    let id = string(state.attr("head_node_instance_id")).unwrap_or_default();
+    let param = desired_state::boot::head_param(name);
+    let waited = or_stop(
+        ctx,
+        "waiting for the head node to report ready",
+        hpc_aws::wait::until(
+            &format!("head node {id} to report ready in {param}"),
+            timeout,
+            Default::default(),
+            || async {
+                let report = match clients.ssm.get(&param).await? {
+                    Some(p) => serde_json::from_str::<HeadReport>(&p.value).ok(),
+                    None => None,
+                };
+                if let Some(r) = report.filter(|r| r.instance_id == id) {
+                    if r.phase != Phase::Booting {
+                        return Ok(hpc_aws::wait::Poll::Done(r));
+                    }
+                }
+                // A head that ended (it failed to boot, or was terminated) never reports.
+                match clients.ec2.find_instance(&id).await? {
+                    Some(i) if i.state == "pending" || i.state == "running" => {
+                        Ok(hpc_aws::wait::Poll::Pending("booting".into()))
+                    }
+                    Some(i) => Err(hpc_aws::AwsError::new(
+                        "waiting for the head node",
+                        Some("InstanceEnded"),
+                        format!("the head node {id} is {} before it reported", i.state),
+                    )),
+                    None => Err(hpc_aws::AwsError::new(
+                        "waiting for the head node",
+                        Some("InstanceEnded"),
+                        format!("the head node {id} was terminated before it reported"),
+                    )),
+                }
+            },
+        ),
+    )
+    .await;
+    let console = || async {
+        let text = clients.ec2.console_output(&id).await.unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(CONSOLE_TAIL_LINES)..].join("\n");
+        format!("The console's last lines:\n{tail}")
+    };
+    match waited {
+        Ok(r) if r.phase == Phase::Ready => {
+            let mut d = Diagnostics::new();
+            if let Some(w) = r.error {
+                d.push(Diagnostic::warning(
+                    format!("The head node of {name} is ready with a problem"),
+                    w,
+                ));
+            }
+            Ok(d)
+        }
+        Ok(r) => Err(Diagnostics::from(Diagnostic::error(
+            format!("The head node of {name} failed at {}", r.step),
+            format!("{}\n\n{}", r.error.unwrap_or_default(), console().await),
+        ))),
+        Err(e) => Err(Diagnostics::from(Diagnostic::error(
+            format!("The head node of {name} did not report ready"),
+            format!("{e}\n\n{}", console().await),
+        ))),
+    }
+}
