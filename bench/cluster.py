@@ -8,7 +8,11 @@ partition). Per run:
 - a compute node: launch → `hpc-node node-init` starts (the machine's boot) → slurmd started
   (our init) → the job starts on it (slurmd registered, the job dispatched);
 - `sbatch` → the job running, on a partition with no node up (sacct's Submit and Start);
-- the demo's terraform applies and the whole `make demo`.
+- the demo's terraform applies and the whole `make demo`;
+- head node replacement: the head terminated outside Terraform, then `terraform apply` (which
+  starts its successor on the kept interface and state volume) → the apply's end, and → the
+  login node's `squeue` answering with the completed job's `sacct` row back (the cluster
+  scheduling again); the jobs accounting lost across it (goal 0).
 
 Times on the machines come from their journals (`journalctl -o short-unix`; the machines share
 the host's clock), launches from DescribeInstances. Writes bench/results/cluster.json.
@@ -27,6 +31,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -112,6 +117,7 @@ def one_run(bin_dir: str, image_dir: str) -> dict:
             node_launch = launch_time(ec2, "hpcforge:partition", "quickstart/cpu")
             node_init = first(node_lines, r"node-init\]: instance")
             node_slurmd = first(node_lines, r"node-init\]: slurmd of")
+            replaced = head_replacement(ec2, key, login, state, env)
         finally:
             subprocess.run(demo + ["down", bin_dir], env=env, capture_output=True)
     return {
@@ -123,6 +129,43 @@ def one_run(bin_dir: str, image_dir: str) -> dict:
         "sbatch_to_running_s": start - submit,
         "apply_s": numbers.get("applied", 0.0),
         "demo_s": numbers.get("up", 0.0),
+        **replaced,
+    }
+
+
+def head_replacement(ec2, key: Path, login: str, state: str, env: dict) -> dict:
+    """The head terminated out of band; the next apply's time and the time to scheduling again."""
+    accounted = lambda: ssh(key, f"demo@{login}", "sacct -n -X -P -a -o JobID,State").split()  # noqa: E731
+    before = accounted()
+    head = ec2.describe_instances(Filters=[{"Name": "tag:hpcforge:role", "Values": ["head"]},
+                                           {"Name": "instance-state-name", "Values": ["running"]}])
+    head_id = head["Reservations"][0]["Instances"][0]["InstanceId"]
+    ec2.terminate_instances(InstanceIds=[head_id])
+    ec2.get_waiter("instance_terminated").wait(InstanceIds=[head_id], WaiterConfig={"Delay": 1, "MaxAttempts": 120})
+    port = Path(state, "emulator.port").read_text().strip()
+    env = dict(env, TF_CLI_CONFIG_FILE=f"{state}/cli.tfrc", TF_DATA_DIR=f"{state}/tfdata", TF_IN_AUTOMATION="1",
+               CHECKPOINT_DISABLE="1", AWS_ACCESS_KEY_ID="demo", AWS_SECRET_ACCESS_KEY="demo",
+               AWS_EC2_METADATA_DISABLED="true", AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
+    env.pop("AWS_PROFILE", None)
+    env.pop("AWS_REGION", None)
+    started = time.time()
+    run(["terraform", f"-chdir={ROOT / 'examples/quickstart'}", "apply", "-auto-approve", "-input=false",
+         "-no-color", f"-state={state}/terraform.tfstate", f"-var-file={state}/demo.tfvars.json"], env=env)
+    applied = time.time()
+    while True:
+        try:
+            ssh(key, f"demo@{login}", "squeue -h")
+            after = accounted()
+            break
+        except SystemExit:
+            if time.time() - started > 600:
+                raise
+            time.sleep(0.5)
+    scheduling = time.time()
+    return {
+        "head_replacement_apply_s": applied - started,
+        "head_replacement_to_scheduling_s": scheduling - started,
+        "head_replacement_jobs_lost": float(len(set(before) - set(after))),
     }
 
 

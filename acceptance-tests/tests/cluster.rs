@@ -690,7 +690,8 @@ resource "hpc_cluster" "{alias}" {{
 fn cluster_settings_update_in_place_and_renames_replace() {
     let emu = Emulator::start();
     let ws = Workspace::new("cluster-lifecycle", &emu);
-    let part = partition("cpu", "\"c7i.2xlarge\"", 8, "");
+    // Durations read back as written (90s, not 1m30s): the plans below are empty.
+    let part = partition("cpu", "\"c7i.2xlarge\"", 8, "  provision_timeout = \"90s\"");
     ws.write(&format!("{}{}{part}", network(), cluster("")));
     ws.apply();
     let before = ws.resource("hpc_cluster.main");

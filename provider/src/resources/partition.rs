@@ -816,6 +816,15 @@ impl Resource for HpcPartition {
 
 /// A state value from a published document. Settings the document does not carry (pool
 /// regions and AMIs, timeouts) come from `prior`; on import there is none.
+/// A published duration as the configuration spelled it (`90s` stays `90s`, not `1m30s`), or
+/// in the provider's spelling when it changed outside Terraform or was never written.
+fn duration_as_written(prior: &Value, secs: u32) -> Value {
+    match prior.as_str() {
+        Some(text) if timeouts::parse_duration(text).is_ok_and(|d| d.as_secs() == u64::from(secs)) => prior.clone(),
+        _ => Value::string(desired_state::duration_text(secs)),
+    }
+}
+
 fn value_of_doc(doc: &PartitionDoc, version: i64, prior: &Value, default_tags: &BTreeMap<String, String>) -> Value {
     let mut v = if prior.is_null() {
         Value::null_object(&schema().ty())
@@ -868,12 +877,12 @@ fn value_of_doc(doc: &PartitionDoc, version: i64, prior: &Value, default_tags: &
     set(
         &mut v,
         "provision_timeout",
-        Value::string(desired_state::duration_text(doc.provision_timeout_s)),
+        duration_as_written(prior.attr("provision_timeout"), doc.provision_timeout_s),
     );
     set(
         &mut v,
         "ice_cooldown",
-        Value::string(desired_state::duration_text(doc.ice_cooldown_s)),
+        duration_as_written(prior.attr("ice_cooldown"), doc.ice_cooldown_s),
     );
     set(&mut v, "default_time", convert::of_string(doc.default_time.clone()));
     set(
