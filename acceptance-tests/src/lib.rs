@@ -522,6 +522,16 @@ impl Emulator {
     }
 
     /// One of the default subnets of another region (default account).
+    /// A public image of us-east-1 other than `ami` (a second image to change to).
+    pub fn image_other_than(&self, ami: &str) -> String {
+        let images = self.ec2("Action=DescribeImages&Owner.1=amazon");
+        images
+            .match_indices("<imageId>")
+            .map(|(i, _)| images[i + 9..].chars().take_while(|c| *c != '<').collect::<String>())
+            .find(|id| id != ami)
+            .unwrap_or_else(|| panic!("no image other than {ami}: {images}"))
+    }
+
     pub fn default_subnet_in(&self, region: &str) -> String {
         first_id(&self.ec2_in(region, "Action=DescribeSubnets"), "subnet-")
     }

@@ -736,12 +736,7 @@ fn cluster_settings_update_in_place_and_renames_replace() {
 
     // A new head image is an update in place: a new head on the same interface and address,
     // the state volume moved to it, the old head gone, the munge key and login nodes kept.
-    let images = emu.ec2("Action=DescribeImages&Owner.1=amazon");
-    let other_ami: String = images
-        .match_indices("<imageId>")
-        .map(|(i, _)| images[i + 9..].chars().take_while(|c| *c != '<').collect::<String>())
-        .find(|id| id != AMI)
-        .expect("a second AMI");
+    let other_ami = emu.image_other_than(AMI);
     let new_image = changed.replace(&format!("ami_id = \"{AMI}\""), &format!("ami_id = \"{other_ami}\""));
     ws.write(&format!("{}{new_image}{part}", network()));
     let plan = ws.plan().text();

@@ -311,12 +311,7 @@ fn an_image_with_another_slurm_release_than_slurm_version_is_refused_at_plan() {
     ws.write(&format!("{}\n{part}", cluster("22.05")));
     ws.apply();
     // A partition on an image of another release, on the running cluster.
-    let other = emu.ec2("Action=DescribeImages&Owner.1=amazon");
-    let other_ami: String = other
-        .match_indices("<imageId>")
-        .map(|(i, _)| other[i + 9..].chars().take_while(|c| *c != '<').collect::<String>())
-        .find(|id| id != AMI)
-        .expect("a second AMI");
+    let other_ami = emu.image_other_than(AMI);
     emu.ec2(&format!(
         "Action=CreateTags&ResourceId.1={other_ami}&Tag.1.Key=hpcforge%3Aslurm-version&Tag.1.Value=24.11.1"
     ));
