@@ -287,7 +287,7 @@ class MachineManager:
         console.close()
         machine.started_at = time.time()
         _set_state(machine.instance, "running")
-        volumes.machine_started(self, machine)
+        self.volumes.replug(machine)
         threading.Thread(target=self._watch, args=(machine,), name=f"watch-{machine.instance_id}", daemon=True).start()
         if machine.fault is not None and machine.fault.kind == "dies-at-boot":
             threading.Timer(machine.fault.delay_s, self._kill, args=(machine,)).start()

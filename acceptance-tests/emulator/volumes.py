@@ -102,6 +102,35 @@ class VolumeStore:
         # A mounted file system keeps the loop busy until the machine is gone: detach lazily.
         _run(["losetup", "--detach", plug.loop], check=False)
 
+    def attach(self, machine: Any, volume_id: str, size_gib: int) -> None:
+        """Records AttachVolume and makes the device in the background (the machine may still
+        be starting)."""
+        with self._lock:
+            self.attached.setdefault(machine.instance_id, {})[volume_id] = size_gib
+        self._plug_later(machine, volume_id, size_gib)
+
+    def detach(self, machine: Any, volume_id: str) -> None:
+        with self._lock:
+            self.attached.get(machine.instance_id, {}).pop(volume_id, None)
+        self.unplug(machine, volume_id)
+
+    def replug(self, machine: Any) -> None:
+        """After a reboot the machine's /dev is new: its attached volumes are made again."""
+        with self._lock:
+            volumes = dict(self.attached.get(machine.instance_id, {}))
+        for volume_id, size_gib in volumes.items():
+            if self.holder(volume_id) is None:
+                self._plug_later(machine, volume_id, size_gib)
+
+    def _plug_later(self, machine: Any, volume_id: str, size_gib: int) -> None:
+        def plug() -> None:
+            try:
+                self.plug(machine, volume_id, size_gib)
+            except Exception as err:  # noqa: BLE001 - the instance sees no device, as a failed attachment
+                log.error("volume %s could not be attached to %s: %s", volume_id, machine.instance_id, err)
+
+        threading.Thread(target=plug, name=f"plug-{volume_id}", daemon=True).start()
+
     def unplug_all(self, machine: Any, forget: bool) -> None:
         with self._lock:
             volumes = list(self.plugged.get(machine.instance_id, {}))
@@ -200,11 +229,7 @@ def install(manager: Any) -> None:
             raise EC2ClientError("IncorrectState", f"Instance '{instance_id}' is not 'running'.")
         attachment = original_attach(self, volume_id, instance_id, device_path, delete_on_termination)
         if not machine.done.is_set():
-            with store._lock:
-                store.attached.setdefault(instance_id, {})[volume_id] = volume.size
-            threading.Thread(
-                target=_plug_or_log, args=(store, machine, volume_id, volume.size), daemon=True
-            ).start()
+            store.attach(machine, volume_id, volume.size)
         return attachment
 
     def detach_volume(self: Any, volume_id: str, instance_id: str | None, device_path: str | None) -> Any:
@@ -217,9 +242,7 @@ def install(manager: Any) -> None:
         # moto detaches everything when TerminateInstances is called; on EC2 the volumes stay
         # attached until the instance is gone, and so does the machine's device here.
         if machine is not None and not getattr(instance, "_hpcemu_terminating", False):
-            with store._lock:
-                store.attached.get(instance.id, {}).pop(volume_id, None)
-            store.unplug(machine, volume_id)
+            store.detach(machine, volume_id)
         return attachment
 
     def delete_volume(self: Any, volume_id: str) -> Any:
@@ -274,23 +297,6 @@ def install(manager: Any) -> None:
     EBSBackend.detach_volume = detach_volume  # type: ignore[method-assign]
     EBSBackend.delete_volume = delete_volume  # type: ignore[method-assign]
     InstanceBackend.run_instances = run_instances  # type: ignore[method-assign]
-
-
-def _plug_or_log(store: VolumeStore, machine: Any, volume_id: str, size_gib: int) -> None:
-    try:
-        store.plug(machine, volume_id, size_gib)
-    except Exception as err:  # noqa: BLE001 - the instance sees no device, as a failed attachment
-        log.error("volume %s could not be attached to %s: %s", volume_id, machine.instance_id, err)
-
-
-def machine_started(manager: Any, machine: Any) -> None:
-    """After a reboot the machine's /dev is new: its attached volumes are made again."""
-    store: VolumeStore = manager.volumes
-    with store._lock:
-        volumes = dict(store.attached.get(machine.instance_id, {}))
-    for volume_id, size in volumes.items():
-        if store.holder(volume_id) is None:
-            threading.Thread(target=_plug_or_log, args=(store, machine, volume_id, size), daemon=True).start()
 
 
 def machine_ended(manager: Any, machine: Any, terminated: bool) -> None:

@@ -61,13 +61,7 @@ pub fn partition_param(cluster: &str, partition: &str) -> String {
 /// package version, e.g. `22.05.8-4+deb12u3`).
 pub const SLURM_VERSION_TAG: &str = "hpcforge:slurm-version";
 
-/// The release series (`22.05`) of a Slurm version (`22.05.8`, `22.05.8-4+deb12u3`, `24.11`).
-pub fn release_series(version: &str) -> Option<String> {
-    let mut parts = version.trim().split(['.', '-', '+']);
-    let (major, minor) = (parts.next()?, parts.next()?);
-    let numeric = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit());
-    (numeric(major) && numeric(minor)).then(|| format!("{major}.{minor}"))
-}
+pub use slurm_model::release_series;
 
 /// Where the cluster's user shards live.
 pub fn users_path(cluster: &str) -> String {
@@ -612,16 +606,6 @@ mod tests {
         params.remove(&user_shard_param("c", 1));
         let e = users_from_shards(&doc, &params).expect_err("missing shard");
         assert!(e.contains("/hpcforge/clusters/c/users/0001 is missing"), "{e}");
-    }
-
-    #[test]
-    fn the_release_series_is_read_from_any_version_form() {
-        assert_eq!(release_series("22.05.8-4+deb12u3").as_deref(), Some("22.05"));
-        assert_eq!(release_series("24.11.1").as_deref(), Some("24.11"));
-        assert_eq!(release_series("25.05"), Some("25.05".into()));
-        for bad in ["", "22", "x.y", "22.", ".05"] {
-            assert_eq!(release_series(bad), None, "{bad:?}");
-        }
     }
 
     #[test]

@@ -76,7 +76,7 @@ pub use partition::default_mem_per_cpu_mib;
 pub use slurm_conf::DEFAULT_HEALTH_CHECK_INTERVAL_S;
 pub use slurmdbd_conf::{check_storage_password, slurmdbd_conf, try_slurmdbd_conf, LOCAL_DATABASE};
 pub use time::TimeLimit;
-pub use upgrade::{check_upgrade, MAJOR_RELEASES};
+pub use upgrade::{check_upgrade, release_series, MAJOR_RELEASES};
 pub use validate::validate;
 
 /// The rendered configuration files of a cluster. Holds no secret: slurmdbd.conf has a

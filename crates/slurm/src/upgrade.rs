@@ -19,17 +19,23 @@ fn window(to: usize) -> usize {
     }
 }
 
-fn series(version: &str) -> String {
-    version.split('.').take(2).collect::<Vec<_>>().join(".")
+/// The release series (`22.05`) of a Slurm version (`22.05.8`, `22.05.8-4+deb12u3`, `24.11`).
+pub fn release_series(version: &str) -> Option<String> {
+    let mut parts = version.trim().split(['.', '-', '+']);
+    let (major, minor) = (parts.next()?, parts.next()?);
+    let numeric = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit());
+    (numeric(major) && numeric(minor)).then(|| format!("{major}.{minor}"))
 }
 
 /// Whether a cluster running `from` can be upgraded to `to` in place; the error names the
 /// releases in between and a path Slurm supports.
 pub fn check_upgrade(from: &str, to: &str) -> Result<(), ModelError> {
-    let (from, to) = (series(from), series(to));
     let at = |r: &str| MAJOR_RELEASES.iter().position(|x| *x == r);
+    let (Some(from), Some(to)) = (release_series(from), release_series(to)) else {
+        return Ok(()); // Unreadable versions are the version check's to name.
+    };
     let (Some(i), Some(j)) = (at(&from), at(&to)) else {
-        return Ok(()); // Unknown releases are the version check's to name.
+        return Ok(()); // So are unknown releases.
     };
     if j < i {
         return Err(ModelError::new(
@@ -85,6 +91,16 @@ mod tests {
         assert!(e.detail.contains("22.05 → 23.11 → 24.11"), "{}", e.detail);
         let e = check_upgrade("20.11", "25.11").expect_err("far");
         assert!(e.detail.contains("20.11 → 22.05 → 23.11"), "{}", e.detail);
+    }
+
+    #[test]
+    fn the_release_series_is_read_from_any_version_form() {
+        assert_eq!(release_series("22.05.8-4+deb12u3").as_deref(), Some("22.05"));
+        assert_eq!(release_series("24.11.1").as_deref(), Some("24.11"));
+        assert_eq!(release_series("25.05"), Some("25.05".into()));
+        for bad in ["", "22", "x.y", "22.", ".05"] {
+            assert_eq!(release_series(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

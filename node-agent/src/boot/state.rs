@@ -95,8 +95,6 @@ pub async fn mount(doc: &ClusterDoc) -> Result<()> {
         }
         system::directory(STATE_MOUNT, 0o755, "root")?;
         system::run("mount", &[&device, STATE_MOUNT])?;
-        // The disk may have grown since the last head (ModifyVolume): use it all.
-        system::run("resize2fs", &[&device])?;
     }
     let mut fstab = vec![format!("{device} {STATE_MOUNT} ext4 defaults,nofail 0 2")];
     let mut needs: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();

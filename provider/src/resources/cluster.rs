@@ -766,16 +766,19 @@ impl Resource for HpcCluster {
         }
         // A head node terminated outside Terraform is launched again, and a changed image,
         // type or root volume launches a new one: in place, on the same address.
-        if req.prior.attr("head_node_instance_id").is_null() || head::needs_new_instance(&req.prior, &req.planned) {
+        let relaunch =
+            req.prior.attr("head_node_instance_id").is_null() || head::needs_new_instance(&req.prior, &req.planned);
+        if relaunch {
             req.planned.set_attr("head_node_instance_id", Value::Unknown);
         }
+        // A cluster made before heads had a kept interface gets one (and a new address with
+        // its next head).
         if req.prior.attr("head_node_network_interface_id").is_null() {
-            for a in [
-                "head_node_private_ip",
-                "head_node_network_interface_id",
-                "state_volume_id",
-            ] {
+            for a in ["head_node_network_interface_id", "state_volume_id"] {
                 req.planned.set_attr(a, Value::Unknown);
+            }
+            if relaunch {
+                req.planned.set_attr("head_node_private_ip", Value::Unknown);
             }
         }
         let size = |v: &Value| v.attr("head_node").attr("state_volume_size").clone();

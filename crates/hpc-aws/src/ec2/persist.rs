@@ -188,17 +188,12 @@ impl Ec2 {
             .send()
             .await
             .map_err(|e| self.err("creating a network interface", &e))?;
-        let eni = out.network_interface();
-        Ok(InterfaceInfo {
-            id: eni
-                .and_then(|n| n.network_interface_id())
-                .unwrap_or_default()
-                .to_string(),
-            private_ip: eni.and_then(|n| n.private_ip_address()).unwrap_or_default().to_string(),
-            status: eni
-                .and_then(|n| n.status())
-                .map(|s| s.as_str().to_string())
-                .unwrap_or_default(),
+        out.network_interface().map(interface_info).ok_or_else(|| {
+            AwsError::new(
+                self.ctx("creating a network interface"),
+                None,
+                "no interface in the response",
+            )
         })
     }
 
@@ -210,11 +205,7 @@ impl Ec2 {
             .send()
             .await
             .map_err(|e| self.err("describing network interfaces", &e))?;
-        Ok(out.network_interfaces().first().map(|n| InterfaceInfo {
-            id: n.network_interface_id().unwrap_or_default().to_string(),
-            private_ip: n.private_ip_address().unwrap_or_default().to_string(),
-            status: n.status().map(|s| s.as_str().to_string()).unwrap_or_default(),
-        }))
+        Ok(out.network_interfaces().first().map(interface_info))
     }
 
     /// Deletes the interface once no instance holds it; a missing one counts as deleted.
@@ -314,6 +305,14 @@ impl Ec2 {
             .and_then(|i| i.instance_id())
             .map(str::to_string)
             .ok_or_else(|| AwsError::new(self.ctx("launching instance"), None, "no instance in the response"))
+    }
+}
+
+fn interface_info(n: &aws_sdk_ec2::types::NetworkInterface) -> InterfaceInfo {
+    InterfaceInfo {
+        id: n.network_interface_id().unwrap_or_default().to_string(),
+        private_ip: n.private_ip_address().unwrap_or_default().to_string(),
+        status: n.status().map(|s| s.as_str().to_string()).unwrap_or_default(),
     }
 }
 

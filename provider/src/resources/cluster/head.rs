@@ -49,7 +49,8 @@ fn tags_for(tags: &[(String, String)], role: &str) -> Vec<(String, String)> {
 }
 
 /// The head's network interface and state volume, made the first time (or found again by
-/// their tags); recorded in `state` before any head uses them.
+/// their tags after an interrupted create); recorded in `state` before any head uses them. An
+/// update whose state already names both makes no call.
 pub async fn ensure_kept(
     clients: &Clients,
     state: &mut Value,
@@ -57,6 +58,10 @@ pub async fn ensure_kept(
     sgs: &[String],
     tags: &[(String, String)],
 ) -> Result<(), Diagnostics> {
+    let known = |a: &str| string(state.attr(a)).is_some();
+    if known("head_node_network_interface_id") && known("state_volume_id") {
+        return Ok(());
+    }
     let subnet = string(state.attr("subnet_id")).unwrap_or_default();
     let eni = clients
         .ec2
@@ -69,7 +74,6 @@ pub async fn ensure_kept(
         .await
         .map_err(|e| aws_diag("Cannot create the head node's network interface", &e))?;
     state.set_attr("head_node_network_interface_id", Value::string(&eni.id));
-    state.set_attr("head_node_private_ip", Value::string(&eni.private_ip));
     let zone = clients
         .ec2
         .subnet_zones(std::slice::from_ref(&subnet))
