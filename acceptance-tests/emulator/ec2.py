@@ -9,6 +9,8 @@ moto's EC2 handler that adds or replaces these actions:
   ...) in the 200 response's ``Errors`` list, launches the target from the first pool left,
   and keeps the launch template's network interfaces (EFA), instance profile and
   placement group on the instances.
+- Launch templates that target a capacity reservation or Capacity Block launch into it, up
+  to what it has available and only inside its window: see ``ec2_capacity``.
 - RunInstances: fault rules with ``match`` fail it as a whole, as EC2 does.
 - CreateLaunchTemplateVersion with SourceVersion: the new version inherits the source data.
 - Image and snapshot actions (RegisterImage, CreateImage, CopyImage, DeregisterImage,
@@ -31,6 +33,7 @@ from moto.core.responses import ActionResult
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses import EC2Response
 
+from ec2_capacity import CapacityActions, admit
 from ec2_images import ImageActions
 from faults import FAULTS, PROTOCOL_EC2, FaultError, Outcome, render_error
 
@@ -134,7 +137,7 @@ class CapacityPool:
         }
 
 
-class EmulatorEC2Response(ImageActions, EC2Response):
+class EmulatorEC2Response(CapacityActions, ImageActions, EC2Response):
     """moto's EC2 handler with the actions listed in the module docstring added or replaced."""
 
     @property
@@ -296,11 +299,19 @@ class EmulatorEC2Response(ImageActions, EC2Response):
         for pool in pools:
             if remaining <= 0:
                 break
-            error = self._pool_error(pool, market)
+            wanted = math.ceil(remaining / pool.weight)
+            count, error = self._pool_allowance(pool, market, wanted)
             if error is not None:
                 errors.append(self._pool_failure(pool, market, error.code, error.message))
+            if count == 0:
                 continue
-            count = math.ceil(remaining / pool.weight)
+            count, reservation, refusal = admit(
+                self.ec2_backend, self.capacity, pool.data, pool.instance_type, pool.availability_zone, market, count
+            )
+            if refusal is not None:
+                errors.append(self._pool_failure(pool, market, refusal.code, refusal.message))
+            if count == 0:
+                continue
             try:
                 instances = self._launch(pool, count, market, fleet.id, tags)
             except EC2ClientError as err:
@@ -308,6 +319,8 @@ class EmulatorEC2Response(ImageActions, EC2Response):
                     raise
                 errors.append(self._pool_failure(pool, market, err.code, err.message))
                 continue
+            if reservation is not None:
+                reservation.holders.update(instance.id for instance in instances)
             # moto's fleet keeps spot and on-demand instances alike here for Describe/DeleteFleets.
             fleet.on_demand_instances += [{"id": i.id, "instance": i, "launch_spec": None} for i in instances]
             fleet.fulfilled_capacity += count * pool.weight
@@ -371,12 +384,14 @@ class EmulatorEC2Response(ImageActions, EC2Response):
             )
         return pools
 
-    def _pool_error(self, pool: CapacityPool, market: str) -> FaultError | None:
+    def _pool_allowance(self, pool: CapacityPool, market: str, wanted: int) -> tuple[int, FaultError | None]:
+        """How many of ``wanted`` the pool may launch (fault rules), and the error for the rest."""
         if pool.placement_group and pool.placement_group not in self.placement_groups.groups:
-            return FaultError(
+            return 0, FaultError(
                 "InvalidPlacementGroup.Unknown", f"The Placement Group '{pool.placement_group}' is unknown.", 400
             )
-        return _fault(FAULTS.evaluate("ec2", "CreateFleet", pool.fault_attributes(market)))
+        granted, outcome = FAULTS.evaluate_launch("ec2", "CreateFleet", pool.fault_attributes(market), wanted)
+        return granted, _fault(outcome)
 
     def _launch(self, pool: CapacityPool, count: int, market: str, fleet_id: str, tags: dict[str, str]) -> list[Any]:
         data = pool.data
@@ -513,11 +528,14 @@ def _capacity_by_market(target: dict[str, Any]) -> dict[str, float]:
     on_demand = float(target.get("OnDemandTargetCapacity") or 0)
     spot = float(target.get("SpotTargetCapacity") or 0)
     remainder = max(total - on_demand - spot, 0.0)
+    block = 0.0
     if target.get("DefaultTargetCapacityType") == "spot":
         spot += remainder
+    elif target.get("DefaultTargetCapacityType") == "capacity-block":
+        block = remainder
     else:
         on_demand += remainder
-    return {"on-demand": on_demand, "spot": spot}
+    return {"on-demand": on_demand, "spot": spot, "capacity-block": block}
 
 
 def _tags_for(tag_specifications: list[dict[str, Any]], resource_type: str) -> dict[str, str]:

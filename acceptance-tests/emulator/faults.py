@@ -8,7 +8,9 @@ it has a ``code``, turns the call into that error.
 Rules without ``match`` are applied by the WSGI middleware to whole requests.
 Rules with ``match`` select EC2 launches by placement and are applied inside the
 EC2 handlers: RunInstances answers with an error, an instant CreateFleet reports
-the failed capacity pool in its 200 response's ``Errors`` list.
+the failed capacity pool in its 200 response's ``Errors`` list. A CreateFleet rule with
+``capacity`` is a pool that holds that many instances: launches take from it until it is
+used up, then fail with the rule's code (a partial fulfilment, as EC2 gives).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ MATCH_KEYS = ("AvailabilityZone", "InstanceType", "SubnetId", "Lifecycle")
 MATCH_ACTIONS = ("RunInstances", "CreateFleet")
 RULE_KEYS = {
     "service", "action", "code", "message", "http_status", "count", "ratio", "latency_ms", "match", "boot", "delay_s",
+    "capacity",
 }
 # Boot faults (boot mode): what happens to the machines of matching launches.
 BOOT_FAULTS = ("never-arrives", "dies-at-boot", "spot-interruption")
@@ -57,6 +60,9 @@ class FaultRule:
     match: dict[str, str] | None
     boot: str | None = None
     delay_s: float = 0.0
+    # A pool with this many instances of capacity: launches take from it, then fail with ``code``.
+    capacity: int | None = None
+    used: int = 0
     fired: int = 0
 
     @classmethod
@@ -91,6 +97,7 @@ class FaultRule:
         match = raw.get("match")
         if match is not None:
             _validate_match(match, service, action)
+        capacity = _capacity(raw, action, code, match)
         return cls(
             id=rule_id,
             service=service.lower(),
@@ -104,6 +111,7 @@ class FaultRule:
             match=match,
             boot=boot,
             delay_s=delay_s,
+            capacity=capacity,
         )
 
     def applies_to(self, service: str, action: str, attrs: dict[str, str] | None) -> bool:
@@ -117,7 +125,7 @@ class FaultRule:
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "service": self.service}
-        for key in ("action", "code", "message", "count", "ratio", "match", "boot"):
+        for key in ("action", "code", "message", "count", "ratio", "match", "boot", "capacity"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         if self.code is not None:
@@ -154,6 +162,19 @@ def _boot_fault(raw: dict[str, Any], service: str, action: str | None, code: str
     if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
         raise FaultRuleError("'delay_s' must be a non-negative number of seconds")
     return boot, float(delay)
+
+
+def _capacity(raw: dict[str, Any], action: str | None, code: str | None, match: Any) -> int | None:
+    capacity = raw.get("capacity")
+    if capacity is None:
+        return None
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+        raise FaultRuleError("'capacity' must be a non-negative integer (instances the pool can launch)")
+    if action != "CreateFleet" or match is None or code is None:
+        raise FaultRuleError("'capacity' needs action CreateFleet, a 'match' and the 'code' to fail with once used up")
+    if "count" in raw or "ratio" in raw:
+        raise FaultRuleError("'capacity' takes no 'count' or 'ratio'")
+    return capacity
 
 
 def _validate_match(match: Any, service: str, action: str | None) -> None:
@@ -235,6 +256,8 @@ class FaultEngine:
         outcome = Outcome()
         with self._lock:
             for rule in self._rules:
+                if rule.capacity is not None:
+                    continue  # walked by evaluate_launch, with the count launched
                 if not rule.applies_to(service, action, attrs) or not self._fires(rule):
                     continue
                 rule.fired += 1
@@ -244,6 +267,35 @@ class FaultEngine:
                     outcome.error = FaultError(rule.code, message, rule.http_status)
                     break
         return outcome
+
+    def evaluate_launch(self, service: str, action: str, attrs: dict[str, str], wanted: int) -> tuple[int, Outcome]:
+        """Like :meth:`evaluate` for one capacity pool of a launch of ``wanted`` instances:
+        returns how many may launch. A ``capacity`` rule grants what it has left (and fails
+        the rest); any other firing rule with a code grants none."""
+        outcome = Outcome()
+        granted = wanted
+        with self._lock:
+            for rule in self._rules:
+                if not rule.applies_to(service, action, attrs):
+                    continue
+                if rule.capacity is not None:
+                    take = min(granted, rule.capacity - rule.used)
+                    rule.used += take
+                    if take < granted:
+                        rule.fired += 1
+                        message = rule.message or default_message(rule.code or "", attrs)
+                        outcome.error = FaultError(rule.code or "", message, rule.http_status)
+                        return take, outcome
+                    continue
+                if not self._fires(rule):
+                    continue
+                rule.fired += 1
+                outcome.latency_s += rule.latency_s
+                if rule.code is not None:
+                    message = rule.message or default_message(rule.code, attrs)
+                    outcome.error = FaultError(rule.code, message, rule.http_status)
+                    return 0, outcome
+        return granted, outcome
 
     def boot_fault(self, action: str, attrs: dict[str, str]) -> tuple[str, float] | None:
         """The first firing ``boot`` rule for one machine of a launch: (kind, delay_s), or None."""

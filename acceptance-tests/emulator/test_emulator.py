@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import re
 import shutil
 import subprocess
@@ -770,6 +771,56 @@ def test_run_instances_capacity_fault(endpoint: str, network: dict[str, Any]) ->
         ImageId="ami-12345678", MinCount=1, MaxCount=1, SubnetId=network["subnets"]["us-east-1b"]
     )
     assert other_zone["Instances"][0]["Placement"]["AvailabilityZone"] == "us-east-1b"
+
+
+def test_capacity_reservations_and_blocks_describe_cancel_and_validate(ec2: Any) -> None:
+    reservation = ec2.create_capacity_reservation(
+        InstanceType="p5.48xlarge", InstancePlatform="Linux/UNIX", AvailabilityZone="us-east-1a", InstanceCount=2,
+        InstanceMatchCriteria="targeted",
+        TagSpecifications=[{"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": "ml"}]}],
+    )["CapacityReservation"]
+    assert reservation["State"] == "active" and reservation["AvailableInstanceCount"] == 2
+    assert reservation["ReservationType"] == "default" and reservation["Tags"] == [{"Key": "team", "Value": "ml"}]
+    with pytest.raises(ClientError) as err:
+        ec2.create_capacity_reservation(
+            InstanceType="p5.48xlarge", InstancePlatform="Linux/UNIX", AvailabilityZone="mars-1a", InstanceCount=1
+        )
+    assert err.value.response["Error"]["Code"] == "InvalidParameterValue"
+    (offering,) = ec2.describe_capacity_block_offerings(
+        InstanceType="p5.48xlarge", InstanceCount=4, CapacityDurationHours=24,
+        StartDateRange=datetime.datetime(2099, 1, 1, tzinfo=datetime.timezone.utc),
+    )["CapacityBlockOfferings"]
+    assert offering["InstanceCount"] == 4 and offering["StartDate"].year == 2099
+    block = ec2.purchase_capacity_block(
+        CapacityBlockOfferingId=offering["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX"
+    )["CapacityReservation"]
+    assert block["ReservationType"] == "capacity-block" and block["State"] == "scheduled"
+    assert block["AvailableInstanceCount"] == 0
+    listed = ec2.describe_capacity_reservations(Filters=[{"Name": "reservation-type", "Values": ["capacity-block"]}])
+    assert [r["CapacityReservationId"] for r in listed["CapacityReservations"]] == [block["CapacityReservationId"]]
+    with pytest.raises(ClientError) as err:
+        ec2.cancel_capacity_reservation(CapacityReservationId=block["CapacityReservationId"])
+    assert err.value.response["Error"]["Code"] == "InvalidParameterValue"
+    ec2.cancel_capacity_reservation(CapacityReservationId=reservation["CapacityReservationId"])
+    (cancelled,) = ec2.describe_capacity_reservations(
+        CapacityReservationIds=[reservation["CapacityReservationId"]]
+    )["CapacityReservations"]
+    assert cancelled["State"] == "cancelled"
+    with pytest.raises(ClientError) as err:
+        ec2.describe_capacity_reservations(CapacityReservationIds=["cr-0123456789abcdef0"])
+    assert err.value.response["Error"]["Code"] == "InvalidCapacityReservationId.NotFound"
+
+
+def test_a_capacity_fault_rule_is_a_pool_of_that_many_instances(endpoint: str) -> None:
+    bad = {"service": "ec2", "action": "RunInstances", "code": "InsufficientInstanceCapacity", "capacity": 2,
+           "match": {"AvailabilityZone": "us-east-1a"}}
+    assert "'capacity' needs action CreateFleet" in control(endpoint, "POST", "/faults", bad, expect=400)["error"]
+    bad.update(action="CreateFleet", capacity=-1)
+    assert "non-negative integer" in control(endpoint, "POST", "/faults", bad, expect=400)["error"]
+    bad.update(capacity=2)
+    control(endpoint, "POST", "/faults", bad)
+    (described,) = control(endpoint, "GET", "/faults")["faults"]
+    assert described["capacity"] == 2
 
 
 def test_launch_template_version_from_source(ec2: Any) -> None:

@@ -23,7 +23,12 @@ pub const REGION: &str = "us-east-1";
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    // `cargo test` sets the package's directory when it runs a test; the compile-time value
+    // can name another checkout that shares the target directory (a CI clone).
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from(".."))

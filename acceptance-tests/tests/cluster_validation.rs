@@ -135,6 +135,13 @@ fn bad_clusters_and_partitions_are_rejected_when_validated() {
         (partition("remote_no_ami", &pool("    region = \"us-west-2\"")), "hpc_partition.remote_no_ami".into(), "ami_id", "needs its own ami_id"),
         (partition("bad_timeout", "  provision_timeout = \"a while\""), "hpc_partition.bad_timeout".into(), "provision_timeout", "is not a duration"),
         (partition("bad_pool_subnet", "  capacity_pool {\n    subnet_ids = [\"sn-1\"]\n  }"), "hpc_partition.bad_pool_subnet".into(), "subnet_ids", "is not a subnet id"),
+        (partition("bad_scaling", "  scaling_strategy = \"some-or-all\""), "hpc_partition.bad_scaling".into(), "scaling_strategy", "all-or-nothing or best-effort"),
+        (
+            partition("spot_reserved", &pool("    capacity_type = \"spot\"\n    capacity_reservation_id = \"cr-0123456789abcdef0\"")),
+            "hpc_partition.spot_reserved".into(),
+            "capacity_reservation_id",
+            "a spot pool cannot launch into a capacity reservation",
+        ),
     ];
     assert!(resources.len() >= 20);
     ws.write(
@@ -339,5 +346,137 @@ fn an_image_with_another_slurm_release_than_slurm_version_is_refused_at_plan() {
     assert!(said.contains("23.02, 23.11, 24.05 come between"), "{said}");
     assert!(said.contains("22.05 → 23.11 → 24.11"), "{said}");
     ws.write(&format!("{}\n{part}", cluster("22.05")));
+    ws.destroy();
+}
+
+/// The default subnet of a zone, from DescribeSubnets.
+fn subnet_in(emu: &Emulator, zone: &str) -> String {
+    let xml = emu.ec2(&format!(
+        "Action=DescribeSubnets&Filter.1.Name=availability-zone&Filter.1.Value.1={zone}"
+    ));
+    field(&xml, "subnetId")
+}
+
+fn field(xml: &str, tag: &str) -> String {
+    let open = format!("<{tag}>");
+    let start = xml.find(&open).unwrap_or_else(|| panic!("no <{tag}> in {xml}")) + open.len();
+    xml[start..].chars().take_while(|c| *c != '<').collect()
+}
+
+#[test]
+fn capacity_reservations_and_blocks_are_checked_at_plan_and_targeted_by_the_launch_templates() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("reservations", &emu);
+    let (zone_a, zone_b) = (subnet_in(&emu, "us-east-1a"), subnet_in(&emu, "us-east-1b"));
+    let odcr = field(
+        &emu.ec2(
+            "Action=CreateCapacityReservation&InstanceType=c7i.2xlarge&AvailabilityZone=us-east-1a\
+             &InstanceCount=4&InstancePlatform=Linux/UNIX&InstanceMatchCriteria=targeted",
+        ),
+        "capacityReservationId",
+    );
+    let offering = field(
+        &emu.ec2(
+            "Action=DescribeCapacityBlockOfferings&InstanceType=c7i.2xlarge&InstanceCount=2&CapacityDurationHours=24",
+        ),
+        "capacityBlockOfferingId",
+    );
+    let block = field(
+        &emu.ec2(&format!(
+            "Action=PurchaseCapacityBlock&CapacityBlockOfferingId={offering}&InstancePlatform=Linux/UNIX"
+        )),
+        "capacityReservationId",
+    );
+    let main = format!(
+        "resource \"hpc_cluster\" \"main\" {{\n  name = \"research\"\n  subnet_id = \"{zone_a}\"\n  wait_for_ready = false\n  head_node {{\n    ami_id = \"{AMI}\"\n  }}\n}}\n"
+    );
+    ws.write(&main);
+    ws.apply();
+    let pool =
+        |subnet: &str, extra: &str| format!("  capacity_pool {{\n    subnet_ids = [\"{subnet}\"]\n{extra}\n  }}\n");
+    let reserved = |id: &str| format!("    capacity_reservation_id = \"{id}\"");
+    let wrong = [
+        partition("missing", &pool(&zone_a, &reserved("cr-0123456789abcdef0"))),
+        partition(
+            "other_type",
+            &format!(
+                "  instance_types = [\"c7i.4xlarge\"]\n{}",
+                pool(&zone_a, &reserved(&odcr))
+            ),
+        ),
+        partition(
+            "not_a_block",
+            &pool(
+                &zone_a,
+                &format!("    capacity_type = \"capacity_block\"\n{}", reserved(&odcr)),
+            ),
+        ),
+        partition("a_block", &pool(&zone_a, &reserved(&block))),
+        partition("other_zone", &pool(&zone_b, &reserved(&odcr))),
+    ]
+    .join("\n");
+    ws.write(&format!("{main}\n{wrong}"));
+    let text = refused_plan(
+        &ws,
+        &emu,
+        &[
+            (
+                "hpc_partition.missing".into(),
+                "capacity_reservation_id",
+                "does not exist in us-east-1",
+            ),
+            (
+                "hpc_partition.other_type".into(),
+                "capacity_reservation_id",
+                "reserves c7i.2xlarge",
+            ),
+            (
+                "hpc_partition.not_a_block".into(),
+                "capacity_type",
+                "is an On-Demand Capacity Reservation",
+            ),
+            ("hpc_partition.a_block".into(), "capacity_type", "is a Capacity Block"),
+            ("hpc_partition.other_zone".into(), "subnet_ids", "is in us-east-1a"),
+        ],
+    );
+    assert!(text.contains("Give the pool only subnets in us-east-1a"), "{text}");
+
+    // Right: the reservation first, then the block, then on-demand in another zone.
+    let good = partition(
+        "gpu",
+        &format!(
+            "{}{}{}",
+            pool(&zone_a, &reserved(&odcr)),
+            pool(
+                &zone_a,
+                &format!("    capacity_type = \"capacity_block\"\n{}", reserved(&block))
+            ),
+            pool(&zone_b, "")
+        ),
+    );
+    ws.write(&format!("{main}\n{good}"));
+    ws.apply();
+    ws.assert_no_changes();
+    let doc = emu
+        .parameter_json("/hpcforge/clusters/research/partitions/gpu")
+        .expect("published partition");
+    assert_eq!(doc["scaling_strategy"], "all-or-nothing", "{doc}");
+    let template = |pool: usize| {
+        let id = doc["pools"][pool]["launch_templates"]["c7i.2xlarge"]
+            .as_str()
+            .expect("template id")
+            .to_string();
+        emu.ec2(&format!(
+            "Action=DescribeLaunchTemplateVersions&LaunchTemplateId={id}&LaunchTemplateVersion.1=$Default"
+        ))
+    };
+    let (first, second, third) = (template(0), template(1), template(2));
+    assert!(first.contains(&odcr) && !first.contains("capacity-block"), "{first}");
+    assert!(
+        second.contains(&block) && second.contains("<marketType>capacity-block</marketType>"),
+        "{second}"
+    );
+    assert!(!third.contains("cr-"), "{third}");
+    ws.write(&main);
     ws.destroy();
 }

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use hpc_aws::ec2::{Ec2, FleetError, FleetInstance, FleetOverride, FleetRequest};
+use hpc_aws::ec2::{Ec2, FleetError, FleetInstance, FleetOverride, FleetRequest, Market};
 use hpc_aws::AwsError;
-use hpc_desired_state::{PartitionDoc, PoolDoc};
+use hpc_desired_state::{PartitionDoc, PoolDoc, ScalingStrategy};
 
 /// Fleet error codes that mean "this pool has no capacity now" (as opposed to a mistake).
 pub const CAPACITY_CODES: &[&str] = &[
@@ -141,14 +141,38 @@ pub struct Placement {
     pub instance: FleetInstance,
 }
 
+/// Why a pool was passed over without a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skip {
+    /// It reported no capacity recently.
+    Cooldown,
+    /// Its reservation or Capacity Block cannot take the group now (the reason).
+    Reservation(String),
+}
+
 /// One fleet call: which pool, how many asked for and launched, what EC2 said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt {
     pub pool: usize,
     pub requested: usize,
     pub launched: usize,
+    /// Instances of a partly launched job, terminated at once (all-or-nothing).
+    pub released: usize,
     pub errors: Vec<FleetError>,
-    pub skipped_cooldown: bool,
+    pub skipped: Option<Skip>,
+}
+
+impl Attempt {
+    fn skipped(pool: usize, why: Skip) -> Self {
+        Attempt {
+            pool,
+            requested: 0,
+            launched: 0,
+            released: 0,
+            errors: vec![],
+            skipped: Some(why),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -163,34 +187,170 @@ pub trait PoolClients {
     fn ec2_for(&self, pool: &PoolDoc) -> Ec2;
 }
 
+/// The jobs Slurm is resuming nodes for, from the file named by `SLURM_RESUME_FILE`
+/// (Slurm 22.05 and later): which nodes each job needs powered up.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResumeJobs {
+    /// (job id, nodes of the job being resumed), in Slurm's order.
+    pub jobs: Vec<(u64, Vec<String>)>,
+}
+
+impl ResumeJobs {
+    /// Parses Slurm's resume file (JSON with `jobs[].job_id` and the job's nodes to resume).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("the resume file is not JSON: {e}"))?;
+        let mut jobs = Vec::new();
+        for job in value.get("jobs").and_then(|j| j.as_array()).into_iter().flatten() {
+            let id = job.get("job_id").and_then(|v| v.as_u64()).unwrap_or(0);
+            // Slurm 23.02 and later say `nodes_resume` (and `nodes_alloc`); 22.05 says `nodes`.
+            let resumed = job.get("nodes_resume").or_else(|| job.get("nodes"));
+            let Some(nodes) = resumed.and_then(|v| v.as_str()) else {
+                continue;
+            };
+            let nodes = crate::hostlist::expand(nodes).map_err(|e| format!("job {id}'s nodes_resume: {e}"))?;
+            jobs.push((id, nodes));
+        }
+        Ok(ResumeJobs { jobs })
+    }
+
+    /// Reads the file `SLURM_RESUME_FILE` names; none when the variable is unset (a resume
+    /// by hand, or an older Slurm).
+    pub fn from_env() -> Result<Self, String> {
+        match std::env::var_os("SLURM_RESUME_FILE") {
+            None => Ok(ResumeJobs::default()),
+            Some(path) => {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("reading SLURM_RESUME_FILE {}: {e}", Path::new(&path).display()))?;
+                Self::parse(&text)
+            }
+        }
+    }
+
+    /// The group's nodes cut into what launches together: under all-or-nothing each job's
+    /// nodes of the group (a node two jobs wait for goes with the first), then every other
+    /// node alone; under best effort every node alone.
+    pub fn units(&self, group: &Group, strategy: ScalingStrategy) -> Vec<Vec<String>> {
+        if strategy == ScalingStrategy::BestEffort {
+            return group.nodes.iter().map(|n| vec![n.clone()]).collect();
+        }
+        let mut taken: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut units: Vec<Vec<String>> = Vec::new();
+        for (_, nodes) in &self.jobs {
+            let mut unit = Vec::new();
+            for n in nodes {
+                if group.nodes.contains(n) && !taken.contains_key(n.as_str()) {
+                    taken.insert(n, units.len());
+                    unit.push(n.clone());
+                }
+            }
+            if !unit.is_empty() {
+                units.push(unit);
+            }
+        }
+        for n in &group.nodes {
+            if !taken.contains_key(n.as_str()) {
+                units.push(vec![n.clone()]);
+            }
+        }
+        units
+    }
+}
+
+/// What a pool's reservation lets the group launch: none (with why) or up to a count.
+async fn reservation_room(ec2: &Ec2, pool: &PoolDoc, instance_type: &str) -> Result<Option<usize>, Skip> {
+    let Some(id) = &pool.capacity_reservation_id else {
+        return Ok(None);
+    };
+    let found = ec2
+        .capacity_reservations(std::slice::from_ref(id))
+        .await
+        .map_err(|e| Skip::Reservation(format!("{id}: {e}")))?;
+    let Some(r) = found.into_iter().next() else {
+        return Err(Skip::Reservation(format!("{id} does not exist")));
+    };
+    let kind = if r.capacity_block {
+        "Capacity Block"
+    } else {
+        "capacity reservation"
+    };
+    if r.instance_type != instance_type {
+        return Err(Skip::Reservation(format!("{kind} {id} is for {}", r.instance_type)));
+    }
+    if r.state != "active" {
+        let when = match (r.state.as_str(), r.start_s) {
+            ("scheduled", Some(t)) => format!(" (starts at unix time {t})"),
+            _ => String::new(),
+        };
+        return Err(Skip::Reservation(format!("{kind} {id} is {}{when}", r.state)));
+    }
+    if r.available <= 0 {
+        return Err(Skip::Reservation(format!(
+            "{kind} {id} has all {} instances in use",
+            r.total
+        )));
+    }
+    Ok(Some(usize::try_from(r.available).unwrap_or(0)))
+}
+
+fn market_of(pool: &PoolDoc) -> Market {
+    match pool.capacity_type.as_str() {
+        "spot" => Market::Spot,
+        "capacity_block" => Market::CapacityBlock,
+        _ => Market::OnDemand,
+    }
+}
+
+/// The first units that fit `limit` nodes (at least the first unit when it fits `room`).
+fn take_units(waiting: &mut Vec<Vec<String>>, limit: usize, room: Option<usize>) -> Vec<Vec<String>> {
+    let cap = room.map_or(limit, |r| r.min(limit));
+    let mut size = 0;
+    let mut n = 0;
+    for unit in waiting.iter() {
+        // A job larger than one batch goes alone (an instant fleet takes it in one call).
+        let fits = size + unit.len() <= cap || (n == 0 && room.is_none_or(|r| unit.len() <= r));
+        if !fits {
+            break;
+        }
+        size += unit.len();
+        n += 1;
+    }
+    waiting.drain(..n).collect()
+}
+
 /// Launches a group, pool after pool, until every node has an instance or no pool is left.
+/// Nodes launch in the units [`ResumeJobs::units`] cuts for the partition's scaling strategy:
+/// a unit gets all its instances from one pool or none (a partial one is terminated at once).
 pub async fn launch_group(
     clients: &dyn PoolClients,
     cluster: &str,
     partition: &PartitionDoc,
     group: &Group,
+    jobs: &ResumeJobs,
     cooldowns: &mut Cooldowns,
     now: u64,
 ) -> Result<GroupOutcome, AwsError> {
     let mut outcome = GroupOutcome::default();
-    let mut waiting: Vec<String> = group.nodes.clone();
+    let mut waiting = jobs.units(group, partition.scaling_strategy);
     for (i, pool) in partition.pools.iter().enumerate() {
         if waiting.is_empty() {
             break;
         }
         let key = Cooldowns::key(&partition.name, i, &group.instance_type);
         if cooldowns.active(&key, now) {
-            outcome.attempts.push(Attempt {
-                pool: i,
-                requested: 0,
-                launched: 0,
-                errors: vec![],
-                skipped_cooldown: true,
-            });
+            outcome.attempts.push(Attempt::skipped(i, Skip::Cooldown));
             continue;
         }
         let Some(template) = pool.launch_templates.get(&group.instance_type) else {
             continue;
+        };
+        let ec2 = clients.ec2_for(pool);
+        let mut room = match reservation_room(&ec2, pool, &group.instance_type).await {
+            Ok(room) => room,
+            Err(why) => {
+                outcome.attempts.push(Attempt::skipped(i, why));
+                continue;
+            }
         };
         let overrides: Vec<FleetOverride> = pool
             .subnet_ids
@@ -203,20 +363,31 @@ pub async fn launch_group(
                 priority: p as f64,
             })
             .collect();
-        // Instant fleets are asked for at most FLEET_BATCH nodes at a time.
+        // Instant fleets are asked for at most FLEET_BATCH nodes at a time, whole units each.
         loop {
-            let batch = waiting.len().min(FLEET_BATCH);
+            let batch = take_units(&mut waiting, FLEET_BATCH, room);
+            if batch.is_empty() {
+                if let Some(r) = room {
+                    let need = waiting.first().map_or(0, Vec::len);
+                    outcome.attempts.push(Attempt::skipped(
+                        i,
+                        Skip::Reservation(format!("{r} instance(s) left in the reservation, a job needs {need}")),
+                    ));
+                }
+                break;
+            }
+            let requested: usize = batch.iter().map(Vec::len).sum();
             let request = FleetRequest {
                 overrides: overrides.clone(),
-                count: i32::try_from(batch).unwrap_or(i32::MAX),
-                spot: pool.capacity_type == "spot",
+                count: i32::try_from(requested).unwrap_or(i32::MAX),
+                market: market_of(pool),
                 allocation_strategy: partition.allocation_strategy.clone(),
                 tags: vec![
                     ("hpcforge:cluster".into(), cluster.to_string()),
                     ("hpcforge:partition".into(), format!("{cluster}/{}", partition.name)),
                 ],
             };
-            let fleet = match clients.ec2_for(pool).launch_fleet(&request).await {
+            let fleet = match ec2.launch_fleet(&request).await {
                 Ok(f) => f,
                 // A whole-call capacity error (RunInstances-style) fails the pool like fleet errors do.
                 Err(e) if e.code_is(CAPACITY_CODES) => hpc_aws::ec2::FleetOutcome {
@@ -230,33 +401,54 @@ pub async fn launch_group(
                 },
                 Err(e) => return Err(e),
             };
-            let launched = fleet.instances.len().min(batch);
-            let rest = waiting.split_off(launched);
-            for (node, instance) in waiting.into_iter().zip(fleet.instances.iter().cloned()) {
-                outcome.placed.push(Placement {
-                    node,
-                    pool: i,
-                    instance,
-                });
+            let launched = fleet.instances.len();
+            let mut instances = fleet.instances.into_iter();
+            let mut short: Vec<Vec<String>> = Vec::new();
+            let mut left = launched;
+            for unit in batch {
+                if unit.len() <= left {
+                    left -= unit.len();
+                    for node in unit {
+                        if let Some(instance) = instances.next() {
+                            outcome.placed.push(Placement {
+                                node,
+                                pool: i,
+                                instance,
+                            });
+                        }
+                    }
+                } else {
+                    short.push(unit);
+                }
             }
-            waiting = rest;
+            // What could not complete a unit is released now, not left to the sweep.
+            let extra: Vec<String> = instances.map(|f| f.id).collect();
+            if !extra.is_empty() {
+                ec2.request_termination(&extra).await?;
+            }
+            short.append(&mut waiting);
+            waiting = short;
+            if let Some(r) = room.as_mut() {
+                *r = r.saturating_sub(launched);
+            }
             let no_capacity = fleet.errors.iter().any(|e| CAPACITY_CODES.contains(&e.code.as_str()));
             if no_capacity {
                 cooldowns.start(key.clone(), now, u64::from(partition.ice_cooldown_s));
             }
             outcome.attempts.push(Attempt {
                 pool: i,
-                requested: batch,
+                requested,
                 launched,
+                released: extra.len(),
                 errors: fleet.errors,
-                skipped_cooldown: false,
+                skipped: None,
             });
-            if no_capacity || launched < batch || waiting.is_empty() {
+            if no_capacity || launched < requested || waiting.is_empty() {
                 break;
             }
         }
     }
-    outcome.unplaced = waiting;
+    outcome.unplaced = waiting.into_iter().flatten().collect();
     Ok(outcome)
 }
 
@@ -304,6 +496,56 @@ mod tests {
         assert_eq!(groups[1].instance_type, "c7i.4xlarge");
         assert_eq!(groups[2].partition, "cpu2");
         assert_eq!(unknown, vec!["gpu-p5-48xl-1", "cpu-c7i-2xl-"]);
+    }
+
+    #[test]
+    fn slurms_resume_file_cuts_a_group_into_jobs_under_all_or_nothing_only() {
+        let jobs = ResumeJobs::parse(
+            r#"{"all_nodes_resume":"cpu-c7i-2xl-[1-6]","jobs":[
+                {"job_id":1,"nodes_alloc":"cpu-c7i-2xl-[1-3]","nodes_resume":"cpu-c7i-2xl-[1-3]"},
+                {"job_id":2,"nodes_alloc":"cpu-c7i-2xl-[3-4]","nodes_resume":"cpu-c7i-2xl-[3-4]"},
+                {"job_id":3,"nodes_alloc":"gpu-p5-48xl-1","nodes_resume":"gpu-p5-48xl-1"}]}"#,
+        )
+        .expect("parse");
+        assert_eq!(jobs.jobs.len(), 3);
+        let group = Group {
+            partition: "cpu".into(),
+            instance_type: "c7i.2xlarge".into(),
+            nodes: (1..=6).map(|i| format!("cpu-c7i-2xl-{i}")).collect(),
+        };
+        let units = jobs.units(&group, ScalingStrategy::AllOrNothing);
+        let sizes: Vec<usize> = units.iter().map(Vec::len).collect();
+        // Job 1 whole, job 2 without the node job 1 took, then nodes 5 and 6 alone.
+        assert_eq!(sizes, vec![3, 1, 1, 1], "{units:?}");
+        assert_eq!(units[1], vec!["cpu-c7i-2xl-4"]);
+        assert!(jobs
+            .units(&group, ScalingStrategy::BestEffort)
+            .iter()
+            .all(|u| u.len() == 1));
+        let old =
+            ResumeJobs::parse(r#"{"jobs":[{"job_id":1,"nodes":"cpu-c7i-2xl-[1-2]"}],"all_nodes":"cpu-c7i-2xl-[1-2]"}"#)
+                .expect("Slurm 22.05's form");
+        assert_eq!(
+            old.jobs,
+            vec![(1, vec!["cpu-c7i-2xl-1".to_string(), "cpu-c7i-2xl-2".to_string()])]
+        );
+        assert!(ResumeJobs::parse("not json").is_err());
+        assert!(ResumeJobs::parse(r#"{"jobs":[{"job_id":1,"nodes_resume":"cpu-[1-"}]}"#).is_err());
+    }
+
+    #[test]
+    fn batches_take_whole_units_within_the_batch_and_the_reservation() {
+        let unit = |n: usize| (0..n).map(|i| format!("n{i}")).collect::<Vec<_>>();
+        let mut waiting = vec![unit(3), unit(2), unit(4)];
+        assert_eq!(take_units(&mut waiting, 5, None).len(), 2);
+        assert_eq!(waiting.len(), 1);
+        // A job larger than a batch goes alone; one larger than the reservation not at all.
+        let mut waiting = vec![unit(7), unit(1)];
+        assert_eq!(take_units(&mut waiting, 5, None), vec![unit(7)]);
+        assert!(take_units(&mut waiting.clone(), 5, Some(0)).is_empty());
+        let mut big = vec![unit(3)];
+        assert!(take_units(&mut big, 5, Some(2)).is_empty());
+        assert_eq!(big.len(), 1);
     }
 
     #[test]

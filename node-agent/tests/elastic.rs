@@ -75,6 +75,7 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
         root_volume: None,
         efa_network_cards: vec![],
         placement_group: None,
+        capacity_reservation: None,
         tags: vec![],
     };
     let (lt_id, _) = aws.ec2().ensure_launch_template(&lt).await.expect("launch template");
@@ -320,6 +321,8 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
         "{log}"
     );
     assert!(log.contains("pool 1: asked 1, launched 1"), "{log}");
+    // slurmctld told the program which job it resumes for (what all-or-nothing launches by).
+    assert!(log.contains(&format!("Slurm resumes for job(s) {job}")), "{log}");
     let instances = aws
         .ec2()
         .instances_tagged("hpcforge:cluster", "lab")

@@ -9,7 +9,7 @@ use acceptance_tests::Emulator;
 use hpc_aws::ec2::{Ec2, LaunchTemplateSpec};
 use hpc_aws::{Aws, Settings};
 use hpc_desired_state::{PartitionDoc, PoolDoc};
-use hpc_node::resume::{group_nodes, launch_group, Cooldowns, PoolClients};
+use hpc_node::resume::{group_nodes, launch_group, Cooldowns, PoolClients, ResumeJobs, Skip};
 use serde_json::json;
 
 const AMI: &str = "ami-03cf127a";
@@ -79,6 +79,7 @@ fn template(name: &str) -> LaunchTemplateSpec {
         root_volume: None,
         efa_network_cards: vec![],
         placement_group: None,
+        capacity_reservation: None,
         tags: vec![],
     }
 }
@@ -136,9 +137,17 @@ async fn no_capacity_in_one_zone_fails_over_to_the_next_pool_and_cools_it_down()
     let (groups, unknown) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[1-3]"));
     assert!(unknown.is_empty());
     emu.reset_calls();
-    let out = launch_group(&clients, "c", &doc, &groups[0], &mut cooldowns, 1_000)
-        .await
-        .expect("resume");
+    let out = launch_group(
+        &clients,
+        "c",
+        &doc,
+        &groups[0],
+        &ResumeJobs::default(),
+        &mut cooldowns,
+        1_000,
+    )
+    .await
+    .expect("resume");
     assert_eq!(out.placed.len(), 3, "{out:?}");
     assert!(out.unplaced.is_empty());
     assert_eq!(out.attempts.len(), 2, "both pools tried in one invocation: {out:?}");
@@ -156,11 +165,19 @@ async fn no_capacity_in_one_zone_fails_over_to_the_next_pool_and_cools_it_down()
     // The next resume skips the cooling pool: one fleet call.
     emu.reset_calls();
     let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[4-5]"));
-    let out = launch_group(&clients, "c", &doc, &groups[0], &mut cooldowns, 1_100)
-        .await
-        .expect("resume");
+    let out = launch_group(
+        &clients,
+        "c",
+        &doc,
+        &groups[0],
+        &ResumeJobs::default(),
+        &mut cooldowns,
+        1_100,
+    )
+    .await
+    .expect("resume");
     assert_eq!(out.placed.len(), 2);
-    assert!(out.attempts[0].skipped_cooldown);
+    assert_eq!(out.attempts[0].skipped, Some(Skip::Cooldown));
     assert_eq!(emu.calls().get("ec2:CreateFleet"), Some(&1));
 
     // No zone has capacity: nothing is placed and the nodes are reported.
@@ -170,9 +187,17 @@ async fn no_capacity_in_one_zone_fails_over_to_the_next_pool_and_cools_it_down()
     );
     let mut fresh = Cooldowns::default();
     let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[6-7]"));
-    let out = launch_group(&clients, "c", &doc, &groups[0], &mut fresh, 2_000)
-        .await
-        .expect("resume");
+    let out = launch_group(
+        &clients,
+        "c",
+        &doc,
+        &groups[0],
+        &ResumeJobs::default(),
+        &mut fresh,
+        2_000,
+    )
+    .await
+    .expect("resume");
     assert!(out.placed.is_empty());
     assert_eq!(out.unplaced, vec!["gpu-p5-48xl-6", "gpu-p5-48xl-7"]);
     let _ = std::fs::remove_dir_all(dir);
@@ -815,9 +840,17 @@ async fn a_pool_in_another_region_takes_over_with_its_own_launch_template() {
     );
     let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[1-2]"));
     let mut cooldowns = Cooldowns::default();
-    let out = launch_group(&ByRegion(aws.clone()), "c", &doc, &groups[0], &mut cooldowns, 1_000)
-        .await
-        .expect("resume");
+    let out = launch_group(
+        &ByRegion(aws.clone()),
+        "c",
+        &doc,
+        &groups[0],
+        &ResumeJobs::default(),
+        &mut cooldowns,
+        1_000,
+    )
+    .await
+    .expect("resume");
     assert_eq!(out.placed.len(), 2, "{out:?}");
     assert!(out
         .placed
@@ -834,4 +867,329 @@ async fn a_pool_in_another_region_takes_over_with_its_own_launch_template() {
         .await
         .expect("east")
         .is_empty());
+}
+
+/// The text of the first `<tag>` in an EC2 XML answer.
+fn xml_field(xml: &str, tag: &str) -> String {
+    let open = format!("<{tag}>");
+    let start = xml.find(&open).unwrap_or_else(|| panic!("no <{tag}> in {xml}")) + open.len();
+    xml[start..].chars().take_while(|c| *c != '<').collect()
+}
+
+/// A launch template for the test's type that launches into `reservation`.
+async fn reserved_template(aws: &Aws, name: &str, reservation: &str, capacity_block: bool) -> String {
+    let mut spec = template(name);
+    spec.capacity_reservation = Some(hpc_aws::ec2::ReservationTarget {
+        id: reservation.into(),
+        capacity_block,
+    });
+    aws.ec2()
+        .ensure_launch_template(&spec)
+        .await
+        .expect("launch template")
+        .0
+}
+
+/// One instance straight from a launch template, as any caller of EC2 could ask.
+async fn one_instance(
+    aws: &Aws,
+    template: String,
+    subnet: String,
+    market: hpc_aws::ec2::Market,
+) -> hpc_aws::ec2::FleetOutcome {
+    let request = hpc_aws::ec2::FleetRequest {
+        overrides: vec![hpc_aws::ec2::FleetOverride {
+            launch_template_id: template,
+            instance_type: TYPE.into(),
+            subnet_id: subnet,
+            priority: 0.0,
+        }],
+        count: 1,
+        market,
+        allocation_strategy: "prioritized".into(),
+        tags: vec![],
+    };
+    aws.ec2().launch_fleet(&request).await.expect("fleet answer")
+}
+
+fn available_in(emu: &Emulator, reservation: &str) -> (String, u32) {
+    let xml = emu.ec2(&format!(
+        "Action=DescribeCapacityReservations&CapacityReservationId.1={reservation}"
+    ));
+    (
+        xml_field(&xml, "state"),
+        xml_field(&xml, "availableInstanceCount").parse().expect("count"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_pool_launches_into_its_reservation_and_a_job_it_cannot_hold_goes_whole_to_the_next_pool() {
+    let emu = Emulator::start();
+    let aws = connect(&emu).await;
+    let mut doc = partition(&aws, &emu).await;
+    let reservation = xml_field(
+        &emu.ec2(&format!(
+            "Action=CreateCapacityReservation&InstanceType={TYPE}&AvailabilityZone=us-east-1a\
+             &InstanceCount=2&InstancePlatform=Linux/UNIX&InstanceMatchCriteria=targeted"
+        )),
+        "capacityReservationId",
+    );
+    doc.pools[0].capacity_reservation_id = Some(reservation.clone());
+    doc.pools[0].launch_templates = BTreeMap::from([(
+        TYPE.to_string(),
+        reserved_template(&aws, "hpc-c-gpu-0-p5", &reservation, false).await,
+    )]);
+    let zone_b_subnet = doc.pools[1].subnet_ids[0].clone();
+    let clients = One(aws.ec2());
+    let mut cooldowns = Cooldowns::default();
+
+    // A three-node job does not fit the two reserved instances: it goes whole to the next pool,
+    // without a launch against the reservation.
+    let jobs = ResumeJobs::parse(
+        r#"{"all_nodes_resume":"gpu-p5-48xl-[1-3]",
+        "jobs":[{"job_id":7,"nodes_alloc":"gpu-p5-48xl-[1-3]","nodes_resume":"gpu-p5-48xl-[1-3]","partition":"gpu"}]}"#,
+    )
+    .expect("resume file");
+    let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[1-3]"));
+    emu.reset_calls();
+    let out = launch_group(&clients, "c", &doc, &groups[0], &jobs, &mut cooldowns, 1_000)
+        .await
+        .expect("resume");
+    assert_eq!(out.placed.len(), 3, "{out:?}");
+    assert!(out.placed.iter().all(|p| p.pool == 1), "{out:?}");
+    assert!(
+        matches!(&out.attempts[0].skipped, Some(Skip::Reservation(why)) if why.contains("a job needs 3")),
+        "{out:?}"
+    );
+    assert_eq!(emu.calls().get("ec2:CreateFleet"), Some(&1));
+    assert_eq!(available_in(&emu, &reservation), ("active".to_string(), 2));
+
+    // Two single nodes fill the reservation; the third goes to the next pool, and the pool is
+    // not cooled down (the reservation frees up as its instances end).
+    let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[4-6]"));
+    let out = launch_group(
+        &clients,
+        "c",
+        &doc,
+        &groups[0],
+        &ResumeJobs::default(),
+        &mut cooldowns,
+        1_000,
+    )
+    .await
+    .expect("resume");
+    let in_reservation: Vec<&str> = out
+        .placed
+        .iter()
+        .filter(|p| p.pool == 0)
+        .map(|p| p.node.as_str())
+        .collect();
+    let reserved: Vec<String> = out
+        .placed
+        .iter()
+        .filter(|p| p.pool == 0)
+        .map(|p| p.instance.id.clone())
+        .collect();
+    assert_eq!(in_reservation, vec!["gpu-p5-48xl-4", "gpu-p5-48xl-5"], "{out:?}");
+    assert_eq!(
+        out.placed[2].instance.subnet_id.as_deref(),
+        Some(zone_b_subnet.as_str())
+    );
+    assert_eq!(available_in(&emu, &reservation), ("active".to_string(), 0));
+    assert!(!cooldowns.active(&Cooldowns::key("gpu", 0, TYPE), 1_001));
+
+    // Full: the next resume passes the reservation by without a call, and EC2 itself refuses a
+    // launch past it.
+    let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-7"));
+    emu.reset_calls();
+    let out = launch_group(
+        &clients,
+        "c",
+        &doc,
+        &groups[0],
+        &ResumeJobs::default(),
+        &mut cooldowns,
+        1_000,
+    )
+    .await
+    .expect("resume");
+    assert!(
+        matches!(&out.attempts[0].skipped, Some(Skip::Reservation(why)) if why.contains("in use")),
+        "{out:?}"
+    );
+    assert_eq!(emu.calls().get("ec2:CreateFleet"), Some(&1));
+    let direct = one_instance(
+        &aws,
+        doc.pools[0].launch_templates[TYPE].clone(),
+        doc.pools[0].subnet_ids[0].clone(),
+        hpc_aws::ec2::Market::OnDemand,
+    )
+    .await;
+    assert!(direct.instances.is_empty());
+    assert_eq!(direct.errors[0].code, "ReservationCapacityExceeded", "{direct:?}");
+
+    // Ending a reserved instance gives its place back.
+    aws.ec2()
+        .request_termination(std::slice::from_ref(&reserved[0]))
+        .await
+        .expect("terminate");
+    assert_eq!(available_in(&emu, &reservation), ("active".to_string(), 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_block_pool_launches_only_inside_the_block_and_with_its_market() {
+    let emu = Emulator::start();
+    let aws = connect(&emu).await;
+    let mut doc = partition(&aws, &emu).await;
+    let buy = |start: &str| {
+        let offering = xml_field(
+            &emu.ec2(&format!(
+                "Action=DescribeCapacityBlockOfferings&InstanceType={TYPE}&InstanceCount=2\
+                 &CapacityDurationHours=24&StartDateRange={start}"
+            )),
+            "capacityBlockOfferingId",
+        );
+        xml_field(
+            &emu.ec2(&format!(
+                "Action=PurchaseCapacityBlock&CapacityBlockOfferingId={offering}&InstancePlatform=Linux/UNIX"
+            )),
+            "capacityReservationId",
+        )
+    };
+    let later = buy("2099-01-01T11:30:00Z");
+    let now = buy("2000-01-01T00:00:00Z");
+    assert_eq!(available_in(&emu, &later), ("scheduled".to_string(), 0));
+    assert_eq!(available_in(&emu, &now), ("active".to_string(), 2));
+    let clients = One(aws.ec2());
+    let mut cooldowns = Cooldowns::default();
+
+    // Only the block that has not started: no launch at all, the nodes are reported.
+    doc.pools.truncate(1);
+    doc.pools[0].capacity_type = "capacity_block".into();
+    doc.pools[0].capacity_reservation_id = Some(later.clone());
+    doc.pools[0].launch_templates = BTreeMap::from([(
+        TYPE.to_string(),
+        reserved_template(&aws, "hpc-c-gpu-later", &later, true).await,
+    )]);
+    let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[1-2]"));
+    emu.reset_calls();
+    let out = launch_group(
+        &clients,
+        "c",
+        &doc,
+        &groups[0],
+        &ResumeJobs::default(),
+        &mut cooldowns,
+        1_000,
+    )
+    .await
+    .expect("resume");
+    assert!(out.placed.is_empty(), "{out:?}");
+    assert_eq!(out.unplaced.len(), 2);
+    assert!(
+        matches!(&out.attempts[0].skipped, Some(Skip::Reservation(why)) if why.contains("is scheduled")),
+        "{out:?}"
+    );
+    assert_eq!(emu.calls().get("ec2:CreateFleet"), None);
+    // EC2 refuses a launch into a block before its start, whoever asks.
+    let early = one_instance(
+        &aws,
+        doc.pools[0].launch_templates[TYPE].clone(),
+        doc.pools[0].subnet_ids[0].clone(),
+        hpc_aws::ec2::Market::CapacityBlock,
+    )
+    .await;
+    assert!(early.instances.is_empty());
+    assert_eq!(early.errors[0].code, "InsufficientInstanceCapacity", "{early:?}");
+
+    // The active block launches both nodes into it, with the capacity-block market (an
+    // on-demand fleet into a block is refused).
+    doc.pools[0].capacity_reservation_id = Some(now.clone());
+    let now_template = reserved_template(&aws, "hpc-c-gpu-now", &now, true).await;
+    doc.pools[0].launch_templates = BTreeMap::from([(TYPE.to_string(), now_template.clone())]);
+    let on_demand = one_instance(
+        &aws,
+        now_template,
+        doc.pools[0].subnet_ids[0].clone(),
+        hpc_aws::ec2::Market::OnDemand,
+    )
+    .await;
+    assert_eq!(on_demand.errors[0].code, "InvalidParameterCombination", "{on_demand:?}");
+    let out = launch_group(
+        &clients,
+        "c",
+        &doc,
+        &groups[0],
+        &ResumeJobs::default(),
+        &mut cooldowns,
+        1_000,
+    )
+    .await
+    .expect("resume");
+    assert_eq!(out.placed.len(), 2, "{out:?}");
+    assert_eq!(available_in(&emu, &now), ("active".to_string(), 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_one_pool_can_only_partly_launch_gets_all_its_nodes_from_the_next_pool() {
+    let emu = Emulator::start();
+    let aws = connect(&emu).await;
+    let doc = partition(&aws, &emu).await;
+    let zone_b_subnet = doc.pools[1].subnet_ids[0].clone();
+    // Zone a has room for three instances.
+    emu.add_fault(
+        json!({"service": "ec2", "action": "CreateFleet", "code": "InsufficientInstanceCapacity",
+                         "capacity": 3, "match": {"AvailabilityZone": "us-east-1a"}}),
+    );
+    let clients = One(aws.ec2());
+    let jobs = ResumeJobs::parse(r#"{"all_nodes_resume":"gpu-p5-48xl-[1-4]",
+        "jobs":[{"job_id":11,"nodes_alloc":"gpu-p5-48xl-[1-4]","nodes_resume":"gpu-p5-48xl-[1-4]","partition":"gpu"}]}"#)
+    .expect("resume file");
+    let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[1-4]"));
+    let out = launch_group(&clients, "c", &doc, &groups[0], &jobs, &mut Cooldowns::default(), 1_000)
+        .await
+        .expect("resume");
+    assert_eq!(out.placed.len(), 4, "{out:?}");
+    assert!(
+        out.placed
+            .iter()
+            .all(|p| p.pool == 1 && p.instance.subnet_id.as_deref() == Some(zone_b_subnet.as_str())),
+        "all four from the second pool: {out:?}"
+    );
+    assert_eq!((out.attempts[0].launched, out.attempts[0].released), (3, 3), "{out:?}");
+    // The three partial instances are already on their way out.
+    let running = aws
+        .ec2()
+        .instances_tagged("hpcforge:cluster", "c")
+        .await
+        .expect("describe");
+    let live: Vec<_> = running
+        .iter()
+        .filter(|i| i.state == "pending" || i.state == "running")
+        .collect();
+    assert_eq!(live.len(), 4, "{running:?}");
+
+    // Best effort keeps what one pool could launch and takes the rest from the next.
+    emu.clear_faults();
+    emu.add_fault(
+        json!({"service": "ec2", "action": "CreateFleet", "code": "InsufficientInstanceCapacity",
+                         "capacity": 3, "match": {"AvailabilityZone": "us-east-1a"}}),
+    );
+    let mut best = doc.clone();
+    best.scaling_strategy = hpc_desired_state::ScalingStrategy::BestEffort;
+    let (groups, _) = group_nodes(std::slice::from_ref(&best), &nodes("gpu-p5-48xl-[5-8]"));
+    let out = launch_group(
+        &clients,
+        "c",
+        &best,
+        &groups[0],
+        &jobs,
+        &mut Cooldowns::default(),
+        1_000,
+    )
+    .await
+    .expect("resume");
+    let per_pool: Vec<usize> = out.placed.iter().map(|p| p.pool).collect();
+    assert_eq!(per_pool, vec![0, 0, 0, 1], "{out:?}");
+    assert_eq!(out.attempts[0].released, 0);
 }

@@ -298,6 +298,9 @@ pub struct PartitionDoc {
     pub allocation_strategy: String,
     pub provision_timeout_s: u32,
     pub ice_cooldown_s: u32,
+    /// Whether a job's nodes launch together or not at all (absent in documents from before).
+    #[serde(default)]
+    pub scaling_strategy: ScalingStrategy,
     pub max_time: Option<String>,
     pub default_time: Option<String>,
     pub max_nodes_per_job: Option<u32>,
@@ -317,6 +320,33 @@ pub struct PartitionDoc {
     pub user_data_extra: Option<String>,
     /// Tags of everything the partition launches.
     pub tags: BTreeMap<String, String>,
+}
+
+/// How resume places a job's nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScalingStrategy {
+    /// A job's nodes (of one instance type) come from one pool, all of them or none: a partial
+    /// launch is terminated at once and the whole job tries the next pool.
+    #[default]
+    AllOrNothing,
+    /// Every node that gets an instance keeps it.
+    BestEffort,
+}
+
+impl ScalingStrategy {
+    pub const ALL: [ScalingStrategy; 2] = [ScalingStrategy::AllOrNothing, ScalingStrategy::BestEffort];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScalingStrategy::AllOrNothing => "all-or-nothing",
+            ScalingStrategy::BestEffort => "best-effort",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
 }
 
 /// A duration in the form users write (`10m`, `1h30m`, `45s`).
@@ -494,6 +524,7 @@ mod tests {
             allocation_strategy: "prioritized".into(),
             provision_timeout_s: 600,
             ice_cooldown_s: 600,
+            scaling_strategy: ScalingStrategy::AllOrNothing,
             max_time: None,
             default_time: None,
             max_nodes_per_job: None,

@@ -94,7 +94,43 @@ pub struct LaunchTemplateSpec {
     /// Network card indexes to put an EFA interface on; empty means one plain interface.
     pub efa_network_cards: Vec<i32>,
     pub placement_group: Option<String>,
+    /// The capacity reservation (or Capacity Block) instances from this template launch into.
+    pub capacity_reservation: Option<ReservationTarget>,
     pub tags: Vec<(String, String)>,
+}
+
+/// A launch template's target reservation: an On-Demand Capacity Reservation, or a Capacity
+/// Block (which also needs the `capacity-block` market on the template and the fleet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservationTarget {
+    pub id: String,
+    pub capacity_block: bool,
+}
+
+/// What an instant fleet buys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Market {
+    #[default]
+    OnDemand,
+    Spot,
+    /// Inside a Capacity Block the launch templates target.
+    CapacityBlock,
+}
+
+/// A capacity reservation as EC2 describes it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapacityReservationInfo {
+    pub id: String,
+    pub instance_type: String,
+    pub availability_zone: String,
+    /// `active`, `scheduled`, `expired`, `cancelled`, `pending`, `failed`, ...
+    pub state: String,
+    pub total: i32,
+    pub available: i32,
+    pub capacity_block: bool,
+    /// Start and end, unix seconds (end `None`: until cancelled).
+    pub start_s: Option<i64>,
+    pub end_s: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +160,7 @@ pub struct FleetOverride {
 pub struct FleetRequest {
     pub overrides: Vec<FleetOverride>,
     pub count: i32,
-    pub spot: bool,
+    pub market: Market,
     /// `prioritized`, `lowest-price`, `capacity-optimized` or `price-capacity-optimized`.
     pub allocation_strategy: String,
     pub tags: Vec<(String, String)>,
@@ -1124,6 +1160,28 @@ impl Ec2 {
         if let Some(pg) = &spec.placement_group {
             data = data.placement(LaunchTemplatePlacementRequest::builder().group_name(pg).build());
         }
+        if let Some(target) = &spec.capacity_reservation {
+            use aws_sdk_ec2::types::{
+                CapacityReservationTarget, LaunchTemplateCapacityReservationSpecificationRequest,
+                LaunchTemplateInstanceMarketOptionsRequest, MarketType,
+            };
+            data = data.capacity_reservation_specification(
+                LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                    .capacity_reservation_target(
+                        CapacityReservationTarget::builder()
+                            .capacity_reservation_id(&target.id)
+                            .build(),
+                    )
+                    .build(),
+            );
+            if target.capacity_block {
+                data = data.instance_market_options(
+                    LaunchTemplateInstanceMarketOptionsRequest::builder()
+                        .market_type(MarketType::CapacityBlock)
+                        .build(),
+                );
+            }
+        }
         data.build()
     }
 
@@ -1456,10 +1514,10 @@ impl Ec2 {
             .collect();
         let capacity = TargetCapacitySpecificationRequest::builder()
             .total_target_capacity(req.count)
-            .default_target_capacity_type(if req.spot {
-                DefaultTargetCapacityType::Spot
-            } else {
-                DefaultTargetCapacityType::OnDemand
+            .default_target_capacity_type(match req.market {
+                Market::Spot => DefaultTargetCapacityType::Spot,
+                Market::OnDemand => DefaultTargetCapacityType::OnDemand,
+                Market::CapacityBlock => DefaultTargetCapacityType::CapacityBlock,
             })
             .build();
         let mut call = self
@@ -1469,7 +1527,7 @@ impl Ec2 {
             .set_launch_template_configs(Some(configs))
             .target_capacity_specification(capacity)
             .set_tag_specifications(tag_specs(&[ResourceType::Instance], &req.tags));
-        call = if req.spot {
+        call = if req.market == Market::Spot {
             let strategy = match req.allocation_strategy.as_str() {
                 "lowest-price" => SpotAllocationStrategy::LowestPrice,
                 "capacity-optimized" => SpotAllocationStrategy::CapacityOptimized,
@@ -1523,6 +1581,35 @@ impl Ec2 {
             })
             .collect();
         Ok(FleetOutcome { instances, errors })
+    }
+
+    /// Describes capacity reservations (and Capacity Blocks) by id, in one call.
+    pub async fn capacity_reservations(&self, ids: &[String]) -> Result<Vec<CapacityReservationInfo>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let out = self
+            .client
+            .describe_capacity_reservations()
+            .set_capacity_reservation_ids(Some(ids.to_vec()))
+            .send()
+            .await
+            .map_err(|e| self.err(&format!("describing capacity reservations {}", ids.join(", ")), &e))?;
+        Ok(out
+            .capacity_reservations()
+            .iter()
+            .map(|r| CapacityReservationInfo {
+                id: r.capacity_reservation_id().unwrap_or_default().to_string(),
+                instance_type: r.instance_type().unwrap_or_default().to_string(),
+                availability_zone: r.availability_zone().unwrap_or_default().to_string(),
+                state: r.state().map(|s| s.as_str().to_string()).unwrap_or_default(),
+                total: r.total_instance_count().unwrap_or(0),
+                available: r.available_instance_count().unwrap_or(0),
+                capacity_block: r.reservation_type().is_some_and(|t| t.as_str() == "capacity-block"),
+                start_s: r.start_date().map(|d| d.secs()),
+                end_s: r.end_date().map(|d| d.secs()),
+            })
+            .collect())
     }
 
     /// Private addresses of instances (id → IP), a few describe calls for many instances.

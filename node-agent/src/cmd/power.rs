@@ -12,13 +12,24 @@ use crate::cli::{ClusterArgs, HostsArgs};
 use crate::error::{Context as _, Result};
 use crate::guardrail::Budget;
 use crate::hostlist;
-use crate::resume::{group_nodes, launch_group, now_s, Cooldowns, Placement, PoolClients as _};
+use crate::resume::{
+    group_nodes, launch_group, now_s, Attempt, Cooldowns, Group, Placement, PoolClients as _, ResumeJobs, Skip,
+};
 
 pub async fn resume(args: &HostsArgs, aws: &Aws) -> Result<()> {
     let nodes = hostlist::expand(&args.hosts)?;
     let docs = partitions(aws, &args.cluster.cluster).await?;
     let mut cooldowns = Cooldowns::load(&args.cluster.state_dir.join("cooldowns.json"));
-    resume_nodes(&args.cluster, aws, &docs, &nodes, &mut cooldowns).await
+    // Without the jobs (an unreadable file) every node launches alone, as under best effort.
+    let jobs = ResumeJobs::from_env().unwrap_or_else(|e| {
+        eprintln!("hpc-node: {e}; launching each node on its own");
+        ResumeJobs::default()
+    });
+    if !jobs.jobs.is_empty() {
+        let ids: Vec<String> = jobs.jobs.iter().map(|(id, _)| id.to_string()).collect();
+        eprintln!("hpc-node: Slurm resumes for job(s) {}", ids.join(", "));
+    }
+    resume_nodes(&args.cluster, aws, &docs, &nodes, &jobs, &mut cooldowns).await
 }
 
 /// Launches instances for `nodes`, pool after pool, skipping pools in `cooldowns`.
@@ -27,6 +38,7 @@ pub async fn resume_nodes(
     aws: &Aws,
     docs: &[PartitionDoc],
     nodes: &[String],
+    jobs: &ResumeJobs,
     cooldowns: &mut Cooldowns,
 ) -> Result<()> {
     let (groups, unknown) = group_nodes(docs, nodes);
@@ -59,27 +71,9 @@ pub async fn resume_nodes(
             continue;
         }
         let group = &group;
-        let outcome = launch_group(&clients, &args.cluster, doc, group, cooldowns, now).await?;
+        let outcome = launch_group(&clients, &args.cluster, doc, group, jobs, cooldowns, now).await?;
         for a in &outcome.attempts {
-            let errors: Vec<String> = a.errors.iter().map(|e| format!("{}: {}", e.code, e.message)).collect();
-            eprintln!(
-                "hpc-node: {} {} pool {}: asked {}, launched {}{}{}",
-                group.partition,
-                group.instance_type,
-                a.pool,
-                a.requested,
-                a.launched,
-                if a.skipped_cooldown {
-                    " (skipped: cooling down after no capacity)"
-                } else {
-                    ""
-                },
-                if errors.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", errors.join("; "))
-                }
-            );
+            log_attempt(group, a);
         }
         name_and_address(&clients, doc, &outcome.placed).await?;
         down.extend(
@@ -109,6 +103,33 @@ pub async fn resume_nodes(
     cooldowns
         .save(now)
         .context(|| format!("saving cool-downs in {}", args.state_dir.display()))
+}
+
+fn log_attempt(group: &Group, a: &Attempt) {
+    let errors: Vec<String> = a.errors.iter().map(|e| format!("{}: {}", e.code, e.message)).collect();
+    let skipped = match &a.skipped {
+        None => String::new(),
+        Some(Skip::Cooldown) => " (skipped: cooling down after no capacity)".into(),
+        Some(Skip::Reservation(why)) => format!(" (skipped: {why})"),
+    };
+    let released = if a.released > 0 {
+        format!(", released {} of a job it could not launch whole", a.released)
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "hpc-node: {} {} pool {}: asked {}, launched {}{released}{skipped}{}",
+        group.partition,
+        group.instance_type,
+        a.pool,
+        a.requested,
+        a.launched,
+        if errors.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", errors.join("; "))
+        }
+    );
 }
 
 /// Name tags in flight at once: enough to hide latency, within EC2's per-account request

@@ -60,7 +60,15 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
         ec2.request_termination(&orphans).await?;
     }
     if !relaunch.is_empty() {
-        resume_nodes(args, aws, &docs, &relaunch, &mut cooldowns).await?;
+        resume_nodes(
+            args,
+            aws,
+            &docs,
+            &relaunch,
+            &crate::resume::ResumeJobs::default(),
+            &mut cooldowns,
+        )
+        .await?;
     }
     keep_static_nodes(&docs, &carried);
     cooldowns

@@ -1430,6 +1430,7 @@ fn template(
         }),
         efa_network_cards: Vec::new(),
         placement_group: None,
+        capacity_reservation: None,
         tags,
     }
 }

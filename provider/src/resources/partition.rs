@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hpc_aws::ec2::{Ec2, InstanceTypeInfo, LaunchTemplateSpec, RootVolume};
+use hpc_aws::ec2::{Ec2, InstanceTypeInfo, LaunchTemplateSpec, ReservationTarget, RootVolume};
 use tfplugin::{
     timeouts, ApplyOutcome, Attribute, AttributePath, Block, BlockNesting, CreateRequest, DeleteRequest, Diagnostic,
     Diagnostics, ImportRequest, NestedBlock, PlanRequest, ReadRequest, Resource, Schema, Type, UpdateRequest,
@@ -16,7 +16,7 @@ use tfplugin::{
 
 use crate::convert::{self, boolean, int, of_list, of_map, pairs, string, strings};
 use crate::desired_state::boot::Role;
-use crate::desired_state::{self, ClusterDoc, PartitionDoc, PoolDoc, ShapeDoc, SCHEMA};
+use crate::desired_state::{self, ClusterDoc, PartitionDoc, PoolDoc, ScalingStrategy, ShapeDoc, SCHEMA};
 use crate::pricing;
 use crate::provider::Clients;
 use crate::resources::{aws_diag, image_release, or_stop, valid_name};
@@ -71,6 +71,13 @@ fn schema() -> Schema {
             Attribute::optional("allocation_strategy", Type::String)
                 .description("How a pool picks among instance types: `prioritized` (default), `lowest-price`, `capacity-optimized`, `price-capacity-optimized`.")
                 .default(Value::string("prioritized")),
+            Attribute::optional("scaling_strategy", Type::String)
+                .description(
+                    "How a job's nodes launch: `all-or-nothing` (default: a job gets all its nodes of one instance \
+                     type from one pool or none, a partial launch is terminated at once and the whole job tries \
+                     the next pool) or `best-effort` (every node that gets an instance keeps it).",
+                )
+                .default(Value::string(ScalingStrategy::AllOrNothing.as_str())),
             Attribute::optional("efa_enabled", Type::Bool)
                 .description("Give nodes an EFA interface on every network card the type has; needs EFA-capable types.")
                 .default(Value::Bool(false)),
@@ -199,6 +206,11 @@ fn doc_of(v: &Value, cluster: &str, infos: &[InstanceTypeInfo], region: &str) ->
         allocation_strategy: string(v.attr("allocation_strategy")).unwrap_or_else(|| "prioritized".into()),
         provision_timeout_s: secs(v.attr("provision_timeout"), 600),
         ice_cooldown_s: secs(v.attr("ice_cooldown"), 600),
+        scaling_strategy: v
+            .attr("scaling_strategy")
+            .as_str()
+            .and_then(ScalingStrategy::parse)
+            .unwrap_or_default(),
         max_time: string(v.attr("max_time")),
         default_time: string(v.attr("default_time")),
         max_nodes_per_job: u32_of(v.attr("max_nodes_per_job")),
@@ -505,6 +517,15 @@ impl Resource for HpcPartition {
                 seen.push(t.clone());
             }
         }
+        if let Some(s) = c.attr("scaling_strategy").as_str() {
+            if ScalingStrategy::parse(s).is_none() {
+                diags.error_at(
+                    AttributePath::root("scaling_strategy"),
+                    format!("unknown scaling_strategy {s:?}"),
+                    "Use all-or-nothing or best-effort.",
+                );
+            }
+        }
         if let Some(s) = c.attr("allocation_strategy").as_str() {
             if !STRATEGIES.contains(&s) {
                 diags.error_at(
@@ -545,6 +566,13 @@ impl Resource for HpcPartition {
                         at().attr("capacity_reservation_id"),
                         "a capacity_block pool needs capacity_reservation_id",
                         "Give the Capacity Block's reservation id (cr-...).",
+                    );
+                }
+                if t == "spot" && !pool.attr("capacity_reservation_id").is_null() {
+                    diags.error_at(
+                        at().attr("capacity_reservation_id"),
+                        "a spot pool cannot launch into a capacity reservation",
+                        "Put the reservation in its own on_demand pool (before the spot pool), or remove it.",
                     );
                 }
             }
@@ -644,6 +672,7 @@ impl Resource for HpcPartition {
                     },
                 )));
         }
+        req.diagnostics.extend(reservation_checks(clients, p, &types).await);
         if req.diagnostics.has_errors() {
             return;
         }
@@ -845,6 +874,7 @@ fn value_of_doc(doc: &PartitionDoc, version: i64, prior: &Value, default_tags: &
     set(&mut v, "min_nodes", Value::int(i64::from(doc.min_nodes)));
     set(&mut v, "max_nodes", Value::int(i64::from(doc.max_nodes)));
     set(&mut v, "allocation_strategy", Value::string(&doc.allocation_strategy));
+    set(&mut v, "scaling_strategy", Value::string(doc.scaling_strategy.as_str()));
     set(&mut v, "efa_enabled", Value::Bool(doc.shapes.iter().any(|s| s.efa)));
     set(
         &mut v,
@@ -963,6 +993,96 @@ fn value_of_doc(doc: &PartitionDoc, version: i64, prior: &Value, default_tags: &
 }
 
 /// One EC2 client per region the partition's pools use.
+/// Each pool's capacity reservation exists in the pool's region, is for one of the partition's
+/// instance types in a zone of the pool's subnets, and is a Capacity Block exactly when the
+/// pool says `capacity_block` (reads only).
+async fn reservation_checks(clients: &Clients, planned: &Value, types: &[String]) -> Diagnostics {
+    let mut diags = Diagnostics::default();
+    let ec2s = pool_clients(clients, planned);
+    for (i, pool) in planned.attr("capacity_pool").elements().iter().enumerate() {
+        let Some(id) = string(pool.attr("capacity_reservation_id")) else {
+            continue;
+        };
+        let at = || {
+            AttributePath::root("capacity_pool")
+                .index(i)
+                .attr("capacity_reservation_id")
+        };
+        let region = string(pool.attr("region")).unwrap_or_else(|| clients.aws.region.clone());
+        let Some(ec2) = ec2s.get(&region) else { continue };
+        let found = match ec2.capacity_reservations(std::slice::from_ref(&id)).await {
+            Ok(found) => found,
+            Err(e)
+                if e.code_is(&[
+                    "InvalidCapacityReservationId.NotFound",
+                    "InvalidCapacityReservationId.Malformed",
+                ]) =>
+            {
+                diags.error_at(
+                    at(),
+                    format!("capacity reservation {id} does not exist in {region}"),
+                    "Give the id of a reservation or Capacity Block of this account in the pool's region.",
+                );
+                continue;
+            }
+            Err(e) => {
+                diags.extend(aws_diag("Cannot describe capacity reservations", &e));
+                continue;
+            }
+        };
+        let Some(r) = found.into_iter().next() else { continue };
+        if !types.contains(&r.instance_type) {
+            diags.error_at(
+                at(),
+                format!("{id} reserves {}, which is not in instance_types", r.instance_type),
+                format!(
+                    "Add {} to instance_types, or use a reservation for one of them.",
+                    r.instance_type
+                ),
+            );
+        }
+        let block = pool.attr("capacity_type").as_str() == Some("capacity_block");
+        if r.capacity_block != block {
+            diags.error_at(
+                AttributePath::root("capacity_pool").index(i).attr("capacity_type"),
+                format!(
+                    "{id} is {}, but the pool's capacity_type is {}",
+                    if r.capacity_block {
+                        "a Capacity Block"
+                    } else {
+                        "an On-Demand Capacity Reservation"
+                    },
+                    pool.attr("capacity_type").as_str().unwrap_or("on_demand")
+                ),
+                if r.capacity_block {
+                    "Set capacity_type = \"capacity_block\"."
+                } else {
+                    "Set capacity_type = \"on_demand\" (a reservation is on-demand capacity)."
+                },
+            );
+        }
+        let subnets = strings(pool.attr("subnet_ids")).unwrap_or_default();
+        match ec2.subnet_zones(&subnets).await {
+            Ok(zones) => {
+                let outside: Vec<String> = zones
+                    .iter()
+                    .filter(|(_, zone)| *zone != r.availability_zone)
+                    .map(|(subnet, zone)| format!("{subnet} ({zone})"))
+                    .collect();
+                if !outside.is_empty() {
+                    diags.error_at(
+                        AttributePath::root("capacity_pool").index(i).attr("subnet_ids"),
+                        format!("{id} is in {}, but {} is not", r.availability_zone, outside.join(", ")),
+                        format!("Give the pool only subnets in {}.", r.availability_zone),
+                    );
+                }
+            }
+            Err(e) => diags.extend(aws_diag("Cannot describe the pool's subnets", &e)),
+        }
+    }
+    diags
+}
+
 fn pool_clients(clients: &Clients, v: &Value) -> BTreeMap<String, Ec2> {
     let mut out = BTreeMap::new();
     out.insert(clients.aws.region.clone(), clients.ec2.clone());
@@ -1108,6 +1228,10 @@ async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome
                     }),
                     efa_network_cards: if efa { efa_cards(info) } else { Vec::new() },
                     placement_group: pg.clone(),
+                    capacity_reservation: string(pool.attr("capacity_reservation_id")).map(|id| ReservationTarget {
+                        id,
+                        capacity_block: pool.attr("capacity_type").as_str() == Some("capacity_block"),
+                    }),
                     tags: tags.clone(),
                 };
                 let (id, _) = ec2
