@@ -16,6 +16,10 @@ class Settings:
     snapshot_delay_s: float = 1.0
     # EC2 images: pending -> available after RegisterImage, CreateImage, CopyImage.
     image_delay_s: float = 1.0
+    # EC2's launch rate (RunInstances and instant CreateFleet, per account and region): a bucket
+    # of this many instances, refilled at this many per second; past it, RequestLimitExceeded.
+    launch_bucket_size: float = 1000.0
+    launch_refill_per_s: float = 2.0
     seed: int = 0
 
 
@@ -46,7 +50,8 @@ class EmulatorConfig:
                 validated[key] = value
             else:
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                    raise ValueError(f"{key} must be a non-negative number of seconds")
+                    unit = "seconds" if key.endswith("_s") else "instances" if key.endswith("size") else "instances a second"
+                    raise ValueError(f"{key} must be a non-negative number of {unit}")
                 validated[key] = float(value)
         with self._lock:
             for key, value in validated.items():

@@ -12,6 +12,10 @@ moto's EC2 handler that adds or replaces these actions:
 - Launch templates that target a capacity reservation or Capacity Block launch into it, up
   to what it has available and only inside its window: see ``ec2_capacity``.
 - RunInstances: fault rules with ``match`` fail it as a whole, as EC2 does.
+- EC2's launch rate: RunInstances and instant fleets take the instances they launch from a
+  token bucket per account and region (``launch_bucket_size``, refilled at
+  ``launch_refill_per_s``: 1,000 and 2 a second, as EC2's); a call asking for more than the
+  bucket holds fails whole with ``RequestLimitExceeded`` (503).
 - CreateLaunchTemplateVersion with SourceVersion: the new version inherits the source data.
 - Image and snapshot actions (RegisterImage, CreateImage, CopyImage, DeregisterImage,
   DeleteSnapshot, snapshot and image attributes): see ``ec2_images``.
@@ -33,6 +37,7 @@ from moto.core.responses import ActionResult
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses import EC2Response
 
+from config import CONFIG
 from ec2_capacity import CapacityActions, admit
 from ec2_images import ImageActions
 from faults import FAULTS, PROTOCOL_EC2, FaultError, Outcome, render_error
@@ -105,6 +110,37 @@ class PlacementGroupBackend(BaseBackend):
 
 
 placement_group_backends = BackendDict(PlacementGroupBackend, "ec2")
+
+
+class LaunchBucket(BaseBackend):
+    """EC2's instance launch rate of one account in one region: a token bucket of
+    ``launch_bucket_size`` instances refilled at ``launch_refill_per_s`` (reset with moto)."""
+
+    def __init__(self, region_name: str, account_id: str) -> None:
+        super().__init__(region_name, account_id)
+        self.tokens: float | None = None
+        self.at = time.monotonic()
+
+    def _refill(self) -> float:
+        settings = CONFIG.snapshot()
+        now = time.monotonic()
+        if self.tokens is None:
+            self.tokens = settings.launch_bucket_size
+        self.tokens = min(settings.launch_bucket_size, self.tokens + (now - self.at) * settings.launch_refill_per_s)
+        self.at = now
+        return self.tokens
+
+    def has(self, count: int) -> bool:
+        """Whether a launch of ``count`` instances fits the bucket now."""
+        return count <= self._refill()
+
+    def spend(self, count: int) -> None:
+        """Takes what a launch launched (a pool without capacity launches nothing)."""
+        self.tokens = self._refill() - count
+
+
+launch_buckets = BackendDict(LaunchBucket, "ec2")
+RATE_EXCEEDED = FaultError("RequestLimitExceeded", "Request limit exceeded.", 503)
 
 
 @dataclass
@@ -224,7 +260,21 @@ class EmulatorEC2Response(CapacityActions, ImageActions, EC2Response):
         error = _fault(FAULTS.evaluate("ec2", "RunInstances", self._run_instances_attributes()))
         if error is not None:
             return _error_response(error)
-        return super().run_instances()
+        count = self._get_int_param("MaxCount") or 1
+        if self._dry_run():
+            return super().run_instances()
+        if not self._launch_bucket.has(count):
+            return _error_response(RATE_EXCEEDED)
+        answer = super().run_instances()
+        self._launch_bucket.spend(count)
+        return answer
+
+    @property
+    def _launch_bucket(self) -> LaunchBucket:
+        return launch_buckets[self.current_account][self.region]
+
+    def _dry_run(self) -> bool:
+        return str(self._get_param("DryRun", "false")).lower() == "true"
 
     def _run_instances_attributes(self) -> dict[str, str]:
         template_data: dict[str, Any] = {}
@@ -259,6 +309,8 @@ class EmulatorEC2Response(CapacityActions, ImageActions, EC2Response):
         )
         target = self._get_param("TargetCapacitySpecification", {})
         demand = _capacity_by_market(target)
+        if not self._launch_bucket.has(math.ceil(sum(demand.values()))):
+            return _error_response(RATE_EXCEEDED)
         tag_spec = self._get_param("TagSpecifications", [])
         instance_tags = _tags_for(tag_spec, "instance")
 
@@ -282,6 +334,7 @@ class EmulatorEC2Response(CapacityActions, ImageActions, EC2Response):
             market_errors, market_launched = self._fulfil(fleet, pools, market, capacity, instance_tags)
             errors += market_errors
             launched += market_launched
+        self._launch_bucket.spend(sum(len(group["InstanceIds"]) for group in launched))
         fleet.target_capacity = int(target.get("TotalTargetCapacity", 0))
         fleet.on_demand_target_capacity = int(demand["on-demand"])
         fleet.spot_target_capacity = int(demand["spot"])
@@ -425,6 +478,8 @@ class EmulatorEC2Response(CapacityActions, ImageActions, EC2Response):
         interface_types = {int(nic.get("DeviceIndex", 0)): nic.get("InterfaceType", "interface") for nic in nics}
         profile = pool.overrides.get("IamInstanceProfile") or data.get("IamInstanceProfile") or {}
         for instance in reservation.instances:
+            if market == "spot":
+                instance.instance_lifecycle = "spot"  # DescribeInstances' InstanceLifecycle
             for index, nic in instance.nics.items():
                 nic.interface_type = interface_types.get(index, "interface")
             if pool.placement_group:

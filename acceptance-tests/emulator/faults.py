@@ -204,6 +204,16 @@ class Outcome:
     error: FaultError | None = None
 
 
+def _fire(rule: FaultRule, outcome: Outcome, attrs: dict[str, str] | None) -> bool:
+    """Counts a firing of ``rule`` into ``outcome``; True when it ends the call with its error."""
+    rule.fired += 1
+    outcome.latency_s += rule.latency_s
+    if rule.code is None:
+        return False
+    outcome.error = FaultError(rule.code, rule.message or default_message(rule.code, attrs), rule.http_status)
+    return True
+
+
 class FaultEngine:
     def __init__(self, seed: int = 0) -> None:
         self._lock = threading.Lock()
@@ -258,13 +268,7 @@ class FaultEngine:
             for rule in self._rules:
                 if rule.capacity is not None:
                     continue  # walked by evaluate_launch, with the count launched
-                if not rule.applies_to(service, action, attrs) or not self._fires(rule):
-                    continue
-                rule.fired += 1
-                outcome.latency_s += rule.latency_s
-                if rule.code is not None:
-                    message = rule.message or default_message(rule.code, attrs)
-                    outcome.error = FaultError(rule.code, message, rule.http_status)
+                if rule.applies_to(service, action, attrs) and self._fires(rule) and _fire(rule, outcome, attrs):
                     break
         return outcome
 
@@ -282,18 +286,10 @@ class FaultEngine:
                     take = min(granted, rule.capacity - rule.used)
                     rule.used += take
                     if take < granted:
-                        rule.fired += 1
-                        message = rule.message or default_message(rule.code or "", attrs)
-                        outcome.error = FaultError(rule.code or "", message, rule.http_status)
+                        _fire(rule, outcome, attrs)
                         return take, outcome
                     continue
-                if not self._fires(rule):
-                    continue
-                rule.fired += 1
-                outcome.latency_s += rule.latency_s
-                if rule.code is not None:
-                    message = rule.message or default_message(rule.code, attrs)
-                    outcome.error = FaultError(rule.code, message, rule.http_status)
+                if self._fires(rule) and _fire(rule, outcome, attrs):
                     return 0, outcome
         return granted, outcome
 

@@ -811,6 +811,45 @@ def test_capacity_reservations_and_blocks_describe_cancel_and_validate(ec2: Any)
     assert err.value.response["Error"]["Code"] == "InvalidCapacityReservationId.NotFound"
 
 
+def test_spot_fleet_instances_are_spot(ec2: Any, network: dict[str, Any]) -> None:
+    ec2.create_launch_template(
+        LaunchTemplateName="spot-tpl", LaunchTemplateData={"ImageId": "ami-12345678", "InstanceType": "c7i.large"}
+    )
+    fleet = ec2.create_fleet(
+        Type="instant",
+        LaunchTemplateConfigs=[{
+            "LaunchTemplateSpecification": {"LaunchTemplateName": "spot-tpl", "Version": "$Default"},
+            "Overrides": [{"SubnetId": network["subnets"]["us-east-1a"]}],
+        }],
+        TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"},
+    )
+    (launched,) = fleet["Instances"]
+    assert launched["Lifecycle"] == "spot"
+    (instance,) = ec2.describe_instances(InstanceIds=launched["InstanceIds"])["Reservations"][0]["Instances"]
+    assert instance["InstanceLifecycle"] == "spot"
+
+
+def test_launches_past_ec2s_launch_rate_are_refused_until_the_bucket_refills(
+    endpoint: str, ec2: Any, network: dict[str, Any]
+) -> None:
+    control(endpoint, "POST", "/config", {"launch_bucket_size": 2, "launch_refill_per_s": 0.5})
+    try:
+        subnet = network["subnets"]["us-east-1a"]
+        ec2_once = client(endpoint, "ec2", NO_RETRIES)
+        ec2_once.run_instances(ImageId="ami-12345678", MinCount=2, MaxCount=2, SubnetId=subnet)
+        with pytest.raises(ClientError) as err:
+            ec2_once.run_instances(ImageId="ami-12345678", MinCount=1, MaxCount=1, SubnetId=subnet)
+        assert error_code(err) == "RequestLimitExceeded"
+        assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
+        time.sleep(2.1)
+        ec2_once.run_instances(ImageId="ami-12345678", MinCount=1, MaxCount=1, SubnetId=subnet)
+    finally:
+        control(endpoint, "POST", "/config", {"launch_bucket_size": 1000, "launch_refill_per_s": 2})
+    assert "launch_bucket_size must be a non-negative number of instances" in control(
+        endpoint, "POST", "/config", {"launch_bucket_size": -1}, expect=400
+    )["error"]
+
+
 def test_a_capacity_fault_rule_is_a_pool_of_that_many_instances(endpoint: str) -> None:
     bad = {"service": "ec2", "action": "RunInstances", "code": "InsufficientInstanceCapacity", "capacity": 2,
            "match": {"AvailabilityZone": "us-east-1a"}}

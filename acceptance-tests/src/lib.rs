@@ -357,6 +357,11 @@ impl Emulator {
         self.control("POST", "/_emulator/faults", &rule);
     }
 
+    /// Changes the emulator's run-time settings (delays, EC2's launch rate, ...).
+    pub fn configure(&self, changes: Value) {
+        self.control("POST", "/_emulator/config", &changes);
+    }
+
     /// Seeds the random draws of `ratio` fault rules.
     pub fn seed(&self, seed: u64) {
         self.control("POST", "/_emulator/config", &json!({ "seed": seed }));
@@ -369,6 +374,16 @@ impl Emulator {
             .as_array()
             .map(|a| a.iter().map(|f| f["fired"].as_u64().unwrap_or(0)).collect())
             .unwrap_or_default()
+    }
+
+    /// Boot mode: a spot interruption of `instance` (the notice on its IMDS now, the instance
+    /// ended after `delay_s`).
+    pub fn interrupt(&self, instance: &str, delay_s: u64) {
+        self.control(
+            "POST",
+            &format!("/_emulator/instances/{instance}/interrupt"),
+            &json!({ "delay_s": delay_s }),
+        );
     }
 
     pub fn clear_faults(&self) {

@@ -67,6 +67,23 @@ resource "hpc_partition" "small" {{
     subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1b"]]
   }}
 }}
+resource "hpc_partition" "spot" {{
+  cluster_id     = hpc_cluster.main.id
+  name           = "spot"
+  instance_types = ["c7i.large"]
+  ami_id         = "{ami}"
+  instance_profile_arn = "{profile}"
+  max_nodes      = 2
+  provision_timeout = "90s"
+  ice_cooldown   = "5m"
+  capacity_pool {{
+    subnet_ids    = [hpc_network.net.private_subnet_ids["us-east-1b"]]
+    capacity_type = "spot"
+  }}
+  capacity_pool {{
+    subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1b"]]
+  }}
+}}
 "#
     )
 }
@@ -222,9 +239,9 @@ fn eventually(what: &str, limit: Duration, mut check: impl FnMut() -> bool, cont
 fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_second_pool() {
     boot::require_prerequisites();
     let _turn = one_at_a_time();
-    // Head, login, the first job's node, a static node and its replacement, and two that never
-    // arrive beside their replacements.
-    let emu = boot::booting_emulator(9);
+    // Head, login, the first job's node, a static node and its replacement, two that never
+    // arrive beside their replacements, and a spot node and its successor.
+    let emu = boot::booting_emulator(11);
     let ami = boot::publish_test_image(&emu);
     let key = key_pair(&emu, "alive");
     let profile = node_role(&emu, "alive-node");
@@ -404,6 +421,8 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
             format!("{}\n{ids:?}\n{}", small(), consoles.join("\n----\n"))
         },
     );
+    spot_interruption(&emu, &key, &head_ip, &login_ip);
+
     // Its instance ends out of band: the sweep powers the node down at once, then up again.
     let static_instance = instances_tagged(&emu, "hpcforge:node", "small-c7i-large-1");
     assert_eq!(static_instance.len(), 1, "{static_instance:?}");
@@ -515,6 +534,77 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         .filter(|m| m["State"] != "terminated")
         .collect();
     assert!(live.is_empty(), "machines left after destroy: {live:?}");
+}
+
+/// A spot node gets EC2's interruption notice while it runs a job: the node requeues the job
+/// and powers itself down (its instance ends before EC2's time), the spot pool cools down, and
+/// the job runs again, to its end, on an on-demand instance from the next pool.
+fn spot_interruption(emu: &Emulator, key: &std::path::Path, head_ip: &str, login_ip: &str) {
+    let submit = ssh_as(
+        key,
+        USER,
+        login_ip,
+        "sbatch --parsable -p spot -N1 -o spot.out --wrap 'sleep 25; hostname'",
+    );
+    assert!(submit.status.success(), "sbatch: {}", text(&submit));
+    let job = String::from_utf8_lossy(&submit.stdout).trim().to_string();
+    let job_state = || text(&ssh_as(key, USER, login_ip, &format!("scontrol show job {job} -o")));
+    let live_spot = || -> Vec<String> {
+        instances_tagged(emu, "hpcforge:partition", "alive/spot")
+            .into_iter()
+            .filter(|id| machine_state(emu, id).as_deref() == Some("running"))
+            .collect()
+    };
+    eventually(
+        "the spot job runs",
+        Duration::from_secs(240),
+        || job_state().contains("JobState=RUNNING") && live_spot().len() == 1,
+        || {
+            format!(
+                "{}
+{:?}",
+                job_state(),
+                live_spot()
+            )
+        },
+    );
+    let first = live_spot().remove(0);
+    let lifecycle = emu.ec2(&format!("Action=DescribeInstances&InstanceId.1={first}"));
+    assert!(
+        lifecycle.contains("<instanceLifecycle>spot</instanceLifecycle>"),
+        "{lifecycle}"
+    );
+    emu.interrupt(&first, 110);
+    eventually(
+        "the interrupted node's job is requeued and completes on another instance",
+        Duration::from_secs(420),
+        || {
+            let state = job_state();
+            state.contains("JobState=COMPLETED") && state.contains("Restarts=1")
+        },
+        || {
+            format!(
+                "{}
+{}",
+                job_state(),
+                console(emu, &first)
+            )
+        },
+    );
+    // The node ended its own instance on the notice, before EC2 would have.
+    assert_eq!(machine_state(emu, &first).as_deref(), Some("terminated"));
+    let watch = console(emu, &first);
+    assert!(watch.contains("spot interruption: terminate at"), "{watch}");
+    // The spot pool cooled down; the job ran again on an on-demand instance of the next pool.
+    let ran_on: Vec<String> = instances_tagged(emu, "hpcforge:partition", "alive/spot")
+        .into_iter()
+        .filter(|id| *id != first)
+        .collect();
+    assert_eq!(ran_on.len(), 1, "{ran_on:?}");
+    let second = emu.ec2(&format!("Action=DescribeInstances&InstanceId.1={}", ran_on[0]));
+    assert!(!second.contains("<instanceLifecycle>spot"), "{second}");
+    let cooldowns = text(&boot::ssh(key, head_ip, "sudo cat /var/lib/hpc-node/cooldowns.json"));
+    assert!(cooldowns.contains("spot/0/c7i.large"), "{cooldowns}");
 }
 
 /// A new head image (planned as an update in place) and then an out-of-band termination of the

@@ -70,6 +70,18 @@ pub struct NodeInitArgs {
     pub cluster: ClusterArgs,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct SpotWatchArgs {
+    /// This node's Slurm name.
+    #[arg(long)]
+    pub node: String,
+    /// Seconds between looks at the instance metadata (EC2 gives two minutes' notice).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
+    pub interval: u64,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Slurm's ResumeProgram: launch instances for these nodes, pool after pool.
@@ -94,6 +106,8 @@ pub enum Command {
     NodeInit(NodeInitArgs),
     /// Every node, on a timer: users and mounts follow the published desired state.
     Sync(ClusterArgs),
+    /// A spot node: on EC2's interruption notice, requeue the node's jobs and power it down.
+    SpotWatch(SpotWatchArgs),
 }
 
 impl Command {
@@ -104,6 +118,7 @@ impl Command {
             Command::Reconcile(r) => &r.cluster,
             Command::Health(h) => &h.cluster,
             Command::NodeInit(n) => &n.cluster,
+            Command::SpotWatch(s) => &s.cluster,
             Command::Sweep(c) | Command::Evict(c) | Command::HeadInit(c) | Command::LoginInit(c) | Command::Sync(c) => {
                 c
             }
@@ -156,6 +171,9 @@ mod tests {
         let cli = Cli::try_parse_from(["hpc-node", "resume", "cpu-[1-2]", "--cluster", "c"]).expect("resume");
         assert!(matches!(cli.command, Command::Resume(ref h) if h.hosts == "cpu-[1-2]"));
         assert!(Cli::try_parse_from(["hpc-node", "reconcile", "--cluster", "c", "--interval", "0"]).is_err());
+        let watch =
+            Cli::try_parse_from(["hpc-node", "spot-watch", "--node", "gpu-1", "--cluster", "c"]).expect("watch");
+        assert!(matches!(watch.command, Command::SpotWatch(ref s) if s.node == "gpu-1" && s.interval == 5));
         assert!(
             Cli::try_parse_from(["hpc-node", "sweep"]).is_err(),
             "--cluster is required"

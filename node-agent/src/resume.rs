@@ -26,6 +26,14 @@ pub const CAPACITY_CODES: &[&str] = &[
 /// Most nodes one instant-fleet call asks for; larger resumes are split.
 pub const FLEET_BATCH: usize = 500;
 
+/// EC2's answer when its launch rate is spent (a bucket of about 1,000 instances per account
+/// and region, refilled at about 2 a second): the call launched nothing and may be made again.
+pub const RATE_CODES: &[&str] = &["RequestLimitExceeded"];
+
+/// How long one resume waits, in all, for EC2's launch rate before it leaves the nodes it could
+/// not launch to Slurm (set down, their jobs requeued): well inside a provision timeout.
+pub const RATE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Nodes of one partition and instance type: launched together.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Group {
@@ -318,6 +326,38 @@ fn take_units(waiting: &mut Vec<Vec<String>>, limit: usize, room: Option<usize>)
     waiting.drain(..n).collect()
 }
 
+/// Waits between launches refused for EC2's launch rate: 1 s, doubling to 16 s, back to 1 s
+/// after a launch goes through, until `patience` is spent.
+struct Pacing {
+    next: std::time::Duration,
+    left: std::time::Duration,
+}
+
+impl Pacing {
+    fn new(patience: std::time::Duration) -> Self {
+        Pacing {
+            next: std::time::Duration::from_secs(1),
+            left: patience,
+        }
+    }
+
+    fn launched(&mut self) {
+        self.next = std::time::Duration::from_secs(1);
+    }
+
+    /// Sleeps before the next try; false (at once) when the patience is spent.
+    async fn wait(&mut self) -> bool {
+        if self.left.is_zero() {
+            return false;
+        }
+        let pause = self.next.min(self.left);
+        tokio::time::sleep(pause).await;
+        self.left -= pause;
+        self.next = (self.next * 2).min(std::time::Duration::from_secs(16));
+        true
+    }
+}
+
 /// Launches a group, pool after pool, until every node has an instance or no pool is left.
 /// Nodes launch in the units [`ResumeJobs::units`] cuts for the partition's scaling strategy:
 /// a unit gets all its instances from one pool or none (a partial one is terminated at once).
@@ -332,6 +372,7 @@ pub async fn launch_group(
 ) -> Result<GroupOutcome, AwsError> {
     let mut outcome = GroupOutcome::default();
     let mut waiting = jobs.units(group, partition.scaling_strategy);
+    let mut pacing = Pacing::new(RATE_PATIENCE);
     for (i, pool) in partition.pools.iter().enumerate() {
         if waiting.is_empty() {
             break;
@@ -345,111 +386,174 @@ pub async fn launch_group(
             continue;
         };
         let ec2 = clients.ec2_for(pool);
-        let mut room = match reservation_room(&ec2, pool, &group.instance_type).await {
+        let room = match reservation_room(&ec2, pool, &group.instance_type).await {
             Ok(room) => room,
             Err(why) => {
                 outcome.attempts.push(Attempt::skipped(i, why));
                 continue;
             }
         };
-        let overrides: Vec<FleetOverride> = pool
-            .subnet_ids
-            .iter()
-            .enumerate()
-            .map(|(p, subnet)| FleetOverride {
-                launch_template_id: template.clone(),
-                instance_type: group.instance_type.clone(),
-                subnet_id: subnet.clone(),
-                priority: p as f64,
-            })
-            .collect();
-        // Instant fleets are asked for at most FLEET_BATCH nodes at a time, whole units each.
-        loop {
-            let batch = take_units(&mut waiting, FLEET_BATCH, room);
-            if batch.is_empty() {
-                if let Some(r) = room {
-                    let need = waiting.first().map_or(0, Vec::len);
-                    outcome.attempts.push(Attempt::skipped(
-                        i,
-                        Skip::Reservation(format!("{r} instance(s) left in the reservation, a job needs {need}")),
-                    ));
-                }
-                break;
-            }
-            let requested: usize = batch.iter().map(Vec::len).sum();
-            let request = FleetRequest {
-                overrides: overrides.clone(),
-                count: i32::try_from(requested).unwrap_or(i32::MAX),
-                market: market_of(pool),
-                allocation_strategy: partition.allocation_strategy.clone(),
-                tags: vec![
-                    ("hpcforge:cluster".into(), cluster.to_string()),
-                    ("hpcforge:partition".into(), format!("{cluster}/{}", partition.name)),
-                ],
-            };
-            let fleet = match ec2.launch_fleet(&request).await {
-                Ok(f) => f,
-                // A whole-call capacity error (RunInstances-style) fails the pool like fleet errors do.
-                Err(e) if e.code_is(CAPACITY_CODES) => hpc_aws::ec2::FleetOutcome {
-                    instances: vec![],
-                    errors: vec![FleetError {
-                        code: e.code.clone().unwrap_or_default(),
-                        message: e.message.clone(),
-                        instance_type: Some(group.instance_type.clone()),
-                        subnet_id: None,
-                    }],
-                },
-                Err(e) => return Err(e),
-            };
-            let launched = fleet.instances.len();
-            let mut instances = fleet.instances.into_iter();
-            let mut short: Vec<Vec<String>> = Vec::new();
-            let mut left = launched;
-            for unit in batch {
-                if unit.len() <= left {
-                    left -= unit.len();
-                    for node in unit {
-                        if let Some(instance) = instances.next() {
-                            outcome.placed.push(Placement {
-                                node,
-                                pool: i,
-                                instance,
-                            });
-                        }
-                    }
-                } else {
-                    short.push(unit);
-                }
-            }
-            // What could not complete a unit is released now, not left to the sweep.
-            let extra: Vec<String> = instances.map(|f| f.id).collect();
-            if !extra.is_empty() {
-                ec2.request_termination(&extra).await?;
-            }
-            short.append(&mut waiting);
-            waiting = short;
-            if let Some(r) = room.as_mut() {
-                *r = r.saturating_sub(launched);
-            }
-            let no_capacity = fleet.errors.iter().any(|e| CAPACITY_CODES.contains(&e.code.as_str()));
-            if no_capacity {
-                cooldowns.start(key.clone(), now, u64::from(partition.ice_cooldown_s));
-            }
-            outcome.attempts.push(Attempt {
-                pool: i,
-                requested,
-                launched,
-                released: extra.len(),
-                errors: fleet.errors,
-                skipped: None,
-            });
-            if no_capacity || launched < requested || waiting.is_empty() {
-                break;
-            }
+        let request = FleetRequest {
+            overrides: pool
+                .subnet_ids
+                .iter()
+                .enumerate()
+                .map(|(p, subnet)| FleetOverride {
+                    launch_template_id: template.clone(),
+                    instance_type: group.instance_type.clone(),
+                    subnet_id: subnet.clone(),
+                    priority: p as f64,
+                })
+                .collect(),
+            count: 0,
+            market: market_of(pool),
+            allocation_strategy: partition.allocation_strategy.clone(),
+            tags: vec![
+                ("hpcforge:cluster".into(), cluster.to_string()),
+                ("hpcforge:partition".into(), format!("{cluster}/{}", partition.name)),
+            ],
+        };
+        let launch = PoolLaunch {
+            ec2: &ec2,
+            pool: i,
+            request,
+            room,
+        };
+        if launch.run(&mut waiting, &mut outcome, &mut pacing).await? {
+            cooldowns.start(key, now, u64::from(partition.ice_cooldown_s));
         }
     }
     outcome.unplaced = waiting.into_iter().flatten().collect();
     Ok(outcome)
+}
+
+/// Launches from one pool: its fleet request (without a count) and what its reservation holds.
+struct PoolLaunch<'a> {
+    ec2: &'a Ec2,
+    pool: usize,
+    request: FleetRequest,
+    room: Option<usize>,
+}
+
+impl PoolLaunch<'_> {
+    /// Takes whole units from `waiting` into fleet calls of at most FLEET_BATCH nodes (halved
+    /// while EC2's launch rate is spent) until they are launched or the pool fails; units it
+    /// could not launch go back to `waiting`. True when the pool reported no capacity.
+    async fn run(
+        mut self,
+        waiting: &mut Vec<Vec<String>>,
+        outcome: &mut GroupOutcome,
+        pacing: &mut Pacing,
+    ) -> Result<bool, AwsError> {
+        let mut limit = FLEET_BATCH;
+        loop {
+            let batch = take_units(waiting, limit, self.room);
+            if batch.is_empty() {
+                if let Some(r) = self.room {
+                    let need = waiting.first().map_or(0, Vec::len);
+                    let why = format!("{r} instance(s) left in the reservation, a job needs {need}");
+                    outcome
+                        .attempts
+                        .push(Attempt::skipped(self.pool, Skip::Reservation(why)));
+                }
+                return Ok(false);
+            }
+            let requested: usize = batch.iter().map(Vec::len).sum();
+            self.request.count = i32::try_from(requested).unwrap_or(i32::MAX);
+            let answer = self.ec2.launch_fleet(&self.request).await;
+            let fleet = match answer {
+                Ok(f) => {
+                    pacing.launched();
+                    f
+                }
+                Err(e) if e.code_is(RATE_CODES) && pacing.wait().await => {
+                    outcome
+                        .attempts
+                        .push(self.attempt(requested, 0, 0, vec![self.fleet_error(&e)]));
+                    limit = (requested / 2).max(1);
+                    requeue(waiting, batch);
+                    continue;
+                }
+                // A whole-call capacity error (RunInstances-style) fails the pool like fleet errors
+                // do; so does the launch rate once the resume has waited for it long enough.
+                Err(e) if e.code_is(CAPACITY_CODES) || e.code_is(RATE_CODES) => hpc_aws::ec2::FleetOutcome {
+                    instances: vec![],
+                    errors: vec![self.fleet_error(&e)],
+                },
+                Err(e) => return Err(e),
+            };
+            let launched = fleet.instances.len();
+            let (short, extra) = self.place(batch, fleet.instances, outcome);
+            // What could not complete a unit is released now, not left to the sweep.
+            if !extra.is_empty() {
+                self.ec2.request_termination(&extra).await?;
+            }
+            requeue(waiting, short);
+            if let Some(r) = self.room.as_mut() {
+                *r = r.saturating_sub(launched);
+            }
+            let no_capacity = fleet.errors.iter().any(|e| CAPACITY_CODES.contains(&e.code.as_str()));
+            outcome
+                .attempts
+                .push(self.attempt(requested, launched, extra.len(), fleet.errors));
+            if no_capacity || launched < requested || waiting.is_empty() {
+                return Ok(no_capacity);
+            }
+        }
+    }
+
+    /// Gives whole units their instances; returns the units left short and the instances left over.
+    fn place(
+        &self,
+        batch: Vec<Vec<String>>,
+        instances: Vec<FleetInstance>,
+        outcome: &mut GroupOutcome,
+    ) -> (Vec<Vec<String>>, Vec<String>) {
+        let mut left = instances.len();
+        let mut instances = instances.into_iter();
+        let mut short = Vec::new();
+        for unit in batch {
+            if unit.len() > left {
+                short.push(unit);
+                continue;
+            }
+            left -= unit.len();
+            for (node, instance) in unit.into_iter().zip(instances.by_ref()) {
+                outcome.placed.push(Placement {
+                    node,
+                    pool: self.pool,
+                    instance,
+                });
+            }
+        }
+        (short, instances.map(|f| f.id).collect())
+    }
+
+    fn attempt(&self, requested: usize, launched: usize, released: usize, errors: Vec<FleetError>) -> Attempt {
+        Attempt {
+            pool: self.pool,
+            requested,
+            launched,
+            released,
+            errors,
+            skipped: None,
+        }
+    }
+
+    fn fleet_error(&self, e: &AwsError) -> FleetError {
+        FleetError {
+            code: e.code.clone().unwrap_or_default(),
+            message: e.message.clone(),
+            instance_type: self.request.overrides.first().map(|o| o.instance_type.clone()),
+            subnet_id: None,
+        }
+    }
+}
+
+/// Puts `units` back at the front of `waiting`, in order.
+fn requeue(waiting: &mut Vec<Vec<String>>, mut units: Vec<Vec<String>>) {
+    units.append(waiting);
+    *waiting = units;
 }
 
 #[cfg(test)]

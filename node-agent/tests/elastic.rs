@@ -79,6 +79,12 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
         tags: vec![],
     };
     let (lt_id, _) = aws.ec2().ensure_launch_template(&lt).await.expect("launch template");
+    let big = LaunchTemplateSpec {
+        name: "hpc-lab-cpu-4xl".into(),
+        instance_type: Some("c7i.4xlarge".into()),
+        ..lt.clone()
+    };
+    let (big_id, _) = aws.ec2().ensure_launch_template(&big).await.expect("launch template");
     emu.add_fault(
         json!({"service": "ec2", "action": "CreateFleet", "code": "InsufficientInstanceCapacity",
                          "match": {"AvailabilityZone": "us-east-1a"}}),
@@ -88,14 +94,21 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
         subnet_ids: vec![subnet.to_string()],
         capacity_type: "on_demand".into(),
         capacity_reservation_id: None,
-        launch_templates: [("c7i.2xlarge".to_string(), lt_id.clone())].into_iter().collect(),
+        launch_templates: [
+            ("c7i.2xlarge".to_string(), lt_id.clone()),
+            ("c7i.4xlarge".to_string(), big_id.clone()),
+        ]
+        .into_iter()
+        .collect(),
         placement_group: None,
     };
     let mut part: PartitionDoc = serde_json::from_value(json!({
         "schema": 1, "cluster": "lab", "name": "cpu",
         "shapes": [{"instance_type": "c7i.2xlarge", "vcpus": 1, "cores": 1, "threads_per_core": 1,
+                    "memory_mib": 1024, "gpus": 0, "gpu_model": null, "gpu_memory_mib": null, "efa": false},
+                   {"instance_type": "c7i.4xlarge", "vcpus": 1, "cores": 1, "threads_per_core": 1,
                     "memory_mib": 1024, "gpus": 0, "gpu_model": null, "gpu_memory_mib": null, "efa": false}],
-        "min_nodes": 0, "max_nodes": 1, "pools": [], "allocation_strategy": "prioritized",
+        "min_nodes": 0, "max_nodes": 2, "pools": [], "allocation_strategy": "prioritized",
         "provision_timeout_s": 600, "ice_cooldown_s": 600, "max_time": null, "default_time": null,
         "max_nodes_per_job": null, "min_nodes_per_job": null, "allow_accounts": [], "allow_groups": [],
         "allow_qos": [], "priority_tier": null, "oversubscribe": null, "exclusive": false, "default": true,
@@ -150,6 +163,7 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
     let resume = format!(
         "#!/bin/sh\n{env}\n{node_bin} resume \"$1\" --cluster lab --region us-east-1 --state-dir {agent} >> {log}/resume.log 2>&1\n\
          for n in $(scontrol show hostnames \"$1\"); do\n  \
+         scontrol show node $n -o | grep -q 'Reason=hpc-node' && continue\n  \
          perl -MPOSIX -e 'sigprocmask(SIG_SETMASK, POSIX::SigSet->new); exec @ARGV' {slurmd} -b -N $n -f {conf} >> {log}/slurmd.out 2>&1\n\
          done\n",
         agent = p("agent"),
@@ -259,7 +273,7 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
     impl Drop for Cleanup {
         fn drop(&mut self) {
             let _ = Command::new("pkill")
-                .args(["-f", &format!("slurmd -b -N cpu-c7i-2xl-1 -f {}", self.0.display())])
+                .args(["-f", &format!("slurmd -b -N cpu-c7i-.* -f {}", self.0.display())])
                 .status();
             if let Ok(pid) = std::fs::read_to_string(
                 self.0
@@ -363,6 +377,34 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
         assert!(Instant::now() < deadline, "sacct does not show the job: {acct}");
         std::thread::sleep(Duration::from_millis(500));
     }
+
+    // Type fallback: c7i.2xlarge has no capacity in any pool. A job Slurm gives the preferred
+    // c7i.2xlarge node (the second: the first is still powering down) is requeued when resume
+    // sets that node down, and runs on a c7i.4xlarge node instead.
+    emu.add_fault(
+        json!({"service": "ec2", "action": "CreateFleet", "code": "InsufficientInstanceCapacity",
+                         "match": {"InstanceType": "c7i.2xlarge"}}),
+    );
+    let started = Instant::now();
+    let submitted = slurm("sbatch", &["-p", "cpu", "-N", "1", "--wrap", "hostname"]);
+    let second = submitted.split_whitespace().last().unwrap_or_default().to_string();
+    assert!(submitted.contains("Submitted batch job"), "{submitted}");
+    wait("the job to complete on the other type", 240, &|| {
+        slurm("scontrol", &["show", "job", &second]).contains("JobState=COMPLETED")
+    });
+    eprintln!("the second job completed {:?} after submission", started.elapsed());
+    let shown = slurm("scontrol", &["show", "job", &second, "-o"]);
+    assert!(shown.contains(" NodeList=cpu-c7i-4xl-"), "{shown}");
+    let log = std::fs::read_to_string(dir.join("log/resume.log")).unwrap_or_default();
+    let down = "setting 1 node(s) down (hpc-node: no capacity in any pool): ";
+    let node = log
+        .lines()
+        .find_map(|l| l.split(down).nth(1))
+        .unwrap_or_else(|| panic!("no c7i.2xlarge node set down: {log}"))
+        .to_string();
+    assert!(node.starts_with("cpu-c7i-2xl-"), "{log}");
+    let shown = slurm("scontrol", &["show", "node", &node, "-o"]);
+    assert!(shown.contains("Reason=hpc-node: no capacity in any pool"), "{shown}");
     drop(_cleanup);
     drop(_slurmdbd);
     drop(_mariadb);

@@ -137,17 +137,7 @@ async fn no_capacity_in_one_zone_fails_over_to_the_next_pool_and_cools_it_down()
     let (groups, unknown) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[1-3]"));
     assert!(unknown.is_empty());
     emu.reset_calls();
-    let out = launch_group(
-        &clients,
-        "c",
-        &doc,
-        &groups[0],
-        &ResumeJobs::default(),
-        &mut cooldowns,
-        1_000,
-    )
-    .await
-    .expect("resume");
+    let out = launch(&clients, &doc, &groups[0], &ResumeJobs::default(), &mut cooldowns).await;
     assert_eq!(out.placed.len(), 3, "{out:?}");
     assert!(out.unplaced.is_empty());
     assert_eq!(out.attempts.len(), 2, "both pools tried in one invocation: {out:?}");
@@ -869,6 +859,19 @@ async fn a_pool_in_another_region_takes_over_with_its_own_launch_template() {
         .is_empty());
 }
 
+/// Resumes `group` of `doc` for cluster `c` at time 1000.
+async fn launch(
+    clients: &One,
+    doc: &PartitionDoc,
+    group: &hpc_node::resume::Group,
+    jobs: &ResumeJobs,
+    cooldowns: &mut Cooldowns,
+) -> hpc_node::resume::GroupOutcome {
+    launch_group(clients, "c", doc, group, jobs, cooldowns, 1_000)
+        .await
+        .expect("resume")
+}
+
 /// The text of the first `<tag>` in an EC2 XML answer.
 fn xml_field(xml: &str, tag: &str) -> String {
     let open = format!("<{tag}>");
@@ -967,17 +970,7 @@ async fn a_reservation_pool_launches_into_its_reservation_and_a_job_it_cannot_ho
     // Two single nodes fill the reservation; the third goes to the next pool, and the pool is
     // not cooled down (the reservation frees up as its instances end).
     let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[4-6]"));
-    let out = launch_group(
-        &clients,
-        "c",
-        &doc,
-        &groups[0],
-        &ResumeJobs::default(),
-        &mut cooldowns,
-        1_000,
-    )
-    .await
-    .expect("resume");
+    let out = launch(&clients, &doc, &groups[0], &ResumeJobs::default(), &mut cooldowns).await;
     let in_reservation: Vec<&str> = out
         .placed
         .iter()
@@ -1002,17 +995,7 @@ async fn a_reservation_pool_launches_into_its_reservation_and_a_job_it_cannot_ho
     // launch past it.
     let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-7"));
     emu.reset_calls();
-    let out = launch_group(
-        &clients,
-        "c",
-        &doc,
-        &groups[0],
-        &ResumeJobs::default(),
-        &mut cooldowns,
-        1_000,
-    )
-    .await
-    .expect("resume");
+    let out = launch(&clients, &doc, &groups[0], &ResumeJobs::default(), &mut cooldowns).await;
     assert!(
         matches!(&out.attempts[0].skipped, Some(Skip::Reservation(why)) if why.contains("in use")),
         "{out:?}"
@@ -1073,17 +1056,7 @@ async fn a_capacity_block_pool_launches_only_inside_the_block_and_with_its_marke
     )]);
     let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[1-2]"));
     emu.reset_calls();
-    let out = launch_group(
-        &clients,
-        "c",
-        &doc,
-        &groups[0],
-        &ResumeJobs::default(),
-        &mut cooldowns,
-        1_000,
-    )
-    .await
-    .expect("resume");
+    let out = launch(&clients, &doc, &groups[0], &ResumeJobs::default(), &mut cooldowns).await;
     assert!(out.placed.is_empty(), "{out:?}");
     assert_eq!(out.unplaced.len(), 2);
     assert!(
@@ -1115,17 +1088,7 @@ async fn a_capacity_block_pool_launches_only_inside_the_block_and_with_its_marke
     )
     .await;
     assert_eq!(on_demand.errors[0].code, "InvalidParameterCombination", "{on_demand:?}");
-    let out = launch_group(
-        &clients,
-        "c",
-        &doc,
-        &groups[0],
-        &ResumeJobs::default(),
-        &mut cooldowns,
-        1_000,
-    )
-    .await
-    .expect("resume");
+    let out = launch(&clients, &doc, &groups[0], &ResumeJobs::default(), &mut cooldowns).await;
     assert_eq!(out.placed.len(), 2, "{out:?}");
     assert_eq!(available_in(&emu, &now), ("active".to_string(), 0));
 }
@@ -1192,4 +1155,38 @@ async fn a_job_one_pool_can_only_partly_launch_gets_all_its_nodes_from_the_next_
     let per_pool: Vec<usize> = out.placed.iter().map(|p| p.pool).collect();
     assert_eq!(per_pool, vec![0, 0, 0, 1], "{out:?}");
     assert_eq!(out.attempts[0].released, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_past_ec2s_launch_rate_waits_for_it_and_launches_every_node() {
+    let emu = Emulator::start();
+    // A launch bucket of 3 instances, refilled at one a second.
+    emu.configure(json!({"launch_bucket_size": 3, "launch_refill_per_s": 1}));
+    let aws = connect(&emu).await;
+    let mut doc = partition(&aws, &emu).await;
+    doc.pools.truncate(1);
+    doc.scaling_strategy = hpc_desired_state::ScalingStrategy::BestEffort;
+    let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[1-8]"));
+    let out = launch_group(
+        &One(aws.ec2()),
+        "c",
+        &doc,
+        &groups[0],
+        &ResumeJobs::default(),
+        &mut Cooldowns::default(),
+        1_000,
+    )
+    .await
+    .expect("a resume throttled by EC2 still succeeds");
+    assert_eq!(out.placed.len(), 8, "{out:?}");
+    assert!(out.unplaced.is_empty());
+    let throttled = out
+        .attempts
+        .iter()
+        .filter(|a| a.errors.iter().any(|e| e.code == "RequestLimitExceeded"))
+        .count();
+    assert!(throttled >= 1, "the launch rate was never reached: {out:?}");
+    // No batch asked for more than the bucket could ever hold once it had been refused.
+    let after_first_refusal = out.attempts.iter().skip_while(|a| a.errors.is_empty()).skip(1);
+    assert!(after_first_refusal.clone().all(|a| a.requested <= 4), "{out:?}");
 }

@@ -20,7 +20,7 @@ use crate::error::{Context as _, Error, Result};
 use crate::host::{self as system, log, write_file};
 
 /// Where the node's lookup configuration lives (never /etc/slurm: configless slurmd owns that).
-const LOOKUP_CONF: &str = "/run/hpc-node/slurm.conf";
+pub const LOOKUP_CONF: &str = "/run/hpc-node/slurm.conf";
 const SLURMD_DEFAULTS: &str = "/etc/default/slurmd";
 /// Lifts the image's "no slurm.conf, no slurmd" condition: configless slurmd has none.
 const SLURMD_DROP_IN: &str = "/etc/systemd/system/slurmd.service.d/zz-hpcforge-configless.conf";
@@ -54,7 +54,35 @@ pub async fn run(args: &NodeInitArgs, aws: &Aws) -> Result<()> {
         "node-init",
         &format!("slurmd of {name} started (configuration from {})", head.addr),
     );
+    if hpc_aws::imds::life_cycle(aws).await? == "spot" {
+        spot_watch(args, &name)?;
+        log("node-init", "a spot instance: watching for EC2's interruption notice");
+    }
     Ok(())
+}
+
+const SPOT_WATCH_UNIT: &str = "/etc/systemd/system/hpc-node-spot-watch.service";
+
+/// The spot watch as a unit of this node (its name is known only now).
+fn spot_watch(args: &NodeInitArgs, name: &str) -> Result<()> {
+    let region = args
+        .cluster
+        .region
+        .as_deref()
+        .map(|r| format!(" --region {r}"))
+        .unwrap_or_default();
+    let unit = format!(
+        "# hpcforge: requeue this node's jobs on a spot interruption notice (hpc-node node-init)\n\
+         [Unit]\nDescription=hpcforge spot interruption watch\nAfter=slurmd.service\n\n\
+         [Service]\nExecStart={agent} spot-watch --node {name} --cluster {cluster}{region}\n\
+         StandardOutput=journal+console\nStandardError=journal+console\n\
+         Restart=on-failure\nRestartSec=5\n\n[Install]\nWantedBy=multi-user.target\n",
+        agent = hpc_desired_state::boot::AGENT,
+        cluster = args.cluster.cluster,
+    );
+    write_file(Path::new(SPOT_WATCH_UNIT), unit.as_bytes(), 0o644, None)?;
+    system::systemctl(&["daemon-reload"])?;
+    system::systemctl(&["enable", "--now", "hpc-node-spot-watch.service"])
 }
 
 /// The node whose NodeAddr is `ip`, per slurmctld.

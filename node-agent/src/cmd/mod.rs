@@ -4,6 +4,7 @@ mod evict;
 mod health;
 mod power;
 pub mod reconcile;
+mod spot;
 mod sweep;
 
 use std::path::Path;
@@ -31,6 +32,7 @@ pub async fn run(command: &Command, aws: &Aws) -> Result<()> {
         Command::LoginInit(c) => crate::boot::login::run(c, aws).await,
         Command::NodeInit(n) => crate::boot::node::run(n, aws).await,
         Command::Sync(c) => crate::boot::sync(c, aws).await,
+        Command::SpotWatch(s) => spot::watch(s, aws).await,
     }
 }
 
@@ -131,17 +133,28 @@ pub fn scontrol(args: &[String]) {
     }
 }
 
-/// Slurm's state of a node, e.g. `IDLE+CLOUD+POWERING_UP` (None when scontrol cannot say).
-pub fn slurm_state(node: &str) -> Option<String> {
+/// slurmctld's one-line record of a node (None when scontrol cannot say).
+fn show_node(node: &str) -> Option<String> {
     let out = Process::new("scontrol")
         .args(["show", "node", node, "-o"])
         .output()
         .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split_whitespace()
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Slurm's state of a node, e.g. `IDLE+CLOUD+POWERING_UP` (None when scontrol cannot say).
+pub fn slurm_state(node: &str) -> Option<String> {
+    show_node(node)?
+        .split_whitespace()
         .find_map(|f| f.strip_prefix("State="))
         .map(str::to_string)
+}
+
+/// Why Slurm set a node down or drained it (its `Reason`, the last field of the record).
+pub fn slurm_reason(node: &str) -> Option<String> {
+    let record = show_node(node)?;
+    let start = record.find(" Reason=")? + " Reason=".len();
+    Some(record[start..].trim().to_string())
 }

@@ -3,11 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use hpc_aws::ec2::Ec2;
+use hpc_aws::ec2::{Ec2, InstanceInfo};
 use hpc_aws::Aws;
 use hpc_desired_state::PartitionDoc;
 
-use super::{cluster_doc, partitions, scontrol, Regions};
+use super::{cluster_doc, partitions, scontrol, slurm_reason, spot, Regions};
 use crate::cli::{ClusterArgs, HostsArgs};
 use crate::error::{Context as _, Result};
 use crate::guardrail::Budget;
@@ -222,17 +222,69 @@ async fn budget(aws: &Aws, cluster: &str, docs: &[PartitionDoc]) -> Result<Budge
 pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
     let nodes: BTreeSet<String> = hostlist::expand(&args.hosts)?.into_iter().collect();
     let docs = partitions(aws, &args.cluster.cluster).await?;
+    let mut cooldowns = Cooldowns::load(&args.cluster.state_dir.join("cooldowns.json"));
+    let now = now_s();
     for (region, ec2) in cluster_regions(aws, &docs) {
         let running = ec2.instances_tagged("hpcforge:cluster", &args.cluster.cluster).await?;
-        let ids: Vec<String> = running
+        let mine: Vec<(String, InstanceInfo)> = running
             .into_iter()
-            .filter(|i| i.tags.iter().any(|(k, v)| k == "hpcforge:node" && nodes.contains(v)))
-            .map(|i| i.id)
+            .filter_map(|i| {
+                let node = i
+                    .tags
+                    .iter()
+                    .find(|(k, _)| k == "hpcforge:node")
+                    .map(|(_, v)| v.clone())?;
+                nodes.contains(&node).then_some((node, i))
+            })
             .collect();
+        for (node, instance) in &mine {
+            cool_interrupted_pool(&docs, &region, node, instance, &mut cooldowns, now);
+        }
+        let ids: Vec<String> = mine.into_iter().map(|(_, i)| i.id).collect();
         if !ids.is_empty() {
             eprintln!("hpc-node: terminating {} instance(s) in {region}", ids.len());
             ec2.request_termination(&ids).await?;
         }
     }
-    Ok(())
+    cooldowns
+        .save(now)
+        .context(|| format!("saving cool-downs in {}", args.cluster.state_dir.display()))
+}
+
+/// A node powered down because its spot instance got EC2's interruption notice (`hpc-node
+/// spot-watch` says so in the node's reason): its pool cools down as after no capacity, so the
+/// requeued job launches from the next pool.
+fn cool_interrupted_pool(
+    docs: &[PartitionDoc],
+    region: &str,
+    node: &str,
+    instance: &InstanceInfo,
+    cooldowns: &mut Cooldowns,
+    now: u64,
+) {
+    let interrupted = slurm_reason(node).is_some_and(|r| r.starts_with(spot::REASON_PREFIX));
+    if !interrupted {
+        return;
+    }
+    let (groups, _) = group_nodes(docs, &[node.to_string()]);
+    let Some(doc) = groups.first().and_then(|g| docs.iter().find(|d| d.name == g.partition)) else {
+        return;
+    };
+    let subnet = instance.subnet_id.as_deref().unwrap_or_default();
+    let Some(pool) = doc
+        .pools
+        .iter()
+        .position(|p| p.region == region && p.subnet_ids.iter().any(|s| s == subnet))
+    else {
+        return;
+    };
+    eprintln!(
+        "hpc-node: {node} ({}) was interrupted: pool {pool} of {} cools down for {}s",
+        instance.id, doc.name, doc.ice_cooldown_s
+    );
+    cooldowns.start(
+        Cooldowns::key(&doc.name, pool, &instance.instance_type),
+        now,
+        u64::from(doc.ice_cooldown_s),
+    );
 }
