@@ -88,7 +88,7 @@ impl EbsBuild<'_> {
         let name = format!("hpc-image-{suffix}");
         let mut tags: Vec<(String, String)> = self.source.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         tags.push(("Name".into(), name.clone()));
-        tags.push(("hpcforge:builder".into(), "hpc-image".into()));
+        tags.push((hpc_desired_state::tag::BUILDER.into(), "hpc-image".into()));
 
         let vpc = match &self.source.subnet_id {
             Some(s) => ec2.subnet_vpc(s).await.map_err(aws_err)?,
@@ -168,7 +168,7 @@ impl EbsBuild<'_> {
             .await
             .map_err(aws_err)?;
         let mut image_tags = crate::publish::image_tags(self.publish, self.template_sha256);
-        image_tags.push(("hpcforge:source-ami".into(), ami));
+        image_tags.push((hpc_desired_state::tag::SOURCE_AMI.into(), ami));
         let image = match ec2.find_own_image(&self.publish.ami_name).await.map_err(aws_err)? {
             Some(existing) => existing.id,
             None => ec2

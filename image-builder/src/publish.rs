@@ -67,7 +67,7 @@ fn fail(message: impl Into<String>, images: &BTreeMap<String, String>) -> Publis
 pub fn image_tags(cfg: &PublishConfig, template_sha256: &str) -> Vec<(String, String)> {
     let mut tags: Vec<(String, String)> = cfg.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     tags.push((
-        "hpcforge:builder".into(),
+        hpc_desired_state::tag::BUILDER.into(),
         format!("hpc-image {}", env!("CARGO_PKG_VERSION")),
     ));
     tags.push(("hpcforge:template-sha256".into(), template_sha256.to_string()));

@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use hpc_aws::ec2::{Ec2, FleetError, FleetInstance, FleetOverride, FleetRequest, Market};
 use hpc_aws::AwsError;
-use hpc_desired_state::{PartitionDoc, PoolDoc, ScalingStrategy};
+use hpc_desired_state::{tag, PartitionDoc, PoolDoc, ScalingStrategy};
 
 /// Fleet error codes that mean "this pool has no capacity now" (as opposed to a mistake).
 pub const CAPACITY_CODES: &[&str] = &[
@@ -409,8 +409,8 @@ pub async fn launch_group(
             market: market_of(pool),
             allocation_strategy: partition.allocation_strategy.clone(),
             tags: vec![
-                ("hpcforge:cluster".into(), cluster.to_string()),
-                ("hpcforge:partition".into(), format!("{cluster}/{}", partition.name)),
+                (tag::CLUSTER.into(), cluster.to_string()),
+                (tag::PARTITION.into(), tag::partition_value(cluster, &partition.name)),
             ],
         };
         let launch = PoolLaunch {

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use hpc_aws::ec2::InstanceInfo;
-use hpc_desired_state::PartitionDoc;
+use hpc_desired_state::{tag, PartitionDoc};
 use slurm_model::NodeSet;
 
 /// Seconds an untagged instance may exist before it counts as an orphan.
@@ -64,14 +64,9 @@ pub fn orphan_reason(
     now: i64,
     powered_down: impl Fn(&str) -> Option<bool>,
 ) -> Option<String> {
-    if !instance.tags.iter().any(|(k, _)| k == "hpcforge:partition") {
-        return None; // head and login nodes are the cluster's, not the agent's
-    }
-    let node = instance
-        .tags
-        .iter()
-        .find(|(k, _)| k == "hpcforge:node")
-        .map(|(_, v)| v.as_str());
+    // Head and login nodes (no partition tag) are the cluster's, not the agent's.
+    instance.tag(tag::PARTITION)?;
+    let node = instance.tag(tag::NODE);
     match node {
         None if instance.launched_at > 0 && now - instance.launched_at > UNTAGGED_GRACE_S => {
             Some(format!("never got a node name in {}s", now - instance.launched_at))
@@ -121,21 +116,21 @@ mod tests {
     #[test]
     fn orphans_are_recognised() {
         let known: BTreeSet<String> = ["cpu-c7i-2xl-1".to_string()].into_iter().collect();
-        let compute = |node: &str| instance(&[("hpcforge:partition", "c/cpu"), ("hpcforge:node", node)], 1000);
+        let compute = |node: &str| instance(&[(tag::PARTITION, "c/cpu"), (tag::NODE, node)], 1000);
         let up = |_: &str| Some(false);
         assert_eq!(orphan_reason(&compute("cpu-c7i-2xl-1"), &known, 2000, up), None);
         assert!(orphan_reason(&compute("cpu-c7i-2xl-9"), &known, 2000, up)
             .is_some_and(|r| r.contains("not in the desired state")));
         assert!(orphan_reason(&compute("cpu-c7i-2xl-1"), &known, 2000, |_| Some(true))
             .is_some_and(|r| r.contains("powered down")));
-        let untagged = instance(&[("hpcforge:partition", "c/cpu")], 1000);
+        let untagged = instance(&[(tag::PARTITION, "c/cpu")], 1000);
         assert_eq!(
             orphan_reason(&untagged, &known, 1500, up),
             None,
             "within the grace period"
         );
         assert!(orphan_reason(&untagged, &known, 1000 + UNTAGGED_GRACE_S + 1, up).is_some());
-        let head = instance(&[("hpcforge:role", "head")], 1);
+        let head = instance(&[(tag::ROLE, "head")], 1);
         assert_eq!(orphan_reason(&head, &known, 1_000_000, up), None);
     }
 }

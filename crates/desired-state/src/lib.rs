@@ -59,7 +59,35 @@ pub fn partition_param(cluster: &str, partition: &str) -> String {
 
 /// The tag hpc-image puts on the images it publishes: the Slurm version they carry (Debian's
 /// package version, e.g. `22.05.8-4+deb12u3`).
-pub const SLURM_VERSION_TAG: &str = "hpcforge:slurm-version";
+pub const SLURM_VERSION_TAG: &str = tag::SLURM_VERSION;
+
+/// The tag keys the programs agree on: what the provider, hpc-node and hpc-image write on AWS
+/// resources and find them by.
+pub mod tag {
+    /// Everything a cluster owns: the cluster's name.
+    pub const CLUSTER: &str = "hpcforge:cluster";
+    /// Compute instances, launch templates, placement groups: `<cluster>/<partition>`
+    /// ([`partition_value`]).
+    pub const PARTITION: &str = "hpcforge:partition";
+    /// A compute instance: the Slurm node it carries.
+    pub const NODE: &str = "hpcforge:node";
+    /// Head and login instances: `head` or `login`.
+    pub const ROLE: &str = "hpcforge:role";
+    /// A Lustre file system's release policy, read by `hpc-node evict`.
+    pub const RELEASE_UNACCESSED_DAYS: &str = "hpcforge:release-unaccessed-days";
+    pub const RELEASE_USAGE_PERCENT: &str = "hpcforge:release-usage-percent";
+    /// Images: the Slurm version they carry, who built them, and from what.
+    pub const SLURM_VERSION: &str = "hpcforge:slurm-version";
+    pub const BUILDER: &str = "hpcforge:builder";
+    pub const SOURCE_AMI: &str = "hpcforge:source-ami";
+    /// Every key above starts so; user tags may not.
+    pub const PREFIX: &str = "hpcforge:";
+
+    /// The [`PARTITION`] tag's value.
+    pub fn partition_value(cluster: &str, partition: &str) -> String {
+        format!("{cluster}/{partition}")
+    }
+}
 
 pub use slurm_model::release_series;
 

@@ -146,6 +146,13 @@ pub struct InstanceInfo {
     pub launched_at: i64,
 }
 
+impl InstanceInfo {
+    /// The value of one of the instance's tags.
+    pub fn tag(&self, key: &str) -> Option<&str> {
+        self.tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+}
+
 /// One launch choice of an instant fleet: a launch template (which fixes the instance type's
 /// interfaces), the type, a subnet, and its priority (lower first).
 #[derive(Debug, Clone, PartialEq)]

@@ -44,10 +44,10 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
                 .find(|(key, _)| key == k)
                 .and_then(|(_, v)| v.parse::<i64>().ok())
         };
-        let Some(days) = tag("hpcforge:release-unaccessed-days") else {
+        let Some(days) = tag(hpc_desired_state::tag::RELEASE_UNACCESSED_DAYS) else {
             continue;
         };
-        let threshold = tag("hpcforge:release-usage-percent").unwrap_or(80);
+        let threshold = tag(hpc_desired_state::tag::RELEASE_USAGE_PERCENT).unwrap_or(80);
         if !crate::health::Probe::mounted(&crate::health::System, &mount.mount_point) {
             eprintln!("hpc-node: {id} is not mounted at {}; not releasing", mount.mount_point);
             continue;

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use hpc_aws::ec2::{Ec2, InstanceInfo};
 use hpc_aws::Aws;
-use hpc_desired_state::PartitionDoc;
+use hpc_desired_state::{tag, PartitionDoc};
 
 use super::{cluster_doc, partitions, scontrol, slurm_reason, spot, Regions};
 use crate::cli::{ClusterArgs, HostsArgs};
@@ -178,7 +178,7 @@ async fn name_and_address(clients: &Regions, doc: &PartitionDoc, placed: &[Place
             .context(|| "tagging instances".to_string())?;
         tasks.spawn(async move {
             let _permit = permit;
-            ec2.retag(&[id], &[], &[("hpcforge:node".to_string(), node)]).await
+            ec2.retag(&[id], &[], &[(tag::NODE.to_string(), node)]).await
         });
     }
     while let Some(done) = tasks.join_next().await {
@@ -210,10 +210,10 @@ async fn budget(aws: &Aws, cluster: &str, docs: &[PartitionDoc]) -> Result<Budge
         .iter()
         .flat_map(|d| d.shapes.iter().map(|s| (s.instance_type.clone(), s.clone())))
         .collect();
-    let running = aws.ec2().instances_tagged("hpcforge:cluster", cluster).await?;
+    let running = aws.ec2().instances_tagged(tag::CLUSTER, cluster).await?;
     let types: Vec<String> = running
         .into_iter()
-        .filter(|i| i.tags.iter().any(|(k, _)| k == "hpcforge:partition"))
+        .filter(|i| i.tag(tag::PARTITION).is_some())
         .map(|i| i.instance_type)
         .collect();
     Ok(Budget::new(&doc, &types, &shapes))
@@ -225,15 +225,11 @@ pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
     let mut cooldowns = Cooldowns::load(&args.cluster.state_dir.join("cooldowns.json"));
     let now = now_s();
     for (region, ec2) in cluster_regions(aws, &docs) {
-        let running = ec2.instances_tagged("hpcforge:cluster", &args.cluster.cluster).await?;
+        let running = ec2.instances_tagged(tag::CLUSTER, &args.cluster.cluster).await?;
         let mine: Vec<(String, InstanceInfo)> = running
             .into_iter()
             .filter_map(|i| {
-                let node = i
-                    .tags
-                    .iter()
-                    .find(|(k, _)| k == "hpcforge:node")
-                    .map(|(_, v)| v.clone())?;
+                let node = i.tag(tag::NODE)?.to_string();
                 nodes.contains(&node).then_some((node, i))
             })
             .collect();

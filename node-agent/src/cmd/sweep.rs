@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use hpc_aws::Aws;
-use hpc_desired_state::PartitionDoc;
+use hpc_desired_state::{tag, PartitionDoc};
 
 use super::power::{cluster_regions, resume_nodes};
 use super::{partitions, scontrol, slurm_state};
@@ -27,16 +27,11 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
     let mut relaunch: Vec<String> = Vec::new();
     let mut carried: BTreeSet<String> = BTreeSet::new();
     for (region, ec2) in cluster_regions(aws, &docs) {
-        let instances = ec2.instances_tagged("hpcforge:cluster", &args.cluster).await?;
+        let instances = ec2.instances_tagged(tag::CLUSTER, &args.cluster).await?;
         let mut orphans = Vec::new();
         for i in &instances {
             if matches!(i.state.as_str(), "pending" | "running") {
-                carried.extend(
-                    i.tags
-                        .iter()
-                        .filter(|(k, _)| k == "hpcforge:node")
-                        .map(|(_, v)| v.clone()),
-                );
+                carried.extend(i.tag(tag::NODE).map(str::to_string));
             }
             if let Some(why) = crate::sweep::orphan_reason(i, &known, now, slurm_powered_down) {
                 eprintln!("hpc-node: orphan {} in {region}: {why}", i.id);
@@ -83,11 +78,7 @@ fn late<'a>(
     docs: &'a [PartitionDoc],
     now: i64,
 ) -> Option<(String, usize, &'a PartitionDoc)> {
-    let node = i
-        .tags
-        .iter()
-        .find(|(k, _)| k == "hpcforge:node")
-        .map(|(_, v)| v.clone())?;
+    let node = i.tag(tag::NODE)?.to_string();
     let (groups, _) = group_nodes(docs, std::slice::from_ref(&node));
     let partition = groups.first()?.partition.clone();
     let doc = docs.iter().find(|d| d.name == partition)?;

@@ -17,7 +17,7 @@ use tfplugin::{
 
 use crate::convert::{self, boolean, int, of_list, of_map, pairs, string, strings};
 use crate::desired_state::boot::Role;
-use crate::desired_state::{self, AccountingDoc, ClusterDoc, MountDoc, UserDoc, SCHEMA};
+use crate::desired_state::{self, tag, AccountingDoc, ClusterDoc, MountDoc, UserDoc, SCHEMA};
 use crate::pricing;
 use crate::provider::Clients;
 use crate::resources::{aws_diag, image_release, or_stop, valid_name};
@@ -871,7 +871,7 @@ impl Resource for HpcCluster {
         let head = match string(req.state.attr("head_node_instance_id")) {
             Some(id) => clients
                 .ec2
-                .find_instance_viewed("hpcforge:role", &id)
+                .find_instance_viewed(tag::ROLE, &id)
                 .await
                 .map_err(|e| aws_diag("Cannot read head node", &e))?,
             None => None,
@@ -948,7 +948,7 @@ impl Resource for HpcCluster {
                 .delete(&format!("{}/status", desired_state::cluster_prefix(&name)))
                 .await?;
             clients.ssm.delete(&desired_state::boot::head_param(&name)).await?;
-            let nodes = clients.ec2.instances_tagged("hpcforge:cluster", &name).await?;
+            let nodes = clients.ec2.instances_tagged(tag::CLUSTER, &name).await?;
             let ids: Vec<String> = nodes.into_iter().map(|i| i.id).collect();
             or_stop(
                 &req.ctx,
@@ -1221,7 +1221,7 @@ fn looks_like_cidr(s: &str) -> bool {
 
 fn cluster_tags(state: &Value, name: &str) -> Vec<(String, String)> {
     let mut t = pairs(state.attr("tags_all")).unwrap_or_default();
-    t.push(("hpcforge:cluster".into(), name.to_string()));
+    t.push((tag::CLUSTER.into(), name.to_string()));
     t
 }
 
@@ -1410,7 +1410,7 @@ fn template(
 ) -> LaunchTemplateSpec {
     let head = state.attr("head_node");
     let mut tags = tags.to_vec();
-    tags.push(("hpcforge:role".into(), role.to_string()));
+    tags.push((tag::ROLE.into(), role.to_string()));
     tags.push(("Name".into(), format!("{name}-{role}")));
     LaunchTemplateSpec {
         name: format!("hpc-{name}-{role}"),
@@ -1438,7 +1438,7 @@ fn template(
 async fn role_instances(clients: &Clients, name: &str, role: &str) -> Result<Vec<String>, Diagnostics> {
     let all = clients
         .ec2
-        .instances_tagged("hpcforge:cluster", name)
+        .instances_tagged(tag::CLUSTER, name)
         .await
         .map_err(|e| aws_diag("Cannot list cluster instances", &e))?;
     let mut ids = Vec::new();
@@ -1446,7 +1446,7 @@ async fn role_instances(clients: &Clients, name: &str, role: &str) -> Result<Vec
         if i.state == "shutting-down" {
             continue;
         }
-        if i.tags.iter().any(|(k, v)| k == "hpcforge:role" && v == role) {
+        if i.tag(tag::ROLE) == Some(role) {
             ids.push(i.id);
         }
     }

@@ -294,8 +294,9 @@ fn data_repository_value(d: &DataRepositoryAssociation, prior: &Value) -> Value 
 /// State from what FSx reports. Settings FSx does not report (security groups, final backup
 /// settings, timeouts, user tags vs default tags) come from `prior`.
 /// The release policy travels as tags on the file system, where the node agent reads it.
-const RELEASE_DAYS_TAG: &str = "hpcforge:release-unaccessed-days";
-const RELEASE_PERCENT_TAG: &str = "hpcforge:release-usage-percent";
+use crate::desired_state::tag::{
+    RELEASE_UNACCESSED_DAYS as RELEASE_DAYS_TAG, RELEASE_USAGE_PERCENT as RELEASE_PERCENT_TAG,
+};
 
 fn policy_tags(v: &Value) -> Vec<(String, String)> {
     let p = v.attr("release_policy");
@@ -326,7 +327,7 @@ fn state_of(fs: &LustreFileSystem, dras: &[DataRepositoryAssociation], prior: &V
     };
     let tags_all: Vec<(String, String)> = reported
         .into_iter()
-        .filter(|(k, _)| !k.starts_with("hpcforge:"))
+        .filter(|(k, _)| !k.starts_with(crate::desired_state::tag::PREFIX))
         .collect();
     // User tags are the reported tags minus default tags that nobody overrode.
     let tags: Vec<(String, String)> = tags_all

@@ -16,7 +16,7 @@ use tfplugin::{
 
 use crate::convert::{self, boolean, int, of_list, of_map, pairs, string, strings};
 use crate::desired_state::boot::Role;
-use crate::desired_state::{self, ClusterDoc, PartitionDoc, PoolDoc, ScalingStrategy, ShapeDoc, SCHEMA};
+use crate::desired_state::{self, tag, ClusterDoc, PartitionDoc, PoolDoc, ScalingStrategy, ShapeDoc, SCHEMA};
 use crate::pricing;
 use crate::provider::Clients;
 use crate::resources::{aws_diag, image_release, or_stop, valid_name};
@@ -800,7 +800,7 @@ impl Resource for HpcPartition {
             let ec2s = pool_clients(clients, &req.prior);
             for ec2 in ec2s.values() {
                 let running = ec2
-                    .instances_tagged("hpcforge:partition", &format!("{cluster}/{name}"))
+                    .instances_tagged(tag::PARTITION, &tag::partition_value(&cluster, &name))
                     .await?;
                 let ids: Vec<String> = running.into_iter().map(|i| i.id).collect();
                 or_stop(&req.ctx, "terminating partition nodes", ec2.terminate(&ids, timeout)).await?;
@@ -1167,8 +1167,8 @@ async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome
         let pg_on = boolean(planned.attr("placement_group")).unwrap_or(efa);
         let tags = {
             let mut t = pairs(planned.attr("tags_all")).unwrap_or_default();
-            t.push(("hpcforge:cluster".into(), cluster.clone()));
-            t.push(("hpcforge:partition".into(), format!("{cluster}/{name}")));
+            t.push((tag::CLUSTER.into(), cluster.clone()));
+            t.push((tag::PARTITION.into(), tag::partition_value(&cluster, &name)));
             t
         };
         let ec2s = pool_clients(clients, &planned);

@@ -44,7 +44,7 @@ pub fn needs_new_instance(prior: &Value, planned: &Value) -> bool {
 
 fn tags_for(tags: &[(String, String)], role: &str) -> Vec<(String, String)> {
     let mut t = tags.to_vec();
-    t.push(("hpcforge:role".into(), role.to_string()));
+    t.push((crate::desired_state::tag::ROLE.into(), role.to_string()));
     t
 }
 
@@ -104,7 +104,7 @@ pub async fn ensure_kept(
 
 /// The cluster's kept head interface, found by its tags (import).
 pub async fn kept_interface(clients: &Clients, name: &str) -> Result<Option<String>, Diagnostics> {
-    let tags = [("hpcforge:cluster".to_string(), name.to_string())];
+    let tags = [(crate::desired_state::tag::CLUSTER.to_string(), name.to_string())];
     clients
         .ec2
         .network_interface_tagged(&tags_for(&tags, "head-interface"))
