@@ -11,6 +11,7 @@
 //! - [`hostlist`]: Slurm host lists; [`host`]: files, accounts and systemd on this machine.
 
 pub mod associations;
+pub mod blocks;
 pub mod boot;
 pub mod cli;
 pub mod cmd;

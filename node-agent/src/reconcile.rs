@@ -421,6 +421,9 @@ pub async fn reconcile_once(aws: &Aws, cluster: &str, layout: &Layout, slurmctld
         }
         Ok(outcome)
     });
+    if result.is_ok() {
+        crate::blocks::keep_all(aws, &layout.conf_dir.join("slurm.conf"), &parts).await;
+    }
     let error = result.as_ref().err().map(String::as_str);
     report(aws, cluster, &versions, error).await?;
     result

@@ -116,6 +116,7 @@ async fn desired_state_becomes_the_running_slurm_config_and_bad_state_is_refused
     std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
     std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
     let endpoints = [("ssm".to_string(), emu.url())].into_iter().collect();
+    // (hpc-node reaches EC2 there too, through AWS_ENDPOINT_URL.)
     let aws = Aws::connect(&Settings {
         region: Some("us-east-1".into()),
         endpoints,
@@ -253,6 +254,84 @@ async fn desired_state_becomes_the_running_slurm_config_and_bad_state_is_refused
         "{}",
         status.value
     );
+
+    // A partition that launches only into Capacity Blocks: while none is active its nodes are
+    // held in a maintenance reservation; when one starts, the hold goes.
+    let buy = |start: &str| {
+        let field = |xml: &str, tag: &str| {
+            xml.split(&format!("<{tag}>"))
+                .nth(1)
+                .and_then(|s| s.split('<').next())
+                .unwrap_or_else(|| panic!("no {tag} in {xml}"))
+                .to_string()
+        };
+        let offering = field(
+            &emu.ec2(&format!(
+                "Action=DescribeCapacityBlockOfferings&InstanceType=c7i.2xlarge&InstanceCount=4\
+                 &CapacityDurationHours=24&StartDateRange={start}"
+            )),
+            "capacityBlockOfferingId",
+        );
+        field(
+            &emu.ec2(&format!(
+                "Action=PurchaseCapacityBlock&CapacityBlockOfferingId={offering}&InstancePlatform=Linux/UNIX"
+            )),
+            "capacityReservationId",
+        )
+    };
+    let blocked = |block: &str| {
+        let mut doc: serde_json::Value =
+            serde_json::from_str(&partition_doc("blk", "1-00:00:00")).expect("partition json");
+        doc["pools"] = json!([{"region": "us-east-1", "subnet_ids": ["subnet-1"], "capacity_type": "capacity_block",
+                               "capacity_reservation_id": block, "launch_templates": {}, "placement_group": null}]);
+        doc.to_string()
+    };
+    let hold = || {
+        Command::new(&scontrol)
+            .args(["show", "reservationname=hpcforge-block-blk", "-o"])
+            .env("SLURM_CONF", &conf)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+            .unwrap_or_default()
+    };
+    ssm.put(
+        "/hpcforge/clusters/lab/partitions/blk",
+        &blocked(&buy("2099-01-01T11:30:00Z")),
+        &[],
+    )
+    .await
+    .expect("publish blk");
+    wait_for("the scheduled block's hold", Duration::from_secs(60), || {
+        reconcile();
+        hold().contains("ReservationName=hpcforge-block-blk")
+    });
+    let held = hold();
+    assert!(
+        held.contains("Nodes=blk-c7i-2xl-[1-4]") && held.contains("MAINT"),
+        "{held}"
+    );
+    ssm.put(
+        "/hpcforge/clusters/lab/partitions/blk",
+        &blocked(&buy("2000-01-01T00:00:00Z")),
+        &[],
+    )
+    .await
+    .expect("publish blk");
+    let out = reconcile();
+    let log = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        log.contains("a Capacity Block of blk is active: released its nodes"),
+        "{log}"
+    );
+    assert!(
+        hold().contains("hpcforge-block-blk not found"),
+        "the hold is gone: {}",
+        hold()
+    );
+    ssm.delete("/hpcforge/clusters/lab/partitions/blk")
+        .await
+        .expect("delete blk");
+    assert!(reconcile().status.success());
 
     // A broken desired state is refused: reported, and the running configuration kept.
     let before = fs::read_to_string(&conf).expect("conf");
