@@ -9,7 +9,7 @@ EMULATOR := acceptance-tests/emulator
 VENV := $(EMULATOR)/.venv
 PYTHON ?= python3
 
-.PHONY: bench bench-provider bench-image bench-boot bench-cluster bench-build all build test unit acceptance emulator-test tf-check docs docs-check emulator-venv emulator demo demo-destroy fmt lint clean
+.PHONY: bench bench-provider bench-resume bench-image bench-boot bench-cluster bench-build all build test unit acceptance emulator-test tf-check docs docs-check emulator-venv emulator demo demo-destroy fmt lint clean
 
 all: build
 
@@ -83,6 +83,11 @@ bench: bench-provider bench-image bench-boot bench-cluster bench-build
 bench-provider: emulator-venv
 	$(CARGO) build --release -p terraform-provider-hpc -p hpc-node -p hpc-image
 	$(PYTHON) bench/bench.py $(TARGET_DIR)/release
+
+## bench-resume: only hpc-node resume of 1,000 nodes again, the rest of the provider part kept (release build)
+bench-resume: emulator-venv
+	$(CARGO) build --release -p terraform-provider-hpc -p hpc-node
+	$(PYTHON) bench/bench.py $(TARGET_DIR)/release --only resume
 
 ## bench-image: only hpc-image's bake, re-bake and upload measures (root; about 8 minutes)
 bench-image: emulator-venv

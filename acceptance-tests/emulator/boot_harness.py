@@ -148,11 +148,16 @@ class Vpc:
     def ssh_from_vpc(self) -> dict[str, Any]:
         return {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": self.cidr}]}
 
-    def launch(self, groups: list[str], user_data: str = "", count: int = 1, **extra: Any) -> list[str]:
+    def launch(
+        self, groups: list[str], user_data: str = "", count: int = 1, metadata_tags: bool = False, **extra: Any
+    ) -> list[str]:
+        metadata = {"HttpTokens": "required", "HttpEndpoint": "enabled"}
+        if metadata_tags:
+            metadata["InstanceMetadataTags"] = "enabled"
         out = self.ec2.run_instances(
             ImageId=extra.pop("image_id"), InstanceType="c7i.large", MinCount=count, MaxCount=count,
             SubnetId=self.subnet_id, SecurityGroupIds=groups, KeyName=self.key_name, UserData=user_data,
-            MetadataOptions={"HttpTokens": "required", "HttpEndpoint": "enabled"}, **extra,
+            MetadataOptions=metadata, **extra,
         )
         return [i["InstanceId"] for i in out["Instances"]]
 

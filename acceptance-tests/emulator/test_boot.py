@@ -76,7 +76,10 @@ def test_run_instances_boots_the_image_runs_user_data_and_serves_imdsv2_ssh_and_
     boot: dict[str, Any], vpc: Vpc
 ) -> None:
     group = vpc.group("ssh", [vpc.ssh_from_vpc()])
-    (instance_id,) = vpc.launch([group], USER_DATA, image_id=boot["image_id"])
+    tags = [{"ResourceType": "instance", "Tags": [{"Key": "team", "Value": "physics"}]}]
+    (instance_id,) = vpc.launch(
+        [group], USER_DATA, metadata_tags=True, image_id=boot["image_id"], TagSpecifications=tags
+    )
     assert vpc.describe(instance_id)["State"]["Name"] in ("pending", "running")
     address = vpc.wait_state(instance_id, "running")["PrivateIpAddress"]
     vpc.wait_ssh(address)
@@ -96,6 +99,9 @@ def test_run_instances_boots_the_image_runs_user_data_and_serves_imdsv2_ssh_and_
     assert read == instance_id
     v1 = vpc.ssh(address, f"curl -s -o /dev/null -w '%{{http_code}}' {imds}/meta-data/instance-id").stdout
     assert v1 == "401"
+    # Instance metadata tags are on: the instance reads its own tags.
+    tag = vpc.ssh(address, f"curl -sf -H 'X-aws-ec2-metadata-token: {token}' {imds}/meta-data/tags/instance/team")
+    assert tag.stdout == "physics", tag
 
     wait = time.monotonic() + 30
     while "HPCEMU-TEST: user data ran" not in vpc.console(instance_id):

@@ -193,6 +193,21 @@ fn instances_tagged(emu: &Emulator, key: &str, value: &str) -> Vec<String> {
         .collect()
 }
 
+/// The pending or running instance carrying Slurm `node`, per the head's node map.
+fn carrying(emu: &Emulator, key: &std::path::Path, head_ip: &str, node: &str) -> Vec<String> {
+    let read = boot::ssh(key, head_ip, "sudo cat /var/lib/hpc-node/nodes.json");
+    let map: Value = serde_json::from_slice(&read.stdout).unwrap_or(Value::Null);
+    map[node]["instance_id"]
+        .as_str()
+        .filter(|id| {
+            let described = emu.ec2(&format!("Action=DescribeInstances&InstanceId.1={id}"));
+            described.contains("<name>running</name>") || described.contains("<name>pending</name>")
+        })
+        .map(str::to_string)
+        .into_iter()
+        .collect()
+}
+
 fn machine_state(emu: &Emulator, id: &str) -> Option<String> {
     emu.machines()
         .iter()
@@ -424,7 +439,7 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     spot_interruption(&emu, &key, &head_ip, &login_ip);
 
     // Its instance ends out of band: the sweep powers the node down at once, then up again.
-    let static_instance = instances_tagged(&emu, "hpcforge:node", "small-c7i-large-1");
+    let static_instance = carrying(&emu, &key, &head_ip, "small-c7i-large-1");
     assert_eq!(static_instance.len(), 1, "{static_instance:?}");
     emu.ec2(&format!(
         "Action=TerminateInstances&InstanceId.1={}",
@@ -512,16 +527,10 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         "the static node is replaced",
         Duration::from_secs(300),
         || {
-            let now = instances_tagged(&emu, "hpcforge:node", "small-c7i-large-1");
+            let now = carrying(&emu, &key, &head_ip, "small-c7i-large-1");
             small().trim() == "idle small-c7i-large-1" && now.len() == 1 && now != static_instance
         },
-        || {
-            format!(
-                "{} {:?}",
-                small(),
-                instances_tagged(&emu, "hpcforge:node", "small-c7i-large-1")
-            )
-        },
+        || format!("{} {:?}", small(), carrying(&emu, &key, &head_ip, "small-c7i-large-1")),
     );
 
     // The head node changes and fails without losing the queue, the accounting or the nodes.
@@ -636,7 +645,8 @@ fn head_survives(
         || as_user("squeue; sinfo"),
     );
     let before = ws.resource("hpc_cluster.main");
-    let static_node = instances_tagged(emu, "hpcforge:node", "small-c7i-large-1");
+    let head_ip = before["head_node_private_ip"].as_str().expect("head ip").to_string();
+    let static_node = carrying(emu, key, &head_ip, "small-c7i-large-1");
     let survived = |what: &str| {
         let sacct = || as_user(&format!("sacct -n -X -P -j {job} -o JobID,State"));
         eventually(
@@ -658,7 +668,7 @@ fn head_survives(
             assert_eq!(now[kept], before[kept], "{what}: {kept}");
         }
         assert_eq!(
-            instances_tagged(emu, "hpcforge:node", "small-c7i-large-1"),
+            carrying(emu, key, &head_ip, "small-c7i-large-1"),
             static_node,
             "{what}: the static node stays"
         );

@@ -20,6 +20,7 @@ pub mod guardrail;
 pub mod health;
 pub mod host;
 pub mod hostlist;
+pub mod nodemap;
 pub mod reconcile;
 pub mod resume;
 pub mod sweep;

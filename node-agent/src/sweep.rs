@@ -1,8 +1,8 @@
 //! The orphan sweep: instances tagged for the cluster that Slurm has no use for are
 //! terminated. An instance is an orphan when its node name is not in the desired state any
 //! more (partition removed or shrunk), when it never got a node name (a resume that died
-//! between launch and tagging) and is older than a grace period, or when Slurm reports its
-//! node powered down.
+//! between launch and recording it in the node map) and is older than a grace period, or when
+//! Slurm reports its node powered down.
 
 use std::collections::BTreeSet;
 
@@ -56,17 +56,18 @@ pub fn static_action(state: &str, has_instance: bool) -> Option<StaticAction> {
     (!has_instance).then_some(StaticAction::Replace)
 }
 
-/// Why `instance` is an orphan, or None. `powered_down` says whether Slurm reports a node
-/// powered down (None when Slurm could not be asked).
+/// Why `instance` (carrying `node`, per the agent's node map) is an orphan, or None.
+/// `powered_down` says whether Slurm reports a node powered down (None when Slurm could not
+/// be asked).
 pub fn orphan_reason(
     instance: &InstanceInfo,
+    node: Option<&str>,
     known: &BTreeSet<String>,
     now: i64,
     powered_down: impl Fn(&str) -> Option<bool>,
 ) -> Option<String> {
     // Head and login nodes (no partition tag) are the cluster's, not the agent's.
     instance.tag(tag::PARTITION)?;
-    let node = instance.tag(tag::NODE);
     match node {
         None if instance.launched_at > 0 && now - instance.launched_at > UNTAGGED_GRACE_S => {
             Some(format!("never got a node name in {}s", now - instance.launched_at))
@@ -116,21 +117,22 @@ mod tests {
     #[test]
     fn orphans_are_recognised() {
         let known: BTreeSet<String> = ["cpu-c7i-2xl-1".to_string()].into_iter().collect();
-        let compute = |node: &str| instance(&[(tag::PARTITION, "c/cpu"), (tag::NODE, node)], 1000);
+        let compute = instance(&[(tag::PARTITION, "c/cpu")], 1000);
         let up = |_: &str| Some(false);
-        assert_eq!(orphan_reason(&compute("cpu-c7i-2xl-1"), &known, 2000, up), None);
-        assert!(orphan_reason(&compute("cpu-c7i-2xl-9"), &known, 2000, up)
+        assert_eq!(orphan_reason(&compute, Some("cpu-c7i-2xl-1"), &known, 2000, up), None);
+        assert!(orphan_reason(&compute, Some("cpu-c7i-2xl-9"), &known, 2000, up)
             .is_some_and(|r| r.contains("not in the desired state")));
-        assert!(orphan_reason(&compute("cpu-c7i-2xl-1"), &known, 2000, |_| Some(true))
-            .is_some_and(|r| r.contains("powered down")));
-        let untagged = instance(&[(tag::PARTITION, "c/cpu")], 1000);
+        assert!(
+            orphan_reason(&compute, Some("cpu-c7i-2xl-1"), &known, 2000, |_| Some(true))
+                .is_some_and(|r| r.contains("powered down"))
+        );
         assert_eq!(
-            orphan_reason(&untagged, &known, 1500, up),
+            orphan_reason(&compute, None, &known, 1500, up),
             None,
             "within the grace period"
         );
-        assert!(orphan_reason(&untagged, &known, 1000 + UNTAGGED_GRACE_S + 1, up).is_some());
+        assert!(orphan_reason(&compute, None, &known, 1000 + UNTAGGED_GRACE_S + 1, up).is_some());
         let head = instance(&[(tag::ROLE, "head")], 1);
-        assert_eq!(orphan_reason(&head, &known, 1_000_000, up), None);
+        assert_eq!(orphan_reason(&head, None, &known, 1_000_000, up), None);
     }
 }

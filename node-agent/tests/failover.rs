@@ -219,6 +219,7 @@ async fn the_binary_resumes_and_suspends_nodes_from_the_published_partition() {
             .output()
             .expect("run hpc-node")
     };
+    emu.reset_calls();
     let out = run(&["resume", "gpu-p5-48xl-[1-2],nope-1"]);
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{log}");
@@ -231,21 +232,23 @@ async fn the_binary_resumes_and_suspends_nodes_from_the_published_partition() {
         log.contains("setting 1 node(s) down (hpc-node: not a node of this cluster): nope-1"),
         "{log}"
     );
+    // The agent's node map says which instance carries each node; no call per node made it.
     let tagged = aws
         .ec2()
         .instances_tagged("hpcforge:cluster", "c")
         .await
         .expect("instances");
-    let names: Vec<String> = tagged
-        .iter()
-        .flat_map(|i| {
-            i.tags
-                .iter()
-                .filter(|(k, _)| k == "hpcforge:node")
-                .map(|(_, v)| v.clone())
-        })
-        .collect();
-    assert_eq!(names.len(), 2, "{tagged:?}");
+    let map = carriers(&state);
+    assert_eq!(
+        map.keys().collect::<Vec<_>>(),
+        ["gpu-p5-48xl-1", "gpu-p5-48xl-2"],
+        "{map:?}"
+    );
+    assert!(
+        map.values().all(|c| tagged.iter().any(|i| i.id == c.instance_id)),
+        "{map:?} {tagged:?}"
+    );
+    assert_eq!(emu.calls().get("ec2:CreateTags"), None);
     assert!(
         state.join("cooldowns.json").exists(),
         "the cool-down is kept for the next resume"
@@ -253,6 +256,7 @@ async fn the_binary_resumes_and_suspends_nodes_from_the_published_partition() {
 
     let out = run(&["suspend", "gpu-p5-48xl-[1-2]"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(carriers(&state).is_empty(), "suspend forgets the ended instances");
     let left = aws
         .ec2()
         .instances_tagged("hpcforge:cluster", "c")
@@ -389,17 +393,18 @@ async fn the_sweep_terminates_instances_of_nodes_the_desired_state_dropped() {
         .instances_tagged("hpcforge:cluster", "c")
         .await
         .expect("instances");
-    let alive: Vec<String> = left
+    let alive: Vec<&str> = left
         .iter()
         .filter(|i| i.state == "running" || i.state == "pending")
-        .flat_map(|i| {
-            i.tags
-                .iter()
-                .filter(|(k, _)| k == "hpcforge:node")
-                .map(|(_, v)| v.clone())
-        })
+        .map(|i| i.id.as_str())
         .collect();
-    assert_eq!(alive, vec!["gpu-p5-48xl-1"], "{left:?}");
+    let map = carriers(&state);
+    assert_eq!(
+        map.keys().collect::<Vec<_>>(),
+        ["gpu-p5-48xl-1"],
+        "the sweep forgets what it ended"
+    );
+    assert_eq!(alive, vec![map["gpu-p5-48xl-1"].instance_id.as_str()], "{left:?}");
     let _ = std::fs::remove_dir_all(state);
 }
 
@@ -547,13 +552,19 @@ async fn a_node_that_does_not_register_in_time_is_replaced_from_the_next_pool() 
     let submitted = String::from_utf8_lossy(&submitted.stdout).to_string();
     assert!(submitted.contains("Submitted batch job"), "{submitted}");
     let job = submitted.split_whitespace().last().unwrap_or_default().to_string();
+    // The instances that carried gpu-p5-48xl-1 (per the agent's node map, as they were recorded).
+    let carried = std::sync::Mutex::new(std::collections::BTreeSet::new());
     let node_instances = || async {
+        if let Some(c) = carriers(&dir.join("agent")).get("gpu-p5-48xl-1") {
+            carried.lock().expect("lock").insert(c.instance_id.clone());
+        }
+        let ids = carried.lock().expect("lock").clone();
         aws.ec2()
             .instances_tagged("hpcforge:cluster", "c")
             .await
             .expect("instances")
             .into_iter()
-            .filter(|i| i.tags.iter().any(|(k, v)| k == "hpcforge:node" && v == "gpu-p5-48xl-1"))
+            .filter(|i| ids.contains(&i.id))
             .collect::<Vec<_>>()
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -857,6 +868,11 @@ async fn a_pool_in_another_region_takes_over_with_its_own_launch_template() {
         .await
         .expect("east")
         .is_empty());
+}
+
+/// The agent's node map in `state` (none yet: empty).
+fn carriers(state: &std::path::Path) -> hpc_node::nodemap::Carriers {
+    hpc_node::nodemap::NodeMap::at(state).read().expect("node map")
 }
 
 /// Resumes `group` of `doc` for cluster `c` at time 1000.

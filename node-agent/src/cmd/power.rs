@@ -12,6 +12,7 @@ use crate::cli::{ClusterArgs, HostsArgs};
 use crate::error::{Context as _, Result};
 use crate::guardrail::Budget;
 use crate::hostlist;
+use crate::nodemap::{self, Carrier, NodeMap};
 use crate::resume::{
     group_nodes, launch_group, now_s, Attempt, Cooldowns, Group, Placement, PoolClients as _, ResumeJobs, Skip,
 };
@@ -44,6 +45,7 @@ pub async fn resume_nodes(
     let (groups, unknown) = group_nodes(docs, nodes);
     let now = now_s();
     let clients = Regions { aws: aws.clone() };
+    let map = NodeMap::at(&args.state_dir);
     let mut down: Vec<(String, String)> = unknown
         .into_iter()
         .map(|n| (n, "hpc-node: not a node of this cluster".into()))
@@ -75,7 +77,7 @@ pub async fn resume_nodes(
         for a in &outcome.attempts {
             log_attempt(group, a);
         }
-        name_and_address(&clients, doc, &outcome.placed).await?;
+        record_and_address(&clients, &map, doc, &outcome.placed).await?;
         down.extend(
             outcome
                 .unplaced
@@ -132,16 +134,24 @@ fn log_attempt(group: &Group, a: &Attempt) {
     );
 }
 
-/// Name tags in flight at once: enough to hide latency, within EC2's per-account request
-/// bucket for CreateTags (the SDK retries what is throttled).
-const TAGS_IN_FLIGHT: usize = 16;
-
-/// Reads the placed instances' addresses in a few calls, tells Slurm in one update, then tags
-/// each instance with its node name (EC2 takes one value per call).
-async fn name_and_address(clients: &Regions, doc: &PartitionDoc, placed: &[Placement]) -> Result<()> {
-    // Addresses first: Slurm can reach a node as soon as it knows its address, and the name
-    // tags (one CreateTags per instance, as each value differs) are bookkeeping for suspend
-    // and the sweep that need not hold Slurm up.
+/// Records which instance carries each placed node (one write of the agent's node map), then
+/// reads their addresses in a few calls and tells Slurm in one update: no call per node.
+async fn record_and_address(clients: &Regions, map: &NodeMap, doc: &PartitionDoc, placed: &[Placement]) -> Result<()> {
+    // Recorded first: an instance the map does not name is an orphan to the sweep.
+    let now = now_s();
+    map.update(|m| {
+        for p in placed {
+            m.insert(
+                p.node.clone(),
+                Carrier {
+                    instance_id: p.instance.id.clone(),
+                    region: doc.pools[p.pool].region.clone(),
+                    recorded_at: now,
+                },
+            );
+        }
+    })
+    .context(|| "recording the launched nodes in the agent's node map".to_string())?;
     let mut addresses: Vec<(String, String)> = Vec::new();
     for (i, pool) in doc.pools.iter().enumerate() {
         let in_pool: Vec<&Placement> = placed.iter().filter(|p| p.pool == i).collect();
@@ -165,24 +175,6 @@ async fn name_and_address(clients: &Regions, doc: &PartitionDoc, placed: &[Place
             format!("nodeaddr={}", ips.join(",")),
             format!("nodehostname={}", names.join(",")),
         ]);
-    }
-    let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(TAGS_IN_FLIGHT));
-    let mut tasks = tokio::task::JoinSet::new();
-    for p in placed {
-        let ec2 = clients.ec2_for(&doc.pools[p.pool]);
-        let (id, node) = (p.instance.id.clone(), p.node.clone());
-        let permit = limit
-            .clone()
-            .acquire_owned()
-            .await
-            .context(|| "tagging instances".to_string())?;
-        tasks.spawn(async move {
-            let _permit = permit;
-            ec2.retag(&[id], &[], &[(tag::NODE.to_string(), node)]).await
-        });
-    }
-    while let Some(done) = tasks.join_next().await {
-        done.context(|| "tagging instances".to_string())??;
     }
     Ok(())
 }
@@ -222,29 +214,47 @@ async fn budget(aws: &Aws, cluster: &str, docs: &[PartitionDoc]) -> Result<Budge
 pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
     let nodes: BTreeSet<String> = hostlist::expand(&args.hosts)?.into_iter().collect();
     let docs = partitions(aws, &args.cluster.cluster).await?;
-    let mut cooldowns = Cooldowns::load(&args.cluster.state_dir.join("cooldowns.json"));
+    let state = &args.cluster.state_dir;
+    let mut cooldowns = Cooldowns::load(&state.join("cooldowns.json"));
+    let map = NodeMap::at(state);
+    let carriers = map
+        .read()
+        .context(|| format!("reading the agent's node map in {}", state.display()))?;
+    let index = nodemap::by_instance(&carriers);
     let now = now_s();
+    let mut ended: Vec<(String, String)> = Vec::new();
     for (region, ec2) in cluster_regions(aws, &docs) {
         let running = ec2.instances_tagged(tag::CLUSTER, &args.cluster.cluster).await?;
-        let mine: Vec<(String, InstanceInfo)> = running
-            .into_iter()
+        let mine: Vec<(&str, &InstanceInfo)> = running
+            .iter()
             .filter_map(|i| {
-                let node = i.tag(tag::NODE)?.to_string();
-                nodes.contains(&node).then_some((node, i))
+                nodemap::node_of(&index, i)
+                    .filter(|n| nodes.contains(*n))
+                    .map(|n| (n, i))
             })
             .collect();
         for (node, instance) in &mine {
             cool_interrupted_pool(&docs, &region, node, instance, &mut cooldowns, now);
         }
-        let ids: Vec<String> = mine.into_iter().map(|(_, i)| i.id).collect();
+        let ids: Vec<String> = mine.iter().map(|(_, i)| i.id.clone()).collect();
         if !ids.is_empty() {
             eprintln!("hpc-node: terminating {} instance(s) in {region}", ids.len());
             ec2.request_termination(&ids).await?;
         }
+        ended.extend(mine.iter().map(|(n, i)| (n.to_string(), i.id.clone())));
     }
+    // The map forgets what was ended (a node relaunched meanwhile keeps its new record).
+    map.update(|m| {
+        for (node, id) in &ended {
+            if m.get(node).is_some_and(|c| &c.instance_id == id) {
+                m.remove(node);
+            }
+        }
+    })
+    .context(|| format!("updating the agent's node map in {}", state.display()))?;
     cooldowns
         .save(now)
-        .context(|| format!("saving cool-downs in {}", args.cluster.state_dir.display()))
+        .context(|| format!("saving cool-downs in {}", state.display()))
 }
 
 /// A node powered down because its spot instance got EC2's interruption notice (`hpc-node

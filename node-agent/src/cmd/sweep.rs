@@ -11,6 +11,7 @@ use super::power::{cluster_regions, resume_nodes};
 use super::{partitions, scontrol, slurm_state};
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Result};
+use crate::nodemap::{self, NodeMap};
 use crate::resume::{group_nodes, now_s, Cooldowns};
 use crate::sweep::StaticAction;
 
@@ -24,19 +25,28 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
     let known = crate::sweep::known_nodes(&docs);
     let now = i64::try_from(now_s()).unwrap_or(i64::MAX);
     let mut cooldowns = Cooldowns::load(&args.state_dir.join("cooldowns.json"));
+    let map = NodeMap::at(&args.state_dir);
+    let carriers = map
+        .read()
+        .context(|| format!("reading the agent's node map in {}", args.state_dir.display()))?;
+    let index = nodemap::by_instance(&carriers);
     let mut relaunch: Vec<String> = Vec::new();
     let mut carried: BTreeSet<String> = BTreeSet::new();
+    let mut live: BTreeSet<String> = BTreeSet::new();
+    let mut ended: BTreeSet<String> = BTreeSet::new();
     for (region, ec2) in cluster_regions(aws, &docs) {
         let instances = ec2.instances_tagged(tag::CLUSTER, &args.cluster).await?;
         let mut orphans = Vec::new();
         for i in &instances {
+            let node = nodemap::node_of(&index, i);
             if matches!(i.state.as_str(), "pending" | "running") {
-                carried.extend(i.tag(tag::NODE).map(str::to_string));
+                carried.extend(node.map(str::to_string));
+                live.insert(i.id.clone());
             }
-            if let Some(why) = crate::sweep::orphan_reason(i, &known, now, slurm_powered_down) {
+            if let Some(why) = crate::sweep::orphan_reason(i, node, &known, now, slurm_powered_down) {
                 eprintln!("hpc-node: orphan {} in {region}: {why}", i.id);
                 orphans.push(i.id.clone());
-            } else if let Some((node, pool, doc)) = late(i, &docs, now) {
+            } else if let Some((node, pool, doc)) = late(i, node, &docs, now) {
                 // Launched but not registered in time: this pool does not deliver; try the next.
                 eprintln!(
                     "hpc-node: {node} ({}) not registered {}s after launch; replacing it from the next pool",
@@ -53,7 +63,10 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
             }
         }
         ec2.request_termination(&orphans).await?;
+        ended.extend(orphans);
     }
+    forget_ended(&map, &live, &ended)
+        .context(|| format!("updating the agent's node map in {}", args.state_dir.display()))?;
     if !relaunch.is_empty() {
         resume_nodes(
             args,
@@ -71,14 +84,28 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
         .context(|| format!("saving cool-downs in {}", args.state_dir.display()))
 }
 
+/// Drops from the node map the instances this pass ended, and those no region runs any more
+/// (recorded long enough ago that EC2 would list them).
+fn forget_ended(map: &NodeMap, live: &BTreeSet<String>, ended: &BTreeSet<String>) -> std::io::Result<()> {
+    let now = now_s();
+    let grace = u64::try_from(crate::sweep::UNTAGGED_GRACE_S).unwrap_or(600);
+    map.update(|m| {
+        m.retain(|_, c| {
+            !ended.contains(&c.instance_id)
+                && (live.contains(&c.instance_id) || now.saturating_sub(c.recorded_at) < grace)
+        })
+    })
+}
+
 /// A compute node Slurm still sees powering up after its partition's provision_timeout:
 /// (node, pool index it was launched in, partition).
 fn late<'a>(
     i: &hpc_aws::ec2::InstanceInfo,
+    node: Option<&str>,
     docs: &'a [PartitionDoc],
     now: i64,
 ) -> Option<(String, usize, &'a PartitionDoc)> {
-    let node = i.tag(tag::NODE)?.to_string();
+    let node = node?.to_string();
     let (groups, _) = group_nodes(docs, std::slice::from_ref(&node));
     let partition = groups.first()?.partition.clone();
     let doc = docs.iter().find(|d| d.name == partition)?;
