@@ -508,6 +508,8 @@ def write_markdown(results: dict) -> None:
     lines += [
         "## hpc-node: resume (Slurm's ResumeProgram)",
         "",
+        (f"Measured again on {r['measured']['date']} at commit `{r['measured']['commit']}` by "
+         "`make bench-resume`. " if "measured" in r else "") +
         f"{r['nodes']} nodes of one partition across {r['pools']} pools (zones). *Dispatch* is the time from the "
         "start of `hpc-node resume` until Slurm is told every node's address (a stand-in `scontrol` on PATH notes "
         "when): the fleet requests are answered and the instances are booting. *Exit* is the program's end: which "
@@ -740,6 +742,7 @@ def main() -> None:
         results["resume_without_ice"] = resume_median(args.provider_dir.resolve(), args.nodes, False, args.runs)
         results["resume"]["failover_added_s"] = round(
             results["resume"]["dispatch_s"] - results["resume_without_ice"]["dispatch_s"], 2)
+        results["resume"]["measured"] = machine()
         save_part("provider", results)
         return
     results = {
