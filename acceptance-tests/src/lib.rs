@@ -565,6 +565,35 @@ impl Emulator {
         first_id(&xml, "sg-")
     }
 
+    /// An On-Demand Capacity Reservation (targeted) of `count` instances; returns its id.
+    pub fn capacity_reservation(&self, instance_type: &str, zone: &str, count: u32) -> String {
+        xml_text(
+            &self.ec2(&format!(
+                "Action=CreateCapacityReservation&InstanceType={instance_type}&AvailabilityZone={zone}\
+                 &InstanceCount={count}&InstancePlatform=Linux/UNIX&InstanceMatchCriteria=targeted"
+            )),
+            "capacityReservationId",
+        )
+    }
+
+    /// A Capacity Block of `count` instances for a day from `start` (RFC 3339; a past time means
+    /// now), bought as users do (offering, then purchase); returns its reservation id.
+    pub fn capacity_block(&self, instance_type: &str, count: u32, start: &str) -> String {
+        let offering = xml_text(
+            &self.ec2(&format!(
+                "Action=DescribeCapacityBlockOfferings&InstanceType={instance_type}&InstanceCount={count}\
+                 &CapacityDurationHours=24&StartDateRange={start}"
+            )),
+            "capacityBlockOfferingId",
+        );
+        xml_text(
+            &self.ec2(&format!(
+                "Action=PurchaseCapacityBlock&CapacityBlockOfferingId={offering}&InstancePlatform=Linux/UNIX"
+            )),
+            "capacityReservationId",
+        )
+    }
+
     /// One of the region's default subnets in the default account.
     pub fn default_subnet(&self) -> String {
         self.default_subnet_as("testing")
@@ -600,6 +629,13 @@ impl Drop for Emulator {
 // ---------------------------------------------------------------------------------------------
 // Terraform workspaces
 // ---------------------------------------------------------------------------------------------
+
+/// The text of the first `<tag>` in an EC2 XML answer (panics naming the tag when absent).
+pub fn xml_text(xml: &str, tag: &str) -> String {
+    let open = format!("<{tag}>");
+    let start = xml.find(&open).unwrap_or_else(|| panic!("no <{tag}> in {xml}")) + open.len();
+    xml[start..].chars().take_while(|c| *c != '<').collect()
+}
 
 pub fn scratch_dir(name: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);

@@ -354,13 +354,7 @@ fn subnet_in(emu: &Emulator, zone: &str) -> String {
     let xml = emu.ec2(&format!(
         "Action=DescribeSubnets&Filter.1.Name=availability-zone&Filter.1.Value.1={zone}"
     ));
-    field(&xml, "subnetId")
-}
-
-fn field(xml: &str, tag: &str) -> String {
-    let open = format!("<{tag}>");
-    let start = xml.find(&open).unwrap_or_else(|| panic!("no <{tag}> in {xml}")) + open.len();
-    xml[start..].chars().take_while(|c| *c != '<').collect()
+    acceptance_tests::xml_text(&xml, "subnetId")
 }
 
 #[test]
@@ -368,25 +362,8 @@ fn capacity_reservations_and_blocks_are_checked_at_plan_and_targeted_by_the_laun
     let emu = Emulator::start();
     let ws = Workspace::new("reservations", &emu);
     let (zone_a, zone_b) = (subnet_in(&emu, "us-east-1a"), subnet_in(&emu, "us-east-1b"));
-    let odcr = field(
-        &emu.ec2(
-            "Action=CreateCapacityReservation&InstanceType=c7i.2xlarge&AvailabilityZone=us-east-1a\
-             &InstanceCount=4&InstancePlatform=Linux/UNIX&InstanceMatchCriteria=targeted",
-        ),
-        "capacityReservationId",
-    );
-    let offering = field(
-        &emu.ec2(
-            "Action=DescribeCapacityBlockOfferings&InstanceType=c7i.2xlarge&InstanceCount=2&CapacityDurationHours=24",
-        ),
-        "capacityBlockOfferingId",
-    );
-    let block = field(
-        &emu.ec2(&format!(
-            "Action=PurchaseCapacityBlock&CapacityBlockOfferingId={offering}&InstancePlatform=Linux/UNIX"
-        )),
-        "capacityReservationId",
-    );
+    let odcr = emu.capacity_reservation("c7i.2xlarge", "us-east-1a", 4);
+    let block = emu.capacity_block("c7i.2xlarge", 2, "2000-01-01T00:00:00Z");
     let main = format!(
         "resource \"hpc_cluster\" \"main\" {{\n  name = \"research\"\n  subnet_id = \"{zone_a}\"\n  wait_for_ready = false\n  head_node {{\n    ami_id = \"{AMI}\"\n  }}\n}}\n"
     );

@@ -137,7 +137,15 @@ async fn no_capacity_in_one_zone_fails_over_to_the_next_pool_and_cools_it_down()
     let (groups, unknown) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[1-3]"));
     assert!(unknown.is_empty());
     emu.reset_calls();
-    let out = launch(&clients, &doc, &groups[0], &ResumeJobs::default(), &mut cooldowns).await;
+    let out = launch_at(
+        &clients,
+        &doc,
+        &groups[0],
+        &ResumeJobs::default(),
+        &mut cooldowns,
+        1_000,
+    )
+    .await;
     assert_eq!(out.placed.len(), 3, "{out:?}");
     assert!(out.unplaced.is_empty());
     assert_eq!(out.attempts.len(), 2, "both pools tried in one invocation: {out:?}");
@@ -155,17 +163,15 @@ async fn no_capacity_in_one_zone_fails_over_to_the_next_pool_and_cools_it_down()
     // The next resume skips the cooling pool: one fleet call.
     emu.reset_calls();
     let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[4-5]"));
-    let out = launch_group(
+    let out = launch_at(
         &clients,
-        "c",
         &doc,
         &groups[0],
         &ResumeJobs::default(),
         &mut cooldowns,
         1_100,
     )
-    .await
-    .expect("resume");
+    .await;
     assert_eq!(out.placed.len(), 2);
     assert_eq!(out.attempts[0].skipped, Some(Skip::Cooldown));
     assert_eq!(emu.calls().get("ec2:CreateFleet"), Some(&1));
@@ -177,17 +183,7 @@ async fn no_capacity_in_one_zone_fails_over_to_the_next_pool_and_cools_it_down()
     );
     let mut fresh = Cooldowns::default();
     let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[6-7]"));
-    let out = launch_group(
-        &clients,
-        "c",
-        &doc,
-        &groups[0],
-        &ResumeJobs::default(),
-        &mut fresh,
-        2_000,
-    )
-    .await
-    .expect("resume");
+    let out = launch_at(&clients, &doc, &groups[0], &ResumeJobs::default(), &mut fresh, 2_000).await;
     assert!(out.placed.is_empty());
     assert_eq!(out.unplaced, vec!["gpu-p5-48xl-6", "gpu-p5-48xl-7"]);
     let _ = std::fs::remove_dir_all(dir);
@@ -875,24 +871,18 @@ fn carriers(state: &std::path::Path) -> hpc_node::nodemap::Carriers {
     hpc_node::nodemap::NodeMap::at(state).read().expect("node map")
 }
 
-/// Resumes `group` of `doc` for cluster `c` at time 1000.
-async fn launch(
+/// Resumes `group` of `doc` for cluster `c` at time `now`.
+async fn launch_at(
     clients: &One,
     doc: &PartitionDoc,
     group: &hpc_node::resume::Group,
     jobs: &ResumeJobs,
     cooldowns: &mut Cooldowns,
+    now: u64,
 ) -> hpc_node::resume::GroupOutcome {
-    launch_group(clients, "c", doc, group, jobs, cooldowns, 1_000)
+    launch_group(clients, "c", doc, group, jobs, cooldowns, now)
         .await
         .expect("resume")
-}
-
-/// The text of the first `<tag>` in an EC2 XML answer.
-fn xml_field(xml: &str, tag: &str) -> String {
-    let open = format!("<{tag}>");
-    let start = xml.find(&open).unwrap_or_else(|| panic!("no <{tag}> in {xml}")) + open.len();
-    xml[start..].chars().take_while(|c| *c != '<').collect()
 }
 
 /// A launch template for the test's type that launches into `reservation`.
@@ -936,8 +926,10 @@ fn available_in(emu: &Emulator, reservation: &str) -> (String, u32) {
         "Action=DescribeCapacityReservations&CapacityReservationId.1={reservation}"
     ));
     (
-        xml_field(&xml, "state"),
-        xml_field(&xml, "availableInstanceCount").parse().expect("count"),
+        acceptance_tests::xml_text(&xml, "state"),
+        acceptance_tests::xml_text(&xml, "availableInstanceCount")
+            .parse()
+            .expect("count"),
     )
 }
 
@@ -946,13 +938,7 @@ async fn a_reservation_pool_launches_into_its_reservation_and_a_job_it_cannot_ho
     let emu = Emulator::start();
     let aws = connect(&emu).await;
     let mut doc = partition(&aws, &emu).await;
-    let reservation = xml_field(
-        &emu.ec2(&format!(
-            "Action=CreateCapacityReservation&InstanceType={TYPE}&AvailabilityZone=us-east-1a\
-             &InstanceCount=2&InstancePlatform=Linux/UNIX&InstanceMatchCriteria=targeted"
-        )),
-        "capacityReservationId",
-    );
+    let reservation = emu.capacity_reservation(TYPE, "us-east-1a", 2);
     doc.pools[0].capacity_reservation_id = Some(reservation.clone());
     doc.pools[0].launch_templates = BTreeMap::from([(
         TYPE.to_string(),
@@ -986,7 +972,15 @@ async fn a_reservation_pool_launches_into_its_reservation_and_a_job_it_cannot_ho
     // Two single nodes fill the reservation; the third goes to the next pool, and the pool is
     // not cooled down (the reservation frees up as its instances end).
     let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[4-6]"));
-    let out = launch(&clients, &doc, &groups[0], &ResumeJobs::default(), &mut cooldowns).await;
+    let out = launch_at(
+        &clients,
+        &doc,
+        &groups[0],
+        &ResumeJobs::default(),
+        &mut cooldowns,
+        1_000,
+    )
+    .await;
     let in_reservation: Vec<&str> = out
         .placed
         .iter()
@@ -1011,7 +1005,15 @@ async fn a_reservation_pool_launches_into_its_reservation_and_a_job_it_cannot_ho
     // launch past it.
     let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-7"));
     emu.reset_calls();
-    let out = launch(&clients, &doc, &groups[0], &ResumeJobs::default(), &mut cooldowns).await;
+    let out = launch_at(
+        &clients,
+        &doc,
+        &groups[0],
+        &ResumeJobs::default(),
+        &mut cooldowns,
+        1_000,
+    )
+    .await;
     assert!(
         matches!(&out.attempts[0].skipped, Some(Skip::Reservation(why)) if why.contains("in use")),
         "{out:?}"
@@ -1040,21 +1042,7 @@ async fn a_capacity_block_pool_launches_only_inside_the_block_and_with_its_marke
     let emu = Emulator::start();
     let aws = connect(&emu).await;
     let mut doc = partition(&aws, &emu).await;
-    let buy = |start: &str| {
-        let offering = xml_field(
-            &emu.ec2(&format!(
-                "Action=DescribeCapacityBlockOfferings&InstanceType={TYPE}&InstanceCount=2\
-                 &CapacityDurationHours=24&StartDateRange={start}"
-            )),
-            "capacityBlockOfferingId",
-        );
-        xml_field(
-            &emu.ec2(&format!(
-                "Action=PurchaseCapacityBlock&CapacityBlockOfferingId={offering}&InstancePlatform=Linux/UNIX"
-            )),
-            "capacityReservationId",
-        )
-    };
+    let buy = |start: &str| emu.capacity_block(TYPE, 2, start);
     let later = buy("2099-01-01T11:30:00Z");
     let now = buy("2000-01-01T00:00:00Z");
     assert_eq!(available_in(&emu, &later), ("scheduled".to_string(), 0));
@@ -1072,7 +1060,15 @@ async fn a_capacity_block_pool_launches_only_inside_the_block_and_with_its_marke
     )]);
     let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[1-2]"));
     emu.reset_calls();
-    let out = launch(&clients, &doc, &groups[0], &ResumeJobs::default(), &mut cooldowns).await;
+    let out = launch_at(
+        &clients,
+        &doc,
+        &groups[0],
+        &ResumeJobs::default(),
+        &mut cooldowns,
+        1_000,
+    )
+    .await;
     assert!(out.placed.is_empty(), "{out:?}");
     assert_eq!(out.unplaced.len(), 2);
     assert!(
@@ -1104,7 +1100,15 @@ async fn a_capacity_block_pool_launches_only_inside_the_block_and_with_its_marke
     )
     .await;
     assert_eq!(on_demand.errors[0].code, "InvalidParameterCombination", "{on_demand:?}");
-    let out = launch(&clients, &doc, &groups[0], &ResumeJobs::default(), &mut cooldowns).await;
+    let out = launch_at(
+        &clients,
+        &doc,
+        &groups[0],
+        &ResumeJobs::default(),
+        &mut cooldowns,
+        1_000,
+    )
+    .await;
     assert_eq!(out.placed.len(), 2, "{out:?}");
     assert_eq!(available_in(&emu, &now), ("active".to_string(), 0));
 }

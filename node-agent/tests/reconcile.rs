@@ -257,28 +257,7 @@ async fn desired_state_becomes_the_running_slurm_config_and_bad_state_is_refused
 
     // A partition that launches only into Capacity Blocks: while none is active its nodes are
     // held in a maintenance reservation; when one starts, the hold goes.
-    let buy = |start: &str| {
-        let field = |xml: &str, tag: &str| {
-            xml.split(&format!("<{tag}>"))
-                .nth(1)
-                .and_then(|s| s.split('<').next())
-                .unwrap_or_else(|| panic!("no {tag} in {xml}"))
-                .to_string()
-        };
-        let offering = field(
-            &emu.ec2(&format!(
-                "Action=DescribeCapacityBlockOfferings&InstanceType=c7i.2xlarge&InstanceCount=4\
-                 &CapacityDurationHours=24&StartDateRange={start}"
-            )),
-            "capacityBlockOfferingId",
-        );
-        field(
-            &emu.ec2(&format!(
-                "Action=PurchaseCapacityBlock&CapacityBlockOfferingId={offering}&InstancePlatform=Linux/UNIX"
-            )),
-            "capacityReservationId",
-        )
-    };
+    let buy = |start: &str| emu.capacity_block("c7i.2xlarge", 4, start);
     let blocked = |block: &str| {
         let mut doc: serde_json::Value =
             serde_json::from_str(&partition_doc("blk", "1-00:00:00")).expect("partition json");
