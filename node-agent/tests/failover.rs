@@ -162,11 +162,10 @@ async fn no_capacity_in_one_zone_fails_over_to_the_next_pool_and_cools_it_down()
 
     // The next resume skips the cooling pool: one fleet call.
     emu.reset_calls();
-    let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[4-5]"));
-    let out = launch_at(
+    let out = resume(
         &clients,
         &doc,
-        &groups[0],
+        "gpu-p5-48xl-[4-5]",
         &ResumeJobs::default(),
         &mut cooldowns,
         1_100,
@@ -182,8 +181,15 @@ async fn no_capacity_in_one_zone_fails_over_to_the_next_pool_and_cools_it_down()
                          "match": {"AvailabilityZone": "us-east-1b"}}),
     );
     let mut fresh = Cooldowns::default();
-    let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[6-7]"));
-    let out = launch_at(&clients, &doc, &groups[0], &ResumeJobs::default(), &mut fresh, 2_000).await;
+    let out = resume(
+        &clients,
+        &doc,
+        "gpu-p5-48xl-[6-7]",
+        &ResumeJobs::default(),
+        &mut fresh,
+        2_000,
+    )
+    .await;
     assert!(out.placed.is_empty());
     assert_eq!(out.unplaced, vec!["gpu-p5-48xl-6", "gpu-p5-48xl-7"]);
     let _ = std::fs::remove_dir_all(dir);
@@ -871,6 +877,23 @@ fn carriers(state: &std::path::Path) -> hpc_node::nodemap::Carriers {
     hpc_node::nodemap::NodeMap::at(state).read().expect("node map")
 }
 
+/// Resumes `hosts` (one partition and type) of `doc` for cluster `c` at time `now`.
+async fn resume(
+    clients: &One,
+    doc: &PartitionDoc,
+    hosts: &str,
+    jobs: &ResumeJobs,
+    cooldowns: &mut Cooldowns,
+    now: u64,
+) -> hpc_node::resume::GroupOutcome {
+    let (groups, unknown) = group_nodes(std::slice::from_ref(doc), &nodes(hosts));
+    assert!(
+        unknown.is_empty() && groups.len() == 1,
+        "{hosts}: {groups:?} {unknown:?}"
+    );
+    launch_at(clients, doc, &groups[0], jobs, cooldowns, now).await
+}
+
 /// Resumes `group` of `doc` for cluster `c` at time `now`.
 async fn launch_at(
     clients: &One,
@@ -971,11 +994,10 @@ async fn a_reservation_pool_launches_into_its_reservation_and_a_job_it_cannot_ho
 
     // Two single nodes fill the reservation; the third goes to the next pool, and the pool is
     // not cooled down (the reservation frees up as its instances end).
-    let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[4-6]"));
-    let out = launch_at(
+    let out = resume(
         &clients,
         &doc,
-        &groups[0],
+        "gpu-p5-48xl-[4-6]",
         &ResumeJobs::default(),
         &mut cooldowns,
         1_000,
@@ -1003,12 +1025,11 @@ async fn a_reservation_pool_launches_into_its_reservation_and_a_job_it_cannot_ho
 
     // Full: the next resume passes the reservation by without a call, and EC2 itself refuses a
     // launch past it.
-    let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-7"));
     emu.reset_calls();
-    let out = launch_at(
+    let out = resume(
         &clients,
         &doc,
-        &groups[0],
+        "gpu-p5-48xl-7",
         &ResumeJobs::default(),
         &mut cooldowns,
         1_000,
@@ -1058,12 +1079,11 @@ async fn a_capacity_block_pool_launches_only_inside_the_block_and_with_its_marke
         TYPE.to_string(),
         reserved_template(&aws, "hpc-c-gpu-later", &later, true).await,
     )]);
-    let (groups, _) = group_nodes(std::slice::from_ref(&doc), &nodes("gpu-p5-48xl-[1-2]"));
     emu.reset_calls();
-    let out = launch_at(
+    let out = resume(
         &clients,
         &doc,
-        &groups[0],
+        "gpu-p5-48xl-[1-2]",
         &ResumeJobs::default(),
         &mut cooldowns,
         1_000,
@@ -1100,10 +1120,10 @@ async fn a_capacity_block_pool_launches_only_inside_the_block_and_with_its_marke
     )
     .await;
     assert_eq!(on_demand.errors[0].code, "InvalidParameterCombination", "{on_demand:?}");
-    let out = launch_at(
+    let out = resume(
         &clients,
         &doc,
-        &groups[0],
+        "gpu-p5-48xl-[1-2]",
         &ResumeJobs::default(),
         &mut cooldowns,
         1_000,
