@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Command;
 
 use hpc_desired_state::{ClusterDoc, PartitionDoc};
 
@@ -117,20 +116,7 @@ fn parse_associations(text: &str, have: &mut Existing) {
 }
 
 fn sacctmgr(conf: &Path, args: &[String]) -> Result<String, String> {
-    let out = Command::new("sacctmgr")
-        .args(args)
-        .env("SLURM_CONF", conf)
-        .output()
-        .map_err(|e| format!("running sacctmgr: {e}"))?;
-    if out.status.success() {
-        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
-    }
-    Err(format!(
-        "sacctmgr {} failed ({}): {}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stderr).trim()
-    ))
+    crate::host::slurm_client("sacctmgr", conf, args)
 }
 
 fn show(conf: &Path, words: &[&str]) -> Result<String, String> {

@@ -5,7 +5,6 @@
 //! block starts. The reconcile loop keeps it (every pass, after the configuration).
 
 use std::path::Path;
-use std::process::Command;
 
 use hpc_aws::Aws;
 use hpc_desired_state::PartitionDoc;
@@ -98,20 +97,7 @@ pub fn keep(conf: &Path, part: &PartitionDoc, active: bool) -> Result<Option<Str
 }
 
 fn scontrol(conf: &Path, args: &[String]) -> Result<String, String> {
-    let out = Command::new("scontrol")
-        .args(args)
-        .env("SLURM_CONF", conf)
-        .output()
-        .map_err(|e| format!("running scontrol: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "scontrol {}: {}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout).trim(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    crate::host::slurm_client("scontrol", conf, args)
 }
 
 /// One pass over every block-only partition; problems are logged, never fatal (the next pass

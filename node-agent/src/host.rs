@@ -87,6 +87,30 @@ pub fn chown_tree(path: &Path, owner: &str) -> Result<()> {
 }
 
 /// Runs a program to success, or fails with its output.
+/// Runs a Slurm client (`scontrol`, `sacctmgr`) against the configuration `conf`; its output,
+/// or an error naming the command and what it said.
+pub fn slurm_client(program: &str, conf: &Path, args: &[String]) -> std::result::Result<String, String> {
+    let out = Command::new(program)
+        .args(args)
+        .env("SLURM_CONF", conf)
+        .output()
+        .map_err(|e| format!("running {program}: {e}"))?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let said = String::from_utf8_lossy(if out.stderr.is_empty() {
+        &out.stdout
+    } else {
+        &out.stderr
+    });
+    Err(format!(
+        "{program} {} failed ({}): {}",
+        args.join(" "),
+        out.status,
+        said.trim()
+    ))
+}
+
 pub fn run(program: &str, args: &[&str]) -> Result<String> {
     let out = Command::new(program)
         .args(args)

@@ -19,7 +19,6 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Carrier {
     pub instance_id: String,
-    pub region: String,
     /// When resume recorded it (unix seconds).
     pub recorded_at: u64,
 }
@@ -107,7 +106,6 @@ mod tests {
                 "gpu-1".into(),
                 Carrier {
                     instance_id: "i-1".into(),
-                    region: "us-east-1".into(),
                     recorded_at: 5,
                 },
             )

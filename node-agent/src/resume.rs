@@ -83,6 +83,24 @@ pub fn group_nodes(partitions: &[PartitionDoc], nodes: &[String]) -> (Vec<Group>
     (groups, unknown)
 }
 
+/// Where the instance carrying `node` was launched: the node's partition and the index of its
+/// pool that holds `subnet` in `region`.
+pub fn launched_from<'a>(
+    docs: &'a [PartitionDoc],
+    node: &str,
+    region: &str,
+    subnet: &str,
+) -> Option<(&'a PartitionDoc, usize)> {
+    let (groups, _) = group_nodes(docs, &[node.to_string()]);
+    let partition = &groups.first()?.partition;
+    let doc = docs.iter().find(|d| &d.name == partition)?;
+    let pool = doc
+        .pools
+        .iter()
+        .position(|p| p.region == region && p.subnet_ids.iter().any(|s| s == subnet))?;
+    Some((doc, pool))
+}
+
 /// Pools that reported no capacity, and until when (unix seconds) they are skipped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cooldowns {
@@ -650,6 +668,25 @@ mod tests {
         let mut big = vec![unit(3)];
         assert!(take_units(&mut big, 5, Some(2)).is_empty());
         assert_eq!(big.len(), 1);
+    }
+
+    #[test]
+    fn a_node_and_its_instances_subnet_lead_to_the_pool_it_was_launched_from() {
+        let pool = |region: &str, subnet: &str| PoolDoc {
+            region: region.into(),
+            subnet_ids: vec![subnet.into()],
+            capacity_type: "spot".into(),
+            capacity_reservation_id: None,
+            launch_templates: BTreeMap::new(),
+            placement_group: None,
+        };
+        let mut cpu = doc("cpu", &["c7i.2xlarge"]);
+        cpu.pools = vec![pool("us-east-1", "subnet-a"), pool("us-west-2", "subnet-b")];
+        let docs = [cpu];
+        let found = launched_from(&docs, "cpu-c7i-2xl-1", "us-west-2", "subnet-b");
+        assert_eq!(found.map(|(d, p)| (d.name.as_str(), p)), Some(("cpu", 1)));
+        assert!(launched_from(&docs, "cpu-c7i-2xl-1", "us-east-1", "subnet-b").is_none());
+        assert!(launched_from(&docs, "gpu-p5-48xl-1", "us-east-1", "subnet-a").is_none());
     }
 
     #[test]

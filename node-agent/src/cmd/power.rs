@@ -14,7 +14,8 @@ use crate::guardrail::Budget;
 use crate::hostlist;
 use crate::nodemap::{self, Carrier, NodeMap};
 use crate::resume::{
-    group_nodes, launch_group, now_s, Attempt, Cooldowns, Group, Placement, PoolClients as _, ResumeJobs, Skip,
+    group_nodes, launch_group, launched_from, now_s, Attempt, Cooldowns, Group, Placement, PoolClients as _,
+    ResumeJobs, Skip,
 };
 
 pub async fn resume(args: &HostsArgs, aws: &Aws) -> Result<()> {
@@ -145,7 +146,6 @@ async fn record_and_address(clients: &Regions, map: &NodeMap, doc: &PartitionDoc
                 p.node.clone(),
                 Carrier {
                     instance_id: p.instance.id.clone(),
-                    region: doc.pools[p.pool].region.clone(),
                     recorded_at: now,
                 },
             );
@@ -272,16 +272,8 @@ fn cool_interrupted_pool(
     if !interrupted {
         return;
     }
-    let (groups, _) = group_nodes(docs, &[node.to_string()]);
-    let Some(doc) = groups.first().and_then(|g| docs.iter().find(|d| d.name == g.partition)) else {
-        return;
-    };
     let subnet = instance.subnet_id.as_deref().unwrap_or_default();
-    let Some(pool) = doc
-        .pools
-        .iter()
-        .position(|p| p.region == region && p.subnet_ids.iter().any(|s| s == subnet))
-    else {
+    let Some((doc, pool)) = launched_from(docs, node, region, subnet) else {
         return;
     };
     eprintln!(

@@ -7,7 +7,7 @@
 //! time) and keeps the node name free for the next launch. The reason names the notice, so
 //! `sinfo -R` and the sweep see why.
 
-use std::process::Command as Process;
+use std::path::Path;
 use std::time::Duration;
 
 use hpc_aws::Aws;
@@ -52,22 +52,13 @@ fn act(node: &str, notice: &str) -> Result<()> {
         "spot-watch",
         &format!("{reason}: requeueing the jobs of {node} and powering it down"),
     );
-    let out = Process::new("scontrol")
-        .args([
-            "update",
-            &format!("nodename={node}"),
-            "state=power_down_force",
-            &format!("reason={reason}"),
-        ])
-        .env("SLURM_CONF", LOOKUP_CONF)
-        .output()
-        .map_err(|e| Error::new(format!("running scontrol: {e}")))?;
-    if !out.status.success() {
-        return Err(Error::new(format!(
-            "scontrol update nodename={node} state=power_down_force: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
+    let args = [
+        "update".to_string(),
+        format!("nodename={node}"),
+        "state=power_down_force".to_string(),
+        format!("reason={reason}"),
+    ];
+    crate::host::slurm_client("scontrol", Path::new(LOOKUP_CONF), &args).map_err(Error::new)?;
     Ok(())
 }
 

@@ -12,7 +12,7 @@ use super::{partitions, scontrol, slurm_state};
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Result};
 use crate::nodemap::{self, NodeMap};
-use crate::resume::{group_nodes, now_s, Cooldowns};
+use crate::resume::{launched_from, now_s, Cooldowns};
 use crate::sweep::StaticAction;
 
 fn slurm_powered_down(node: &str) -> Option<bool> {
@@ -46,7 +46,7 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
             if let Some(why) = crate::sweep::orphan_reason(i, node, &known, now, slurm_powered_down) {
                 eprintln!("hpc-node: orphan {} in {region}: {why}", i.id);
                 orphans.push(i.id.clone());
-            } else if let Some((node, pool, doc)) = late(i, node, &docs, now) {
+            } else if let Some((node, pool, doc)) = late(i, node, &region, &docs, now) {
                 // Launched but not registered in time: this pool does not deliver; try the next.
                 eprintln!(
                     "hpc-node: {node} ({}) not registered {}s after launch; replacing it from the next pool",
@@ -102,25 +102,19 @@ fn forget_ended(map: &NodeMap, live: &BTreeSet<String>, ended: &BTreeSet<String>
 fn late<'a>(
     i: &hpc_aws::ec2::InstanceInfo,
     node: Option<&str>,
+    region: &str,
     docs: &'a [PartitionDoc],
     now: i64,
 ) -> Option<(String, usize, &'a PartitionDoc)> {
-    let node = node?.to_string();
-    let (groups, _) = group_nodes(docs, std::slice::from_ref(&node));
-    let partition = groups.first()?.partition.clone();
-    let doc = docs.iter().find(|d| d.name == partition)?;
+    let node = node?;
+    let (doc, pool) = launched_from(docs, node, region, i.subnet_id.as_deref()?)?;
     if i.launched_at == 0 || now - i.launched_at < i64::from(doc.provision_timeout_s) {
         return None;
     }
-    if !slurm_state(&node)?.contains("POWERING_UP") {
+    if !slurm_state(node)?.contains("POWERING_UP") {
         return None;
     }
-    let subnet = i.subnet_id.as_deref()?;
-    let pool = doc
-        .pools
-        .iter()
-        .position(|p| p.subnet_ids.iter().any(|s| s == subnet))?;
-    Some((node, pool, doc))
+    Some((node.to_string(), pool, doc))
 }
 
 /// Static nodes (`min_nodes`): powered up when Slurm has them powered down, powered down at
