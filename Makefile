@@ -9,7 +9,7 @@ EMULATOR := acceptance-tests/emulator
 VENV := $(EMULATOR)/.venv
 PYTHON ?= python3
 
-.PHONY: bench bench-provider bench-resume bench-image bench-boot bench-cluster bench-build all build test unit acceptance emulator-test tf-check docs docs-check emulator-venv emulator demo demo-destroy fmt lint clean
+.PHONY: release bench bench-provider bench-resume bench-image bench-boot bench-cluster bench-build all build test unit acceptance emulator-test tf-check docs docs-check emulator-venv emulator demo demo-destroy fmt lint clean
 
 all: build
 
@@ -75,6 +75,10 @@ lint:
 clean:
 	$(CARGO) clean
 	rm -rf .demo $(VENV)
+
+## release: build the provider (release profile) and package it under dist/: the registry's files and a provider mirror (HPC_RELEASE_GPG_KEY=<key id> or UNSIGNED=1; PLATFORMS, DIST)
+release:
+	scripts/release.sh
 
 ## bench: measure hpcforge (release build) against its anchors; writes bench/results and BENCHMARKS.md
 bench: bench-provider bench-image bench-boot bench-cluster bench-build

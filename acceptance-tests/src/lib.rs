@@ -113,6 +113,46 @@ pub fn missing_root_and_tools(why_root: &str, tools: &[(&str, &str)]) -> Vec<Str
     if uid.ok().as_deref() != Some("0") {
         missing.push(format!("root ({why_root})"));
     }
+    missing.extend(missing_tools(tools));
+    missing
+}
+
+/// Packages `binary` as release `version` of the provider with scripts/release.py (what
+/// `make release` calls) into `dist/release/` and the provider mirror `dist/mirror/`; signed
+/// with `signing` (GNUPGHOME, key id) or unsigned. Returns the mirror folder.
+pub fn package_release(dist: &Path, version: &str, binary: &Path, signing: Option<(&Path, &str)>) -> PathBuf {
+    let mut cmd = Command::new("python3");
+    cmd.arg(repo_root().join("scripts/release.py"))
+        .args(["--version", version])
+        .arg("--binary")
+        .arg(format!("linux_amd64={}", binary.display()))
+        .arg("--out")
+        .arg(dist);
+    match signing {
+        Some((gnupg, key)) => cmd.env("GNUPGHOME", gnupg).args(["--gpg-key", key]),
+        None => cmd.arg("--unsigned"),
+    };
+    let out = cmd.output().expect("running scripts/release.py (python3)");
+    assert!(
+        out.status.success(),
+        "scripts/release.py failed:\n{}",
+        output_text(&out)
+    );
+    dist.join("mirror")
+}
+
+/// A CLI configuration installing hpcforge/hpc from the filesystem mirror `mirror` and every
+/// other provider as usual.
+pub fn mirror_cli_config(mirror: &Path) -> String {
+    format!(
+        "provider_installation {{\n  filesystem_mirror {{\n    path    = \"{}\"\n    include = [\"registry.terraform.io/hpcforge/hpc\"]\n  }}\n  direct {{\n    exclude = [\"registry.terraform.io/hpcforge/hpc\"]\n  }}\n}}\n",
+        mirror.display()
+    )
+}
+
+/// The `(tool, apt package)` pairs whose tool is not installed, as "tool (apt-get install package)".
+pub fn missing_tools(tools: &[(&str, &str)]) -> Vec<String> {
+    let mut missing = Vec::new();
     for (tool, package) in tools {
         let found = Command::new("sh")
             .args([
@@ -699,6 +739,11 @@ impl Workspace {
             endpoint: emu.url(),
             extra_env: Vec::new(),
         }
+    }
+
+    /// Replaces the CLI config (dev_overrides by default), e.g. with a provider mirror.
+    pub fn cli_config(&self, text: &str) {
+        std::fs::write(self.dir.join("cli.tfrc"), text).expect("writing cli.tfrc");
     }
 
     pub fn env(mut self, key: &str, value: &str) -> Self {

@@ -9,10 +9,17 @@
 //! nothing behind in any account or region the example touched.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
-use acceptance_tests::{http, repo_root, Emulator, TfOutput, Workspace};
+use acceptance_tests::{
+    http, mirror_cli_config, package_release, provider_dir, repo_root, scratch_dir, Emulator, TfOutput, Workspace,
+};
 use serde_json::{json, Value};
+
+/// The repository the modules' READMEs name in their git sources.
+const REPOSITORY: &str = "https://github.com/hpcforge/hpcforge.git";
+const MODULES: &[&str] = &["gpu-partition", "lustre-scratch", "multi-region", "slurm-cluster"];
 
 /// An AMI the emulator knows in every region and account.
 const AMI: &str = "ami-03cf127a";
@@ -84,10 +91,47 @@ impl Example {
     /// `inputs` are offered to the example; only the variables it declares are passed.
     fn new(name: &str, emu: &Emulator, inputs: &[(&str, String)]) -> Example {
         let ws = Workspace::new(&format!("example-{name}"), emu);
-        let source = repo_root().join("examples").join(name);
-        copy_tree(&source, &ws.dir.join("examples").join(name));
+        copy_tree(
+            &repo_root().join("examples").join(name),
+            &ws.dir.join("examples").join(name),
+        );
         copy_tree(&repo_root().join("modules"), &ws.dir.join("modules"));
-        let declared = declared_variables(&source);
+        let ex = Example::in_workspace(ws, name, inputs);
+        ex.ok(&["get", "-no-color"]);
+        ex
+    }
+
+    /// Copies examples/<name> alone, its module sources rewritten to the git form the modules'
+    /// READMEs document (the repository being `clone`), and runs `terraform init`.
+    fn from_git(name: &str, emu: &Emulator, inputs: &[(&str, String)], clone: &Path, mirror: &Path) -> Example {
+        let ws = Workspace::new(&format!("example-git-{name}"), emu);
+        // Installed as users install it: the provider from a release mirror, not dev_overrides.
+        ws.cli_config(&mirror_cli_config(mirror));
+        let folder = ws.dir.join("examples").join(name);
+        copy_tree(&repo_root().join("examples").join(name), &folder);
+        for entry in std::fs::read_dir(&folder).expect("the copied example").flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "tf") {
+                let mut text = std::fs::read_to_string(&path).expect("reading a .tf file");
+                for module in MODULES {
+                    let git = documented_git_source(module).replace(REPOSITORY, &format!("file://{}", clone.display()));
+                    text = text.replace(&format!("\"../../modules/{module}\""), &format!("\"{git}\""));
+                }
+                assert!(
+                    !text.contains("../../modules/"),
+                    "{} uses a module this test does not know",
+                    path.display()
+                );
+                std::fs::write(&path, text).expect("writing a .tf file");
+            }
+        }
+        let ex = Example::in_workspace(ws, name, inputs);
+        ex.ok(&["init", "-input=false", "-no-color"]);
+        ex
+    }
+
+    fn in_workspace(ws: Workspace, name: &str, inputs: &[(&str, String)]) -> Example {
+        let declared = declared_variables(&repo_root().join("examples").join(name));
         // The emulator's API-only mode boots no machine, so no head node ever reports ready.
         let no_boot = [("wait_for_ready", "false".to_string())];
         let vars = inputs
@@ -96,13 +140,11 @@ impl Example {
             .filter(|(k, _)| declared.contains(*k))
             .map(|(k, v)| format!("-var={k}={v}"))
             .collect();
-        let ex = Example {
+        Example {
             ws,
             name: name.to_string(),
             vars,
-        };
-        ex.ok(&["get", "-no-color"]);
-        ex
+        }
     }
 
     fn tf(&self, args: &[&str], with_vars: bool) -> TfOutput {
@@ -653,4 +695,105 @@ fn multi_account_applies_and_destroys_in_each_account() {
     ex.assert_no_changes();
     ex.destroy();
     assert_nothing_left(&emu, &[&research, &teaching, &own], "multi-account");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Modules consumed by their documented source
+// ---------------------------------------------------------------------------------------------
+
+/// The git source modules/<module>/README.md documents; it must pin this release's tag.
+fn documented_git_source(module: &str) -> String {
+    let readme =
+        std::fs::read_to_string(repo_root().join("modules").join(module).join("README.md")).expect("a module README");
+    let want = format!("git::{REPOSITORY}//modules/{module}?ref=v{}", env!("CARGO_PKG_VERSION"));
+    assert!(
+        readme.contains(&format!("source = \"{want}\"")),
+        "modules/{module}/README.md does not show the source `{want}`"
+    );
+    want
+}
+
+/// A git repository holding this tree's modules/, tagged as the modules' READMEs pin it.
+fn modules_repository() -> PathBuf {
+    let repo = scratch_dir("modules-repo");
+    copy_tree(&repo_root().join("modules"), &repo.join("modules"));
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=hpcforge", "-c", "user.email=release@hpcforge.invalid"])
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .expect("running git (apt-get install git)");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&["init", "-q"]);
+    git(&["add", "modules"]);
+    git(&["commit", "-q", "-m", "modules"]);
+    git(&["tag", &format!("v{}", env!("CARGO_PKG_VERSION"))]);
+    repo
+}
+
+#[test]
+fn every_module_readme_shows_a_source_a_user_can_paste() {
+    for module in MODULES {
+        documented_git_source(module);
+    }
+    let listed: Vec<String> = std::fs::read_dir(repo_root().join("modules"))
+        .expect("modules/")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    for m in &listed {
+        assert!(MODULES.contains(&m.as_str()), "modules/{m} is not in MODULES");
+    }
+}
+
+#[test]
+fn modules_install_from_their_git_source_validate_and_plan() {
+    let emu = Emulator::start();
+    let clone = modules_repository();
+    let mirror = package_release(
+        &scratch_dir("modules-release"),
+        env!("CARGO_PKG_VERSION"),
+        &provider_dir().join("terraform-provider-hpc"),
+        None,
+    );
+    let examples: [(&str, Vec<(&str, String)>); 2] = [
+        ("gpu-research-cluster", vec![("ami_id", AMI.into())]),
+        (
+            "capacity-failover",
+            vec![("ami_id", AMI.into()), ("second_region_ami_id", AMI.into())],
+        ),
+    ];
+    for (name, inputs) in examples {
+        let ex = Example::from_git(name, &emu, &inputs, &clone, &mirror);
+        let modules = std::fs::read_to_string(
+            ex.ws
+                .dir
+                .join("examples")
+                .join(name)
+                .join(".terraform/modules/modules.json"),
+        )
+        .expect("init recorded no modules");
+        assert!(
+            modules.contains("git::file://"),
+            "{name}: modules not from git: {modules}"
+        );
+        ex.ok(&["validate", "-no-color"]);
+        let plan = ex.tf(&["plan", "-input=false", "-no-color"], true);
+        assert!(
+            plan.success,
+            "planning examples/{name} with modules from git failed:\n{}",
+            plan.text()
+        );
+        assert!(
+            plan.stdout.contains("hpc_cluster.this will be created"),
+            "{}",
+            plan.text()
+        );
+    }
 }

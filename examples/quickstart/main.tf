@@ -6,7 +6,8 @@ terraform {
   required_version = ">= 1.11"
   required_providers {
     hpc = {
-      source = "hpcforge/hpc"
+      source  = "hpcforge/hpc"
+      version = "~> 0.1"
     }
   }
 }

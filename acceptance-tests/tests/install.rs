@@ -1,0 +1,311 @@
+//! Installing the provider as users do: `terraform init` from the provider mirror that
+//! `scripts/release.py` (what `make release` calls) writes, with the CLI configuration the README
+//! shows. The network mirror is served over HTTPS on loopback; the filesystem mirror is the same
+//! folder. Two releases (0.1.0, then 0.2.0 added to the mirror) and a tampered package.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use acceptance_tests::{
+    missing_tools, output_text, package_release, provider_dir, repo_root, scratch_dir, Emulator, Workspace,
+};
+use serde_json::Value;
+
+const ADDRESS: &str = "registry.terraform.io/hpcforge/hpc";
+/// The placeholders in the README's two CLI configuration blocks.
+const README_MIRROR_URL: &str = "https://terraform-mirror.example.com/";
+const README_MIRROR_PATH: &str = "/shared/terraform-mirror";
+
+fn require_tools() {
+    let missing = missing_tools(&[("gpg", "gnupg"), ("openssl", "openssl"), ("python3", "python3")]);
+    assert!(missing.is_empty(), "the install test needs: {}", missing.join(", "));
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?} failed:\n{}", output_text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A throwaway RSA signing key in its own keyring; returns (GNUPGHOME, fingerprint).
+fn signing_key(dir: &Path) -> (PathBuf, String) {
+    let home = dir.join("gnupg");
+    std::fs::create_dir_all(&home).expect("gnupg home");
+    run(Command::new("chmod").arg("700").arg(&home));
+    let gpg = |args: &[&str]| {
+        let mut c = Command::new("gpg");
+        c.env("GNUPGHOME", &home)
+            .args(["--batch", "--passphrase", ""])
+            .args(args);
+        c
+    };
+    run(&mut gpg(&[
+        "--quick-gen-key",
+        "hpcforge release test <release@hpcforge.invalid>",
+        "rsa3072",
+        "sign",
+        "never",
+    ]));
+    let listing = run(&mut gpg(&["--list-secret-keys", "--with-colons"]));
+    let fpr = listing
+        .lines()
+        .find_map(|l| l.strip_prefix("fpr:").map(|r| r.trim_matches(':').to_string()))
+        .expect("the new key's fingerprint");
+    (home, fpr)
+}
+
+/// The release folder carries what the registry needs, signed, and the sums match the files.
+fn assert_release_layout(dist: &Path, version: &str, gnupg: &Path) {
+    let rel = dist.join("release").join(version);
+    let name = |suffix: &str| format!("terraform-provider-hpc_{version}_{suffix}");
+    for f in [
+        name("linux_amd64.zip"),
+        name("manifest.json"),
+        name("SHA256SUMS"),
+        name("SHA256SUMS.sig"),
+    ] {
+        assert!(rel.join(&f).is_file(), "{f} is missing from {}", rel.display());
+    }
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(rel.join(name("manifest.json"))).expect("manifest"))
+            .expect("manifest is JSON");
+    assert_eq!(
+        manifest["metadata"]["protocol_versions"],
+        serde_json::json!(["6.0"]),
+        "{manifest}"
+    );
+    let sums = std::fs::read_to_string(rel.join(name("SHA256SUMS"))).expect("sums");
+    assert!(
+        sums.contains(&name("linux_amd64.zip")) && sums.contains(&name("manifest.json")),
+        "{sums}"
+    );
+    run(Command::new("sha256sum")
+        .arg("--check")
+        .arg("--strict")
+        .arg(name("SHA256SUMS"))
+        .current_dir(&rel));
+    run(Command::new("gpg")
+        .env("GNUPGHOME", gnupg)
+        .args(["--batch", "--verify"])
+        .arg(rel.join(name("SHA256SUMS.sig")))
+        .arg(rel.join(name("SHA256SUMS"))));
+}
+
+/// The mirror folder served over HTTPS on loopback with a self-signed certificate; killed on drop.
+struct HttpsMirror {
+    child: Child,
+    url: String,
+    cert: PathBuf,
+}
+
+impl HttpsMirror {
+    fn serve(folder: &Path, dir: &Path) -> HttpsMirror {
+        let (cert, key) = (dir.join("mirror-cert.pem"), dir.join("mirror-key.pem"));
+        run(Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=127.0.0.1",
+            ])
+            .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert));
+        let mut child = Command::new("python3")
+            .arg(repo_root().join("acceptance-tests/support/https_files.py"))
+            .args([folder, &cert, &key])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting the HTTPS mirror");
+        let mut port = String::new();
+        if let Some(out) = child.stdout.take() {
+            let _ = BufReader::new(out).read_line(&mut port);
+        }
+        let port = port.trim().to_string();
+        assert!(!port.is_empty(), "the HTTPS mirror did not start");
+        HttpsMirror {
+            child,
+            url: format!("https://127.0.0.1:{port}/"),
+            cert,
+        }
+    }
+}
+
+impl Drop for HttpsMirror {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The README's fenced hcl block holding `marker`.
+fn readme_block(marker: &str) -> String {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
+    readme
+        .split("```hcl\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .find(|b| b.contains(marker))
+        .unwrap_or_else(|| panic!("README.md has no hcl block with {marker}"))
+        .to_string()
+}
+
+/// The quickstart in a workspace whose CLI configuration is `cli` (no dev_overrides).
+fn quickstart(name: &str, emu: &Emulator, cli: &str, mirror_cert: &Path) -> Workspace {
+    let ws = Workspace::new(name, emu).env("SSL_CERT_FILE", &mirror_cert.display().to_string());
+    ws.cli_config(cli);
+    for f in ["main.tf", "variables.tf", "outputs.tf"] {
+        std::fs::copy(repo_root().join("examples/quickstart").join(f), ws.dir.join(f)).expect("copying the quickstart");
+    }
+    ws
+}
+
+fn locked_version(ws: &Workspace) -> (String, Vec<String>) {
+    let lock = std::fs::read_to_string(ws.dir.join(".terraform.lock.hcl")).expect("init wrote no lock file");
+    let block = lock
+        .split(&format!("provider \"{ADDRESS}\""))
+        .nth(1)
+        .unwrap_or_else(|| panic!("the lock file does not pin {ADDRESS}:\n{lock}"));
+    let version = block
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("version")?.trim_start().strip_prefix('='))
+        .map(|v| v.trim().trim_matches('"').to_string())
+        .unwrap_or_else(|| panic!("no version in the lock file:\n{lock}"));
+    let hashes = block
+        .lines()
+        .map(|l| l.trim().trim_end_matches(',').trim_matches('"'))
+        .take_while(|l| *l != "}")
+        .filter(|l| l.starts_with("h1:") || l.starts_with("zh:"))
+        .map(str::to_string)
+        .collect();
+    (version, hashes)
+}
+
+/// The h1 hash the mirror publishes for `version`.
+fn mirror_hash(mirror: &Path, version: &str) -> String {
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(mirror.join(format!("{version}.json"))).expect("version index"))
+            .expect("the version index is JSON");
+    doc["archives"]["linux_amd64"]["hashes"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("no hash in {doc}"))
+        .to_string()
+}
+
+/// The installed provider plans the quickstart against the emulator (an AMI it knows).
+fn plan_quickstart(ws: &Workspace) {
+    let out = ws.ok(&[
+        "plan",
+        "-input=false",
+        "-no-color",
+        "-var=ami_id=ami-03cf127a",
+        "-var=wait_for_ready=false",
+    ]);
+    assert!(
+        out.stdout.contains("hpc_cluster.this will be created"),
+        "{}",
+        out.text()
+    );
+}
+
+#[test]
+fn the_provider_installs_from_its_release_mirror_upgrades_and_refuses_a_tampered_package() {
+    require_tools();
+    let emu = Emulator::start();
+    let dir = scratch_dir("install");
+    let dist = dir.join("dist");
+    let binary = provider_dir().join("terraform-provider-hpc");
+    let (gnupg, key) = signing_key(&dir);
+    package_release(&dist, "0.1.0", &binary, Some((&gnupg, &key)));
+    assert_release_layout(&dist, "0.1.0", &gnupg);
+    let mirror_root = dist.join("mirror");
+    let mirror = mirror_root.join(ADDRESS);
+    let https = HttpsMirror::serve(&mirror_root, &dir);
+
+    // Installed from the network mirror with the README's configuration, pinned in the lock file.
+    let network_cli = readme_block("network_mirror").replace(README_MIRROR_URL, &https.url);
+    let ws = quickstart("install-network", &emu, &network_cli, &https.cert);
+    ws.ok(&["init", "-input=false", "-no-color"]);
+    let (version, hashes) = locked_version(&ws);
+    assert_eq!(version, "0.1.0");
+    assert!(
+        hashes.contains(&mirror_hash(&mirror, "0.1.0")),
+        "lock hashes {hashes:?}"
+    );
+    let installed = ws
+        .dir
+        .join(".terraform/providers")
+        .join(ADDRESS)
+        .join("0.1.0/linux_amd64/terraform-provider-hpc_v0.1.0");
+    assert!(installed.is_file(), "{} is not installed", installed.display());
+    plan_quickstart(&ws);
+
+    // A second release lands in the mirror: init keeps the locked one, init -upgrade takes it.
+    package_release(&dist, "0.2.0", &binary, Some((&gnupg, &key)));
+    assert_release_layout(&dist, "0.2.0", &gnupg);
+    ws.ok(&["init", "-input=false", "-no-color"]);
+    assert_eq!(
+        locked_version(&ws).0,
+        "0.1.0",
+        "init without -upgrade moved off the locked version"
+    );
+    ws.ok(&["init", "-upgrade", "-input=false", "-no-color"]);
+    let (version, hashes) = locked_version(&ws);
+    assert_eq!(version, "0.2.0");
+    assert!(
+        hashes.contains(&mirror_hash(&mirror, "0.2.0")),
+        "lock hashes {hashes:?}"
+    );
+    plan_quickstart(&ws);
+
+    // The same folder as a filesystem mirror, with the README's other block.
+    let fs_cli = readme_block("filesystem_mirror").replace(README_MIRROR_PATH, &mirror_root.display().to_string());
+    let local = quickstart("install-filesystem", &emu, &fs_cli, &https.cert);
+    local.ok(&["init", "-input=false", "-no-color"]);
+    assert_eq!(locked_version(&local).0, "0.2.0");
+
+    // Someone replaces 0.2.0 in the mirror with another, self-consistent package: a checkout that
+    // carries the lock file refuses it.
+    let other = provider_dir().join("hpc-node");
+    package_release(&dist, "0.2.0", &other, None);
+    assert_ne!(
+        mirror_hash(&mirror, "0.2.0"),
+        hashes[0],
+        "the tampered package has the same hash"
+    );
+    let checkout = quickstart("install-tampered", &emu, &network_cli, &https.cert);
+    std::fs::copy(
+        ws.dir.join(".terraform.lock.hcl"),
+        checkout.dir.join(".terraform.lock.hcl"),
+    )
+    .expect("copying the lock");
+    let refused = checkout.tf(&["init", "-input=false", "-no-color"]);
+    assert!(
+        !refused.success,
+        "a package that does not match the lock file was installed:\n{}",
+        refused.text()
+    );
+    assert!(
+        refused.text().contains("checksum") || refused.text().contains("does not match"),
+        "the refusal does not say why:\n{}",
+        refused.text()
+    );
+    assert!(
+        !checkout
+            .dir
+            .join(".terraform/providers")
+            .join(ADDRESS)
+            .join("0.2.0")
+            .exists(),
+        "the refused package was left installed"
+    );
+}

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Package terraform-provider-hpc as a Terraform registry release and as a provider mirror.
+
+    release.py --version 0.1.0 --binary linux_amd64=target/release/terraform-provider-hpc \
+               --out dist [--gpg-key KEYID | --unsigned]
+
+writes, for each version (a second run with another version adds to the same tree):
+
+    dist/release/<version>/terraform-provider-hpc_<version>_<os>_<arch>.zip   (one per platform)
+    dist/release/<version>/terraform-provider-hpc_<version>_manifest.json     (protocol 6.0)
+    dist/release/<version>/terraform-provider-hpc_<version>_SHA256SUMS
+    dist/release/<version>/terraform-provider-hpc_<version>_SHA256SUMS.sig    (detached, binary)
+    dist/mirror/registry.terraform.io/hpcforge/hpc/...                        (both mirror layouts)
+
+The mirror tree is what `terraform providers mirror` writes: the zips in the packed layout a
+`filesystem_mirror` reads, and the `index.json` / `<version>.json` files of the provider
+network mirror protocol (hashes in Terraform's h1 form) for a `network_mirror` served over HTTPS.
+`make release` builds the binaries and calls this; it is a packager only.
+"""
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+
+NAME = "terraform-provider-hpc"
+ADDRESS = ("registry.terraform.io", "hpcforge", "hpc")
+PROTOCOL_VERSIONS = ["6.0"]
+VERSION_RE = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
+PLATFORM_RE = re.compile(r"^(linux|darwin|windows|freebsd)_(amd64|arm64|386|arm)$")
+
+
+class ReleaseError(Exception):
+    pass
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def h1_hash(zip_path):
+    """Terraform's package hash (Go's dirhash Hash1 over the archive's files)."""
+    lines = []
+    with zipfile.ZipFile(zip_path) as z:
+        for name in sorted(i.filename for i in z.infolist() if not i.is_dir()):
+            lines.append(f"{hashlib.sha256(z.read(name)).hexdigest()}  {name}\n")
+    summary = hashlib.sha256("".join(lines).encode()).digest()
+    return "h1:" + base64.b64encode(summary).decode()
+
+
+def write_zip(binary, version, zip_path):
+    """The archive holds one executable named as Terraform's plugin discovery expects."""
+    info = zipfile.ZipInfo(f"{NAME}_v{version}", date_time=(1980, 1, 1, 0, 0, 0))
+    info.external_attr = 0o100755 << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    with open(binary, "rb") as f, zipfile.ZipFile(zip_path, "w") as z:
+        z.writestr(info, f.read())
+
+
+def sign(sums_path, gpg_key):
+    sig = sums_path + ".sig"
+    if os.path.exists(sig):
+        os.remove(sig)
+    result = subprocess.run(
+        ["gpg", "--batch", "--yes", "--local-user", gpg_key, "--detach-sign", "--output", sig, sums_path],
+        capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ReleaseError(f"gpg could not sign {sums_path} with key {gpg_key!r}: {result.stderr.strip()}")
+    return sig
+
+
+def write_release(version, binaries, out, gpg_key):
+    rel = os.path.join(out, "release", version)
+    os.makedirs(rel, exist_ok=True)
+    files = []
+    for platform, binary in sorted(binaries.items()):
+        zip_path = os.path.join(rel, f"{NAME}_{version}_{platform}.zip")
+        write_zip(binary, version, zip_path)
+        files.append(zip_path)
+    manifest = os.path.join(rel, f"{NAME}_{version}_manifest.json")
+    with open(manifest, "w") as f:
+        json.dump({"version": 1, "metadata": {"protocol_versions": PROTOCOL_VERSIONS}}, f, indent=2)
+        f.write("\n")
+    files.append(manifest)
+    sums = os.path.join(rel, f"{NAME}_{version}_SHA256SUMS")
+    with open(sums, "w") as f:
+        for path in sorted(files):
+            f.write(f"{sha256_file(path)}  {os.path.basename(path)}\n")
+    if gpg_key:
+        sign(sums, gpg_key)
+    return rel
+
+
+def update_mirror(version, rel, out):
+    """Adds this version's archives to the mirror tree and rewrites its indexes."""
+    mirror = os.path.join(out, "mirror", *ADDRESS)
+    os.makedirs(mirror, exist_ok=True)
+    archives = {}
+    prefix = f"{NAME}_{version}_"
+    for name in sorted(os.listdir(rel)):
+        platform = name[len(prefix):-len(".zip")] if name.startswith(prefix) and name.endswith(".zip") else None
+        if not platform or not PLATFORM_RE.match(platform):
+            continue
+        dest = os.path.join(mirror, name)
+        if os.path.exists(dest):
+            os.remove(dest)
+        shutil.copyfile(os.path.join(rel, name), dest)
+        archives[platform] = {"url": name, "hashes": [h1_hash(dest)]}
+    with open(os.path.join(mirror, f"{version}.json"), "w") as f:
+        json.dump({"archives": archives}, f, indent=2)
+        f.write("\n")
+    versions = sorted(n[:-len(".json")] for n in os.listdir(mirror)
+                      if n.endswith(".json") and n != "index.json")
+    with open(os.path.join(mirror, "index.json"), "w") as f:
+        json.dump({"versions": {v: {} for v in versions}}, f, indent=2)
+        f.write("\n")
+    return mirror
+
+
+def parse_binaries(specs):
+    binaries = {}
+    for spec in specs:
+        platform, sep, path = spec.partition("=")
+        if not sep or not PLATFORM_RE.match(platform):
+            raise ReleaseError(f"--binary {spec!r}: write <os>_<arch>=<path>, e.g. linux_amd64=target/release/{NAME}")
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise ReleaseError(f"--binary {spec!r}: {path} is not an executable file")
+        if platform in binaries:
+            raise ReleaseError(f"--binary: {platform} is given twice")
+        binaries[platform] = path
+    return binaries
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", required=True, help="the release version, e.g. 0.1.0 (no leading v)")
+    p.add_argument("--binary", action="append", required=True, metavar="OS_ARCH=PATH",
+                   help="a built provider for one platform; repeat per platform")
+    p.add_argument("--out", required=True, help="the folder to write release/ and mirror/ into")
+    sig = p.add_mutually_exclusive_group(required=True)
+    sig.add_argument("--gpg-key", help="the id of the key (in gpg's keyring) that signs the SHA256SUMS")
+    sig.add_argument("--unsigned", action="store_true", help="no signature: good for mirrors, not for a registry")
+    args = p.parse_args(argv)
+    try:
+        if not VERSION_RE.match(args.version):
+            raise ReleaseError(f"--version {args.version!r}: write a semantic version such as 0.1.0, without a leading v")
+        binaries = parse_binaries(args.binary)
+        rel = write_release(args.version, binaries, args.out, args.gpg_key)
+        mirror = update_mirror(args.version, rel, args.out)
+    except (ReleaseError, OSError) as e:
+        print(f"release: {e}", file=sys.stderr)
+        return 1
+    print(f"release {args.version}: {rel}")
+    print(f"mirror: {os.path.join(args.out, 'mirror')} ({mirror})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# make release: build terraform-provider-hpc for each platform (release profile) and package it
+# with scripts/release.py into dist/release/<version>/ (the registry's files) and dist/mirror/.
+#   PLATFORMS="linux_amd64 linux_arm64"   targets to build (default: linux_amd64)
+#   HPC_RELEASE_GPG_KEY=<key id>          signs the SHA256SUMS (an RSA key, as the registry requires)
+#   UNSIGNED=1                            no signature: a mirror only
+#   DIST=dist                             where to write
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+platforms=${PLATFORMS:-linux_amd64}
+dist=${DIST:-dist}
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+
+if [ -n "${HPC_RELEASE_GPG_KEY:-}" ]; then
+  signing=(--gpg-key "$HPC_RELEASE_GPG_KEY")
+elif [ "${UNSIGNED:-}" = 1 ]; then
+  signing=(--unsigned)
+else
+  echo "release: set HPC_RELEASE_GPG_KEY to the id of the signing key in your gpg keyring" >&2
+  echo "         (gpg --list-secret-keys), or UNSIGNED=1 to package a mirror without a signature" >&2
+  exit 2
+fi
+
+rust_target() {
+  case "$1" in
+    linux_amd64) echo x86_64-unknown-linux-gnu ;;
+    linux_arm64) echo aarch64-unknown-linux-gnu ;;
+    darwin_amd64) echo x86_64-apple-darwin ;;
+    darwin_arm64) echo aarch64-apple-darwin ;;
+    *) echo "release: PLATFORMS: unknown platform $1 (linux_amd64, linux_arm64, darwin_amd64, darwin_arm64)" >&2; return 1 ;;
+  esac
+}
+
+host=$(rustc -vV | sed -n 's/^host: //p')
+binaries=()
+for platform in $platforms; do
+  target=$(rust_target "$platform")
+  if [ "$target" = "$host" ]; then
+    cargo build --release --locked -p terraform-provider-hpc
+    binaries+=(--binary "$platform=$target_dir/release/terraform-provider-hpc")
+  else
+    if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
+      echo "release: $platform needs the Rust target $target (rustup target add $target) and its linker" >&2
+      exit 2
+    fi
+    cargo build --release --locked -p terraform-provider-hpc --target "$target"
+    binaries+=(--binary "$platform=$target_dir/$target/release/terraform-provider-hpc")
+  fi
+done
+
+# One version, three places: Cargo.toml (what the binary reports), the archive names, CHANGELOG.md.
+native=$target_dir/release/terraform-provider-hpc
+version=$(cargo metadata --format-version 1 --no-deps \
+  | python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "terraform-provider-hpc"))')
+if [ -x "$native" ] && [ "$("$native" --version)" != "terraform-provider-hpc $version" ]; then
+  echo "release: $native reports '$("$native" --version)', not $version" >&2
+  exit 1
+fi
+if ! grep -q "^## \[$version\]" CHANGELOG.md; then
+  echo "release: CHANGELOG.md has no '## [$version]' section: describe the release there first" >&2
+  exit 1
+fi
+python3 scripts/release.py --version "$version" "${binaries[@]}" --out "$dist" "${signing[@]}"
