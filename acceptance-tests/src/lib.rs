@@ -796,6 +796,35 @@ impl Workspace {
         }
     }
 
+    /// Runs `terraform apply` and SIGKILLs the provider as soon as the emulator has counted one
+    /// more `call` (e.g. `fsx:CreateFileSystem`) than before; asserts the apply fails.
+    pub fn apply_killed_after(&self, emu: &Emulator, call: &str) {
+        let count = || emu.calls().get(call).copied().unwrap_or(0);
+        let before = count();
+        let mut child = self
+            .command(&["apply", "-auto-approve", "-no-color", "-input=false"])
+            .spawn()
+            .expect("terraform apply");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while count() <= before {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("terraform apply ended ({status}) before {call}");
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{call} was not called within 120 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // /proc's command name is cut to 15 characters.
+        assert!(
+            kill_children(child.id(), "terraform-provi") >= 1,
+            "no provider process to kill"
+        );
+        let status = child.wait().expect("terraform exits");
+        assert!(!status.success(), "the apply whose provider was killed succeeded");
+    }
+
     /// Runs terraform and fails the test with its output if it fails.
     pub fn ok(&self, args: &[&str]) -> TfOutput {
         let out = self.tf(args);

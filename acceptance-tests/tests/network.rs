@@ -255,3 +255,56 @@ fn network_import_by_vpc_id_then_plan_shows_no_changes() {
     );
     creator.destroy();
 }
+
+/// How many of each thing the network named `research` owns in the emulator (by `Name` tag).
+fn owned(emu: &Emulator) -> Vec<(&'static str, usize)> {
+    let tagged = |action: &str, name: &str| {
+        let xml = emu.ec2(&format!(
+            "Action={action}&Filter.1.Name=tag:Name&Filter.1.Value.1={name}"
+        ));
+        count(&xml, "<key>Name</key>")
+    };
+    vec![
+        ("vpc", tagged("DescribeVpcs", "research-vpc")),
+        ("igw", tagged("DescribeInternetGateways", "research-igw")),
+        ("nat address", tagged("DescribeAddresses", "research-nat")),
+        ("security group", tagged("DescribeSecurityGroups", "research-cluster")),
+    ]
+}
+
+#[test]
+fn a_provider_killed_inside_the_network_create_leaves_one_network_on_rerun() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("network-killed", &emu);
+    ws.write(NETWORK);
+    // Killed with half the subnets made, then again with the NAT gateway in flight.
+    ws.apply_killed_after(&emu, "ec2:CreateSubnet");
+    ws.apply_killed_after(&emu, "ec2:CreateNatGateway");
+    ws.apply();
+    let want = vec![("vpc", 1), ("igw", 1), ("nat address", 1), ("security group", 1)];
+    assert_eq!(owned(&emu), want, "the reruns made a second of something");
+    let vpc = ws.resource("hpc_network.main")["vpc_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let in_vpc = |action: &str, tag: &str| {
+        count(
+            &emu.ec2(&format!("Action={action}&Filter.1.Name=vpc-id&Filter.1.Value.1={vpc}")),
+            tag,
+        )
+    };
+    assert_eq!(in_vpc("DescribeSubnets", "<subnetId>"), 4, "two subnets per zone");
+    // The two of the network and the VPC's main table.
+    assert_eq!(in_vpc("DescribeRouteTables", "<ownerId>"), 3);
+    let nats = emu.ec2("Action=DescribeNatGateways");
+    assert_eq!(count(&nats, "<state>available</state>"), 1, "{nats}");
+    let endpoints = emu.ec2("Action=DescribeVpcEndpoints");
+    assert_eq!(count(&endpoints, "<vpcEndpointId>"), 1, "{endpoints}");
+    ws.assert_no_changes();
+    ws.destroy();
+    assert!(
+        owned(&emu).iter().all(|(_, n)| *n == 0),
+        "destroy left {:?}",
+        owned(&emu)
+    );
+}

@@ -5,16 +5,16 @@
 //! create that was interrupted and run again adopts what the first run made instead of
 //! making a second copy.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::{
-    AttributeBooleanValue, DomainType, Filter, InstanceStateName, InstanceType, IpPermission, IpRange,
-    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
+    Filter, InstanceStateName, InstanceType, IpPermission, IpRange, LaunchTemplateBlockDeviceMappingRequest,
+    LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
     LaunchTemplateIamInstanceProfileSpecificationRequest, LaunchTemplateInstanceMetadataEndpointState,
     LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
     LaunchTemplatePlacementRequest, LaunchTemplateSpecification, LaunchTemplateTagSpecificationRequest,
     PlacementStrategy, RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, UserIdGroupPair, VolumeType,
-    VpcEndpointType,
 };
 use aws_sdk_ec2::Client;
 use base64::Engine as _;
@@ -22,6 +22,8 @@ use base64::Engine as _;
 use crate::error::{AwsError, Result};
 use crate::view::Views;
 use crate::wait::{self, Backoff, Poll};
+
+mod network;
 
 mod persist;
 pub use persist::{InterfaceInfo, VolumeInfo, VolumeSpec};
@@ -228,6 +230,30 @@ pub(crate) fn tag_specs(kinds: &[ResourceType], tags: &[(String, String)]) -> Op
     })
 }
 
+/// TCP ingress on one port from one IPv4 CIDR.
+fn tcp_from(port: i32, cidr: &str) -> IpPermission {
+    IpPermission::builder()
+        .ip_protocol("tcp")
+        .from_port(port)
+        .to_port(port)
+        .ip_ranges(IpRange::builder().cidr_ip(cidr).build())
+        .build()
+}
+
+/// The (port, CIDR) pairs of a group's single-port TCP rules from IPv4 ranges.
+fn tcp_cidr_rules(perms: &[IpPermission]) -> BTreeSet<(i32, String)> {
+    perms
+        .iter()
+        .filter(|p| p.ip_protocol() == Some("tcp") && p.from_port().is_some() && p.from_port() == p.to_port())
+        .flat_map(|p| {
+            let port = p.from_port().unwrap_or_default();
+            p.ip_ranges()
+                .iter()
+                .filter_map(move |r| r.cidr_ip().map(|c| (port, c.to_string())))
+        })
+        .collect()
+}
+
 pub(crate) fn filter(name: &str, values: &[&str]) -> Filter {
     Filter::builder()
         .name(name)
@@ -432,193 +458,6 @@ impl Ec2 {
     // -----------------------------------------------------------------------------------------
     // Networks
     // -----------------------------------------------------------------------------------------
-
-    /// Creates the VPC and everything in it, recording each id in `net` as it goes.
-    pub async fn create_network(&self, spec: &NetworkSpec, net: &mut Network, timeout: Duration) -> Result<()> {
-        let name_tags = |suffix: &str| {
-            let mut t = spec.tags.clone();
-            t.retain(|(k, _)| k != "Name");
-            t.push(("Name".to_string(), format!("{}-{suffix}", spec.name)));
-            t
-        };
-        let vpc = self
-            .client
-            .create_vpc()
-            .cidr_block(&spec.cidr_block)
-            .set_tag_specifications(tag_specs(&[ResourceType::Vpc], &name_tags("vpc")))
-            .send()
-            .await
-            .map_err(|e| self.err("creating VPC", &e))?;
-        net.vpc_id = vpc.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_string();
-        for attr in ["hostnames", "support"] {
-            let mut req = self.client.modify_vpc_attribute().vpc_id(&net.vpc_id);
-            let yes = AttributeBooleanValue::builder().value(true).build();
-            req = if attr == "hostnames" {
-                req.enable_dns_hostnames(yes)
-            } else {
-                req.enable_dns_support(yes)
-            };
-            req.send().await.map_err(|e| self.err("enabling DNS in VPC", &e))?;
-        }
-
-        let igw = self
-            .client
-            .create_internet_gateway()
-            .set_tag_specifications(tag_specs(&[ResourceType::InternetGateway], &name_tags("igw")))
-            .send()
-            .await
-            .map_err(|e| self.err("creating internet gateway", &e))?;
-        net.internet_gateway_id = igw
-            .internet_gateway()
-            .and_then(|g| g.internet_gateway_id())
-            .unwrap_or_default()
-            .to_string();
-        self.client
-            .attach_internet_gateway()
-            .internet_gateway_id(&net.internet_gateway_id)
-            .vpc_id(&net.vpc_id)
-            .send()
-            .await
-            .map_err(|e| self.err("attaching internet gateway", &e))?;
-
-        for (i, az) in spec.availability_zones.iter().enumerate() {
-            let (public_cidr, private_cidr) = network_cidrs(&spec.cidr_block, i as u32).ok_or_else(|| {
-                AwsError::new(
-                    self.ctx("planning subnets"),
-                    None,
-                    format!("{} has no room for zone {}", spec.cidr_block, i + 1),
-                )
-            })?;
-            for (public, cidr) in [(true, public_cidr), (false, private_cidr)] {
-                let label = format!("{}-{az}", if public { "public" } else { "private" });
-                let out = self
-                    .client
-                    .create_subnet()
-                    .vpc_id(&net.vpc_id)
-                    .cidr_block(&cidr)
-                    .availability_zone(az)
-                    .set_tag_specifications(tag_specs(&[ResourceType::Subnet], &name_tags(&label)))
-                    .send()
-                    .await
-                    .map_err(|e| self.err(&format!("creating subnet {cidr} in {az}"), &e))?;
-                let id = out.subnet().and_then(|s| s.subnet_id()).unwrap_or_default().to_string();
-                if public {
-                    net.public_subnets.push((az.clone(), id));
-                } else {
-                    net.private_subnets.push((az.clone(), id));
-                }
-            }
-        }
-
-        net.public_route_table_id = self.route_table(&net.vpc_id, &name_tags("public")).await?;
-        self.client
-            .create_route()
-            .route_table_id(&net.public_route_table_id)
-            .destination_cidr_block("0.0.0.0/0")
-            .gateway_id(&net.internet_gateway_id)
-            .send()
-            .await
-            .map_err(|e| self.err("adding the internet route", &e))?;
-        for (_, subnet) in &net.public_subnets {
-            self.associate(&net.public_route_table_id, subnet).await?;
-        }
-        net.private_route_table_id = self.route_table(&net.vpc_id, &name_tags("private")).await?;
-        for (_, subnet) in &net.private_subnets {
-            self.associate(&net.private_route_table_id, subnet).await?;
-        }
-
-        if spec.nat_gateway {
-            let eip = self
-                .client
-                .allocate_address()
-                .domain(DomainType::Vpc)
-                .set_tag_specifications(tag_specs(&[ResourceType::ElasticIp], &name_tags("nat")))
-                .send()
-                .await
-                .map_err(|e| self.err("allocating the NAT gateway's address", &e))?;
-            net.eip_allocation_id = eip.allocation_id().map(str::to_string);
-            let subnet = net.public_subnets.first().map(|(_, s)| s.clone()).unwrap_or_default();
-            let nat = self
-                .client
-                .create_nat_gateway()
-                .subnet_id(subnet)
-                .set_allocation_id(net.eip_allocation_id.clone())
-                .set_tag_specifications(tag_specs(&[ResourceType::Natgateway], &name_tags("nat")))
-                .send()
-                .await
-                .map_err(|e| self.err("creating NAT gateway", &e))?;
-            let nat_id = nat
-                .nat_gateway()
-                .and_then(|n| n.nat_gateway_id())
-                .unwrap_or_default()
-                .to_string();
-            net.nat_gateway_id = Some(nat_id.clone());
-            self.wait_nat(&nat_id, "available", timeout).await?;
-            self.client
-                .create_route()
-                .route_table_id(&net.private_route_table_id)
-                .destination_cidr_block("0.0.0.0/0")
-                .nat_gateway_id(&nat_id)
-                .send()
-                .await
-                .map_err(|e| self.err("adding the NAT route", &e))?;
-        }
-
-        if spec.s3_endpoint {
-            let out = self
-                .client
-                .create_vpc_endpoint()
-                .vpc_id(&net.vpc_id)
-                .vpc_endpoint_type(VpcEndpointType::Gateway)
-                .service_name(format!("com.amazonaws.{}.s3", self.region))
-                .route_table_ids(&net.private_route_table_id)
-                .route_table_ids(&net.public_route_table_id)
-                .set_tag_specifications(tag_specs(&[ResourceType::VpcEndpoint], &name_tags("s3")))
-                .send()
-                .await
-                .map_err(|e| self.err("creating the S3 gateway endpoint", &e))?;
-            net.s3_endpoint_id = out.vpc_endpoint().and_then(|v| v.vpc_endpoint_id()).map(str::to_string);
-        }
-
-        net.security_group_id = self
-            .ensure_security_group(
-                &format!("{}-cluster", spec.name),
-                "hpcforge cluster nodes: all traffic between members (EFA needs it)",
-                &net.vpc_id,
-                &[],
-                &name_tags("cluster"),
-            )
-            .await?;
-        self.allow_self(&net.security_group_id).await?;
-        Ok(())
-    }
-
-    async fn route_table(&self, vpc_id: &str, tags: &[(String, String)]) -> Result<String> {
-        let out = self
-            .client
-            .create_route_table()
-            .vpc_id(vpc_id)
-            .set_tag_specifications(tag_specs(&[ResourceType::RouteTable], tags))
-            .send()
-            .await
-            .map_err(|e| self.err("creating route table", &e))?;
-        Ok(out
-            .route_table()
-            .and_then(|r| r.route_table_id())
-            .unwrap_or_default()
-            .to_string())
-    }
-
-    async fn associate(&self, route_table: &str, subnet: &str) -> Result<()> {
-        self.client
-            .associate_route_table()
-            .route_table_id(route_table)
-            .subnet_id(subnet)
-            .send()
-            .await
-            .map_err(|e| self.err("associating route table", &e))?;
-        Ok(())
-    }
 
     /// Removes a route table's subnet associations (it cannot be deleted while it has any).
     async fn disassociate_all(&self, route_table: &str) -> Result<()> {
@@ -987,8 +826,10 @@ impl Ec2 {
     // Security groups
     // -----------------------------------------------------------------------------------------
 
-    /// The security group with this name in the VPC, created if missing, with TCP ingress from
-    /// the given (port, CIDR) pairs. Never opens anything to 0.0.0.0/0 by itself.
+    /// The security group with this name in the VPC, created if missing, whose single-port TCP
+    /// ingress from CIDRs is exactly `ingress`: pairs no longer listed are revoked, new ones
+    /// authorized; other kinds of rules (e.g. [`Ec2::allow_self`]) are left as they are. Never
+    /// opens anything to 0.0.0.0/0 by itself.
     pub async fn ensure_security_group(
         &self,
         name: &str,
@@ -1005,9 +846,12 @@ impl Ec2 {
             .send()
             .await
             .map_err(|e| self.err("looking up security group", &e))?;
-        let id = match existing.security_groups().first().and_then(|g| g.group_id()) {
-            Some(id) => id.to_string(),
-            None => {
+        let (id, current) = match existing.security_groups().first() {
+            Some(group) if group.group_id().is_some() => (
+                group.group_id().unwrap_or_default().to_string(),
+                tcp_cidr_rules(group.ip_permissions()),
+            ),
+            _ => {
                 let out = self
                     .client
                     .create_security_group()
@@ -1018,17 +862,15 @@ impl Ec2 {
                     .send()
                     .await
                     .map_err(|e| self.err(&format!("creating security group {name}"), &e))?;
-                out.group_id().unwrap_or_default().to_string()
+                (out.group_id().unwrap_or_default().to_string(), BTreeSet::new())
             }
         };
-        for (port, cidr) in ingress {
-            let perm = IpPermission::builder()
-                .ip_protocol("tcp")
-                .from_port(*port)
-                .to_port(*port)
-                .ip_ranges(IpRange::builder().cidr_ip(cidr).build())
-                .build();
-            self.authorize(&id, perm).await?;
+        let wanted: BTreeSet<(i32, String)> = ingress.iter().cloned().collect();
+        for (port, cidr) in current.difference(&wanted) {
+            self.revoke(&id, tcp_from(*port, cidr)).await?;
+        }
+        for (port, cidr) in wanted.difference(&current) {
+            self.authorize(&id, tcp_from(*port, cidr)).await?;
         }
         Ok(id)
     }
@@ -1052,6 +894,22 @@ impl Ec2 {
             Err(e) => self
                 .err("allowing egress within the group", &e)
                 .or_ok_if(&["InvalidPermission.Duplicate"], ()),
+        }
+    }
+
+    async fn revoke(&self, group_id: &str, perm: IpPermission) -> Result<()> {
+        match self
+            .client
+            .revoke_security_group_ingress()
+            .group_id(group_id)
+            .ip_permissions(perm)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => self
+                .err("revoking a security group rule", &e)
+                .or_ok_if(&["InvalidPermission.NotFound"], ()),
         }
     }
 
