@@ -614,3 +614,51 @@ resource "hpc_lustre_fs" "many" {{
     );
     ws.destroy();
 }
+
+/// The file systems and associations in the emulator.
+fn fsx_counts(emu: &Emulator) -> (usize, usize) {
+    let (_, dras) = emu.fsx("DescribeDataRepositoryAssociations", json!({}));
+    let live = |v: &serde_json::Value| v["Lifecycle"] != "DELETING";
+    (
+        emu.file_systems().iter().filter(|f| live(f)).count(),
+        dras["Associations"]
+            .as_array()
+            .map_or(0, |a| a.iter().filter(|d| live(d)).count()),
+    )
+}
+
+#[test]
+fn a_provider_killed_inside_a_create_leaves_one_file_system_on_rerun() {
+    // Slow enough that the kills land while the provider waits.
+    let emu = Emulator::start_with(&["--fsx-create-delay", "3", "--fsx-update-delay", "3"]);
+    let ws = Workspace::new("lustre-killed", &emu);
+    ws.write(&persistent(&emu.default_subnet(), 1200, REPO_NS1));
+
+    // Killed while the file system is being created, then while its association is.
+    ws.apply_killed_after(&emu, "fsx:CreateFileSystem");
+    assert_eq!(fsx_counts(&emu), (1, 0));
+    ws.apply_killed_after(&emu, "fsx:CreateDataRepositoryAssociation");
+    assert_eq!(fsx_counts(&emu), (1, 1), "the rerun made a second file system");
+
+    ws.apply();
+    assert_eq!(
+        fsx_counts(&emu),
+        (1, 1),
+        "the rerun made a second file system or association"
+    );
+    let id = ws.resource("hpc_lustre_fs.main")["id"].clone();
+    assert_eq!(
+        emu.file_systems()[0]["FileSystemId"],
+        id,
+        "state holds the one file system"
+    );
+    ws.assert_no_changes();
+
+    // Destroyed and made again with the same settings: a new file system, not the old one.
+    ws.destroy();
+    ws.apply();
+    let again = ws.resource("hpc_lustre_fs.main")["id"].clone();
+    assert_ne!(again, id, "the destroyed file system came back");
+    assert_eq!(fsx_counts(&emu), (1, 1));
+    ws.destroy();
+}

@@ -616,8 +616,7 @@ impl Resource for LustreFs {
         let mut tags = clients.tags_all(&spec.tags.clone().unwrap_or_default());
         tags.extend(policy_tags(&req.planned));
         spec.tags = Some(tags);
-        let token = uuid_token();
-        let created = match clients.fsx.create_lustre(&spec, &token).await {
+        let created = match clients.fsx.create_lustre_once(&spec).await {
             Ok(fs) => fs,
             Err(e) => return ApplyOutcome::failed(Value::Null, aws_diag("Cannot create Lustre file system", &e)),
         };
@@ -767,10 +766,6 @@ fn planned_is_checkable(config: &Value) -> bool {
     config.is_wholly_known()
 }
 
-fn uuid_token() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
 async fn read_state(clients: &Clients, id: &str, prior: &Value) -> hpc_aws::Result<Option<Value>> {
     let Some((fs, dras)) = clients.fsx.read_lustre(id).await? else {
         return Ok(None);
@@ -789,10 +784,7 @@ async fn create_repository(
     tags: &[(String, String)],
     timeout: Duration,
 ) -> hpc_aws::Result<()> {
-    let dra = clients
-        .fsx
-        .create_data_repository(fs_id, repo, &uuid_token(), tags)
-        .await?;
+    let dra = clients.fsx.create_data_repository_once(fs_id, repo, tags).await?;
     or_stop(
         ctx,
         "creating data repository association",

@@ -22,6 +22,8 @@ use aws_sdk_fsx::Client;
 
 pub use rules::{DataRepositorySpec, LogSpec, LustreSpec, MetadataSpec, RootSquashSpec};
 
+use sha2::{Digest, Sha256};
+
 use crate::error::{AwsError, Result};
 use crate::view::Views;
 use crate::wait::{self, Backoff, Poll};
@@ -30,6 +32,17 @@ const FS_NOT_FOUND: &[&str] = &["FileSystemNotFound"];
 const DRA_NOT_FOUND: &[&str] = &["DataRepositoryAssociationNotFound"];
 
 /// A Lustre file system as FSx reports it.
+/// How many destroyed file systems of identical settings a create steps over.
+const MAX_CREATE_ATTEMPTS: u32 = 64;
+
+/// The ClientRequestToken of a create: a digest of everything the request carries (`request`'s
+/// Debug form: settings and tags) and the attempt number; at most 63 characters, as FSx requires.
+pub fn create_token(request: &impl std::fmt::Debug, attempt: u32) -> String {
+    let digest = Sha256::digest(format!("{request:?}").as_bytes());
+    let hex: String = digest.iter().take(20).map(|b| format!("{b:02x}")).collect();
+    format!("hpc-{hex}-{attempt}")
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct LustreFileSystem {
     pub id: String,
@@ -350,6 +363,25 @@ impl Fsx {
         }
     }
 
+    /// Creates a Lustre file system (not waiting for it), idempotently across processes: FSx
+    /// answers a CreateFileSystem whose ClientRequestToken it has seen with the file system that
+    /// token made, so the token is derived from the request ([`create_token`]) and a create
+    /// killed at any point and run again finds the file system the first run started. A token
+    /// whose file system is being deleted or failed (one destroyed earlier with the same
+    /// settings) moves on to the token of the next attempt number.
+    pub async fn create_lustre_once(&self, spec: &LustreSpec) -> Result<LustreFileSystem> {
+        let mut attempt = 1;
+        loop {
+            let fs = self.create_lustre(spec, &create_token(spec, attempt)).await?;
+            let spent = matches!(fs.lifecycle.as_str(), "DELETING" | "DELETED" | "FAILED");
+            if !spent || attempt >= MAX_CREATE_ATTEMPTS {
+                return Ok(fs);
+            }
+            tracing::info!(file_system = %fs.id, lifecycle = %fs.lifecycle, attempt, "create token already spent, trying the next");
+            attempt += 1;
+        }
+    }
+
     /// Creates a Lustre file system (not waiting for it). `token` makes retries idempotent.
     pub async fn create_lustre(&self, spec: &LustreSpec, token: &str) -> Result<LustreFileSystem> {
         let _changing = self.views.changing();
@@ -625,6 +657,27 @@ impl Fsx {
             }
         }
         Ok(out)
+    }
+
+    /// Like [`Fsx::create_lustre_once`], an association: the token is derived from the file
+    /// system and the association's settings, and one being deleted or failed (removed earlier
+    /// with the same settings) moves on to the next attempt's token.
+    pub async fn create_data_repository_once(
+        &self,
+        fs_id: &str,
+        spec: &DataRepositorySpec,
+        tags: &[(String, String)],
+    ) -> Result<DataRepositoryAssociation> {
+        let mut attempt = 1;
+        loop {
+            let token = create_token(&(fs_id, spec, tags), attempt);
+            let dra = self.create_data_repository(fs_id, spec, &token, tags).await?;
+            let spent = matches!(dra.lifecycle.as_str(), "DELETING" | "FAILED");
+            if !spent || attempt >= MAX_CREATE_ATTEMPTS {
+                return Ok(dra);
+            }
+            attempt += 1;
+        }
     }
 
     pub async fn create_data_repository(
