@@ -90,6 +90,7 @@ def main(argv: list[str]) -> int:
     import ebs
     import ec2
     import fsx
+    import secrets_manager
     from config import CONFIG
     from faults import FAULTS
     from middleware import EmulatorMiddleware
@@ -108,6 +109,7 @@ def main(argv: list[str]) -> int:
     fsx.install()
     ec2.install()
     ebs.install()
+    secrets_manager.install()
     app = EmulatorMiddleware(DomainDispatcherApplication(create_backend_app))
     manager = None
     if args.boot_instances:

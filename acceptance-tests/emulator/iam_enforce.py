@@ -8,9 +8,19 @@ Allow whose Action and Resource match, else the call is denied as AWS denies it
 ``AccessDenied`` for query and REST services), naming the principal and the action.
 Every other caller (the tests, the provider run by a user) stays unrestricted.
 
-Limits: Condition blocks are not evaluated (a statement with conditions applies as if they
-held); the Resource is known for SSM parameters and Secrets Manager secrets, and for every
-other action any Resource pattern matches.
+A call is one or more checks (:class:`Check`: action, resource, condition context), as AWS
+makes them: TerminateInstances is checked per instance, with the instance's tags as
+``aws:ResourceTag/<key>`` (and ``ec2:ResourceTag/<key>``); RunInstances and CreateFleet also
+need ``ec2:CreateTags`` with ``ec2:CreateAction`` when they tag what they launch (in the
+request or through its launch templates), and ``iam:PassRole`` on the role of every instance
+profile they launch with (``iam:PassedToService`` = ``ec2.amazonaws.com``); a plain CreateTags
+is checked per resource with its tags and the request's ``aws:RequestTag/<key>``.
+Condition blocks are evaluated against that context with the String*, Arn* and Bool operators
+(``...IfExists`` too); a statement using another operator does not apply.
+
+Limits: the Resource is known for SSM parameters, Secrets Manager secrets, the instances of
+TerminateInstances and CreateTags and the roles of PassRole; for every other action any
+Resource pattern matches.
 """
 
 from __future__ import annotations
@@ -123,16 +133,61 @@ def _listed(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else list(value or [])
 
 
-def _matches(patterns: list[str], value: str) -> bool:
+def _matches(patterns: list[str], value: str, ignore_case: bool = True) -> bool:
     for pattern in patterns:
         regex = "^" + re.escape(pattern).replace(r"\*", ".*").replace(r"\?", ".") + "$"
-        if re.match(regex, value, re.IGNORECASE):
+        if re.match(regex, value, re.IGNORECASE if ignore_case else 0):
             return True
     return False
 
 
-def decide(documents: list[dict[str, Any]], action: str, resource: str | None) -> bool:
-    """True when the policies allow ``action`` on ``resource`` (None: any Resource matches)."""
+@dataclass(frozen=True)
+class Check:
+    """One authorization AWS makes for a call: ``action`` on ``resource`` (None: any Resource
+    pattern matches) with the condition keys of ``context`` (names in lower case)."""
+
+    action: str
+    resource: str | None = None
+    context: tuple[tuple[str, str], ...] = ()
+
+
+def _condition_holds(operator: str, key: str, wanted: Any, context: dict[str, str]) -> bool:
+    base = operator[: -len("IfExists")] if operator.endswith("IfExists") else operator
+    value = context.get(key.lower())
+    if value is None:
+        # AWS: a missing key satisfies ...IfExists and the negated operators, nothing else.
+        return operator.endswith("IfExists") or "Not" in base
+    wanted = [str(w) for w in _listed(wanted)]
+    if base in ("StringEquals", "ArnEquals"):
+        return value in wanted
+    if base == "StringEqualsIgnoreCase":
+        return value.lower() in [w.lower() for w in wanted]
+    if base in ("StringLike", "ArnLike"):
+        return _matches(wanted, value, ignore_case=False)
+    if base in ("StringNotEquals", "ArnNotEquals"):
+        return value not in wanted
+    if base in ("StringNotLike", "ArnNotLike"):
+        return not _matches(wanted, value, ignore_case=False)
+    if base == "Bool":
+        return value.lower() in [w.lower() for w in wanted]
+    return False
+
+
+def _conditions_hold(statement: dict[str, Any], context: dict[str, str]) -> bool:
+    conditions = statement.get("Condition") or {}
+    return all(
+        _condition_holds(operator, key, wanted, context)
+        for operator, pairs in conditions.items()
+        for key, wanted in (pairs or {}).items()
+    )
+
+
+def decide(
+    documents: list[dict[str, Any]], action: str, resource: str | None, context: dict[str, str] | None = None
+) -> bool:
+    """True when the policies allow ``action`` on ``resource`` (None: any Resource matches)
+    under the condition keys of ``context``."""
+    context = {k.lower(): v for k, v in (context or {}).items()}
     allowed = False
     for document in documents:
         for statement in _listed_statements(document):
@@ -148,6 +203,8 @@ def decide(documents: list[dict[str, Any]], action: str, resource: str | None) -
                         continue
                 elif not _matches(_listed(statement.get("Resource", "*")), resource):
                     continue
+            if not _conditions_hold(statement, context):
+                continue
             if statement.get("Effect") == "Deny":
                 return False
             if statement.get("Effect") == "Allow":
@@ -175,6 +232,104 @@ def resource_of(session: Session, service: str, body: dict[str, Any]) -> str | N
         if isinstance(secret, str):
             return secret if secret.startswith("arn:") else f"{prefix}:secret:{secret}"
     return None
+
+
+# --- the checks of an EC2 call ---------------------------------------------------------------
+
+PASSED_TO = "ec2.amazonaws.com"
+RESOURCE_KINDS = {"i": "instance", "vol": "volume", "eni": "network-interface", "sg": "security-group",
+                  "subnet": "subnet", "vpc": "vpc", "lt": "launch-template", "fleet": "fleet"}
+
+
+def _numbered(form: dict[str, list[str]], pattern: str) -> list[str]:
+    """Values of the form fields whose names match ``pattern`` (a regex), in field order."""
+    regex = re.compile(f"^{pattern}$")
+    return [values[0] for name, values in form.items() if regex.match(name) and values]
+
+
+def _tag_context(tags: dict[str, str], prefix: str) -> list[tuple[str, str]]:
+    return [(f"{prefix}/{key}".lower(), value) for key, value in tags.items()]
+
+
+def _resource_tags(session: Session, resource_id: str) -> dict[str, str]:
+    from moto.ec2.models import ec2_backends
+
+    return dict(ec2_backends[session.account][session.region].tags.get(resource_id, {}))
+
+
+def _resource_arn(session: Session, resource_id: str) -> str:
+    kind = RESOURCE_KINDS.get(resource_id.split("-", 1)[0], "resource")
+    return f"arn:aws:ec2:{session.region}:{session.account}:{kind}/{resource_id}"
+
+
+def _request_tags(form: dict[str, list[str]], prefix: str) -> dict[str, str]:
+    keys = {name[: -len(".Key")]: values[0] for name, values in form.items() if name.startswith(prefix) and name.endswith(".Key")}
+    return {key: (form.get(f"{stem}.Value") or [""])[0] for stem, key in keys.items()}
+
+
+def _launch_templates(session: Session, form: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """The data of the launch template versions a RunInstances or CreateFleet launches from."""
+    from moto.ec2.models import ec2_backends
+
+    backend = ec2_backends[session.account][session.region]
+    specs = [("LaunchTemplate.LaunchTemplateId", "LaunchTemplate.LaunchTemplateName", "LaunchTemplate.Version")]
+    stems = {m.group(1) for name in form for m in [re.match(r"^(LaunchTemplateConfigs\.\d+\.LaunchTemplateSpecification)\.", name)] if m}
+    specs += [(f"{s}.LaunchTemplateId", f"{s}.LaunchTemplateName", f"{s}.Version") for s in sorted(stems)]
+    found = []
+    for id_field, name_field, version_field in specs:
+        template_id, name = (form.get(id_field) or [None])[0], (form.get(name_field) or [None])[0]
+        try:
+            template = backend.get_launch_template(template_id) if template_id else (
+                backend.get_launch_template_by_name(name) if name else None)
+        except Exception:  # an unknown template: EC2 itself answers that
+            template = None
+        if template is None:
+            continue
+        version = (form.get(version_field) or ["$Default"])[0]
+        chosen = template.latest_version() if version == "$Latest" else (
+            template.default_version() if version == "$Default" else template.get_version(int(version)))
+        found.append(chosen.data)
+    return found
+
+
+def _passed_roles(session: Session, profiles: list[dict[str, Any]]) -> list[str]:
+    from moto.iam.models import iam_backends
+
+    iam = iam_backends[session.account]["global"]
+    roles = []
+    for profile in profiles:
+        try:
+            found = iam.get_instance_profile_by_arn(profile["Arn"]) if profile.get("Arn") else iam.get_instance_profile(profile["Name"])
+        except Exception:  # no such profile: EC2 itself refuses the launch
+            continue
+        roles += [role.arn for role in found.roles]
+    return roles
+
+
+def ec2_checks(session: Session, action: str, form: dict[str, list[str]]) -> list[Check]:
+    """The authorization checks of one EC2 call (form fields as parse_qs gives them)."""
+    full = f"ec2:{action}"
+    if action == "TerminateInstances":
+        return [Check(full, _resource_arn(session, i), tuple(_tag_context(_resource_tags(session, i), "aws:ResourceTag")
+                                                            + _tag_context(_resource_tags(session, i), "ec2:ResourceTag")))
+                for i in _numbered(form, r"InstanceId\.\d+")] or [Check(full)]
+    if action == "CreateTags":
+        requested = _tag_context(_request_tags(form, "Tag."), "aws:RequestTag")
+        return [Check(full, _resource_arn(session, r), tuple(_tag_context(_resource_tags(session, r), "aws:ResourceTag") + requested))
+                for r in _numbered(form, r"ResourceId\.\d+")] or [Check(full)]
+    checks = [Check(full)]
+    if action in ("RunInstances", "CreateFleet"):
+        templates = _launch_templates(session, form)
+        tags = _request_tags(form, "TagSpecification.")
+        if tags or any(t.get("TagSpecifications") or t.get("TagSpecification") for t in templates):
+            checks.append(Check("ec2:CreateTags", None, (("ec2:createaction", action),)
+                                + tuple(_tag_context(tags, "aws:RequestTag"))))
+        profiles = [t.get("IamInstanceProfile") or {} for t in templates]
+        profiles.append({"Arn": (form.get("IamInstanceProfile.Arn") or [None])[0],
+                         "Name": (form.get("IamInstanceProfile.Name") or [None])[0]})
+        for role in _passed_roles(session, [p for p in profiles if p.get("Arn") or p.get("Name")]):
+            checks.append(Check("iam:PassRole", role, (("iam:passedtoservice", PASSED_TO),)))
+    return checks
 
 
 def denial(session: Session, action: str, protocol: str) -> FaultError:

@@ -380,12 +380,16 @@ def _authorize(environ: dict[str, Any], call: AwsCall) -> FaultError | None:
     session = iam_enforce.session_of(environ)
     if session is None:
         return None
-    action = f"{call.service}:{call.action}"
-    body = _peek_json(environ) if call.protocol == PROTOCOL_JSON else {}
-    resource = iam_enforce.resource_of(session, call.service, body)
-    if iam_enforce.decide(iam_enforce.role_documents(session), action, resource):
-        return None
-    return iam_enforce.denial(session, action, call.protocol)
+    if call.protocol == PROTOCOL_EC2:
+        checks = iam_enforce.ec2_checks(session, call.action, _form_body(environ))
+    else:
+        body = _peek_json(environ) if call.protocol == PROTOCOL_JSON else {}
+        checks = [iam_enforce.Check(f"{call.service}:{call.action}", iam_enforce.resource_of(session, call.service, body))]
+    documents = iam_enforce.role_documents(session)
+    for check in checks:
+        if not iam_enforce.decide(documents, check.action, check.resource, dict(check.context)):
+            return iam_enforce.denial(session, check.action, call.protocol)
+    return None
 
 
 def _peek_json(environ: dict[str, Any]) -> dict[str, Any]:

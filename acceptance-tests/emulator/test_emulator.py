@@ -895,3 +895,19 @@ def test_calls_report_the_seconds_spent_answering_them(endpoint: str) -> None:
     assert 0 < report["seconds"]["fsx:DescribeFileSystems"] < 10
     control(endpoint, "POST", "/calls/reset")
     assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}}
+
+
+def test_a_secret_scheduled_for_deletion_keeps_its_name_until_restored(endpoint: str) -> None:
+    sm = client(endpoint, "secretsmanager")
+    sm.create_secret(Name="hpcforge/reserved/munge-key", SecretString="one")
+    sm.delete_secret(SecretId="hpcforge/reserved/munge-key", RecoveryWindowInDays=7)
+    with pytest.raises(ClientError) as create:
+        sm.create_secret(Name="hpcforge/reserved/munge-key", SecretString="two")
+    assert error_code(create) == "InvalidRequestException"
+    assert "scheduled for deletion" in str(create.value)
+    with pytest.raises(ClientError) as put:
+        sm.put_secret_value(SecretId="hpcforge/reserved/munge-key", SecretString="two")
+    assert error_code(put) == "InvalidRequestException"
+    sm.restore_secret(SecretId="hpcforge/reserved/munge-key")
+    sm.put_secret_value(SecretId="hpcforge/reserved/munge-key", SecretString="three")
+    assert sm.get_secret_value(SecretId="hpcforge/reserved/munge-key")["SecretString"] == "three"

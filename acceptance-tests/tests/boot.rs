@@ -106,6 +106,8 @@ const MANY_USERS: u32 = 100;
 
 fn config(ami: &str, profile: &str, key: &str, efs: &str, wait: bool) -> String {
     let many = many_users();
+    // node_role() names the role as its instance profile.
+    let role = profile.replace(":instance-profile/", ":role/");
     format!(
         r#"
 resource "hpc_network" "net" {{
@@ -127,6 +129,7 @@ resource "hpc_cluster" "main" {{
     key_name             = "alive"
     allowed_ssh_cidrs    = ["10.0.0.0/16"]
     instance_profile_arn = "{profile}"
+    node_role_arns       = ["{role}"]
   }}
   login_nodes {{
     count         = 1

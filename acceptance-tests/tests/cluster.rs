@@ -475,20 +475,7 @@ fn a_provider_killed_during_cluster_create_leaves_no_duplicates_on_rerun() {
     ]);
     // The head node's launch is slow; the provider dies while it is in flight.
     emu.add_fault(json!({"service": "ec2", "action": "RunInstances", "latency_ms": 2500, "count": 1}));
-    let mut cmd = ws.command(&["apply", "-auto-approve", "-no-color", "-input=false"]);
-    let mut child = cmd.spawn().expect("terraform apply");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while emu.calls().get("ec2:RunInstances").copied().unwrap_or(0) == 0 {
-        assert!(std::time::Instant::now() < deadline, "RunInstances never called");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    // /proc's command name is cut to 15 characters.
-    assert!(
-        acceptance_tests::kill_children(child.id(), "terraform-provi") >= 1,
-        "the provider process was killed"
-    );
-    let status = child.wait().expect("terraform exits");
-    assert!(!status.success(), "the interrupted apply fails");
+    ws.apply_killed_after(&emu, "ec2:RunInstances");
     std::thread::sleep(std::time::Duration::from_millis(3000)); // the slow launch lands in EC2 anyway
     emu.clear_faults();
 
@@ -1072,4 +1059,202 @@ fn a_thousand_users_with_two_keys_each_publish_in_shards() {
     );
     ws.destroy();
     assert!(ssm_parameters(&emu).is_empty(), "{:?}", ssm_parameters(&emu));
+}
+
+/// The CIDRs the group's ingress rules admit, from DescribeSecurityGroups.
+fn ssh_cidrs(emu: &Emulator, group_name: &str) -> Vec<String> {
+    let xml = emu.ec2(&format!(
+        "Action=DescribeSecurityGroups&Filter.1.Name=group-name&Filter.1.Value.1={group_name}"
+    ));
+    let ingress = xml
+        .split("<ipPermissions>")
+        .nth(1)
+        .and_then(|rest| rest.split("</ipPermissions>").next())
+        .unwrap_or_default();
+    let mut cidrs: Vec<String> = ingress
+        .split("<cidrIp>")
+        .skip(1)
+        .filter_map(|rest| rest.split("</cidrIp>").next())
+        .map(str::to_string)
+        .collect();
+    cidrs.sort();
+    cidrs
+}
+
+#[test]
+fn a_cidr_removed_from_allowed_ssh_cidrs_is_revoked() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("cluster-ssh-revoke", &emu);
+    let with_cidrs = |cidrs: &str| {
+        cluster("").replace(
+            &format!("    ami_id = \"{AMI}\"\n"),
+            &format!("    ami_id = \"{AMI}\"\n    allowed_ssh_cidrs = [{cidrs}]\n"),
+        )
+    };
+    ws.write(&format!(
+        "{}{}",
+        network(),
+        with_cidrs("\"10.20.0.0/16\", \"192.168.7.0/24\"")
+    ));
+    ws.apply();
+    assert_eq!(ssh_cidrs(&emu, "hpc-research-ssh"), ["10.20.0.0/16", "192.168.7.0/24"]);
+
+    ws.write(&format!(
+        "{}{}",
+        network(),
+        with_cidrs("\"10.20.0.0/16\", \"172.16.0.0/12\"")
+    ));
+    ws.apply();
+    assert_eq!(
+        ssh_cidrs(&emu, "hpc-research-ssh"),
+        ["10.20.0.0/16", "172.16.0.0/12"],
+        "the removed CIDR is still admitted"
+    );
+    ws.assert_no_changes();
+
+    ws.write(&format!("{}{}", network(), with_cidrs("")));
+    ws.apply();
+    assert!(ssh_cidrs(&emu, "hpc-research-ssh").is_empty(), "SSH is still open");
+    ws.destroy();
+}
+
+fn describe_secret(emu: &Emulator, id: &str) -> Value {
+    let r = json_call(
+        emu,
+        "secretsmanager",
+        "secretsmanager.DescribeSecret",
+        &json!({ "SecretId": id }),
+    );
+    serde_json::from_str(&r.body).unwrap_or_default()
+}
+
+fn secret_text(emu: &Emulator, id: &str) -> String {
+    let r = json_call(
+        emu,
+        "secretsmanager",
+        "secretsmanager.GetSecretValue",
+        &json!({ "SecretId": id }),
+    );
+    let v: Value = serde_json::from_str(&r.body).unwrap_or_default();
+    v["SecretString"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn secrets_get_new_versions_and_a_cluster_made_again_restores_its_names() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("cluster-secrets", &emu);
+    let external = |password: &str, version: u32| {
+        cluster(&format!(
+            "  accounting {{\n    mode = \"external\"\n    host = \"db.example\"\n    password = \"{password}\"\n    password_version = {version}\n  }}"
+        ))
+    };
+    let munge = "hpcforge/research/munge-key";
+    let db = "hpcforge/research/db-password";
+
+    // The external database password changes: a new version of the same secret.
+    ws.write(&format!("{}{}", network(), external("first-password-1", 1)));
+    ws.apply();
+    let arn = describe_secret(&emu, db)["ARN"].clone();
+    ws.write(&format!("{}{}", network(), external("second-password-2", 2)));
+    ws.apply();
+    assert_eq!(secret_text(&emu, db), "second-password-2");
+    assert_eq!(
+        describe_secret(&emu, db)["ARN"],
+        arn,
+        "the secret was replaced, not versioned"
+    );
+
+    // Destroyed: both secrets are scheduled for deletion (recoverable), not gone.
+    let key_before = secret_value_b64(&emu, munge);
+    ws.destroy();
+    for id in [munge, db] {
+        let d = describe_secret(&emu, id);
+        assert!(d["DeletedDate"].is_number(), "{id} is not scheduled for deletion: {d}");
+    }
+
+    // The same cluster made again: the names are restored (AWS would refuse a new secret
+    // under a name in its recovery window), with a new munge key.
+    ws.apply();
+    for id in [munge, db] {
+        let d = describe_secret(&emu, id);
+        assert!(d["DeletedDate"].is_null(), "{id} is still scheduled for deletion: {d}");
+    }
+    let key_after = secret_value_b64(&emu, munge);
+    assert!(
+        !key_after.is_empty() && key_after != key_before,
+        "the munge key was not renewed"
+    );
+    assert_eq!(secret_text(&emu, db), "second-password-2");
+    ws.assert_no_changes();
+    ws.destroy();
+}
+
+#[test]
+fn a_partition_without_an_instance_profile_launches_with_the_clusters() {
+    let emu = Emulator::start();
+    let created = emu.query(
+        "iam",
+        "2010-05-08",
+        "Action=CreateInstanceProfile&InstanceProfileName=research-nodes",
+    );
+    let profile = acceptance_tests::xml_text(&created, "Arn");
+    assert!(profile.contains(":instance-profile/research-nodes"), "{created}");
+    let ws = Workspace::new("cluster-partition-profile", &emu);
+    let with_profile = cluster("").replace(
+        &format!("    ami_id = \"{AMI}\"\n"),
+        &format!("    ami_id = \"{AMI}\"\n    instance_profile_arn = \"{profile}\"\n"),
+    );
+    ws.write(&format!(
+        "{}{with_profile}{}",
+        network(),
+        partition("cpu", "\"c7i.2xlarge\"", 4, "")
+    ));
+    ws.apply();
+    let lts = ws.resource("hpc_partition.cpu")["launch_template_ids"].clone();
+    let ids: Vec<&str> = lts
+        .as_object()
+        .map(|m| m.values().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(ids.len(), 2, "one launch template per pool: {lts}");
+    for id in ids {
+        let xml = emu.ec2(&format!(
+            "Action=DescribeLaunchTemplateVersions&LaunchTemplateId={id}&Version.1=$Latest"
+        ));
+        assert!(
+            xml.contains(&profile),
+            "launch template {id} has not the cluster's instance profile:\n{xml}"
+        );
+    }
+    ws.assert_no_changes();
+    ws.destroy();
+}
+
+#[test]
+fn a_provider_killed_inside_a_partition_create_leaves_one_of_each_on_rerun() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("partition-killed", &emu);
+    ws.write(&format!("{}{}", network(), cluster("")));
+    ws.apply();
+    let part = partition("gpu", "\"g6e.12xlarge\", \"g6e.48xlarge\"", 4, "  efa_enabled = true");
+    ws.write(&format!("{}{}{part}", network(), cluster("")));
+    ws.apply_killed_after(&emu, "ec2:CreateLaunchTemplate");
+    ws.apply();
+    let templates = emu.ec2("Action=DescribeLaunchTemplates");
+    let names: Vec<&str> = templates
+        .split("<launchTemplateName>")
+        .skip(1)
+        .filter_map(|t| t.split("</launchTemplateName>").next())
+        .filter(|n| n.contains("-gpu-"))
+        .collect();
+    let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+    assert_eq!(names.len(), 4, "two pools x two types: {names:?}");
+    assert_eq!(unique.len(), names.len(), "a launch template twice: {names:?}");
+    let groups = emu.ec2("Action=DescribePlacementGroups");
+    assert_eq!(
+        groups.matches("<groupName>").count(),
+        2,
+        "one placement group per pool: {groups}"
+    );
+    ws.assert_no_changes();
+    ws.destroy();
 }

@@ -218,6 +218,9 @@ pub struct HeadNodeDoc {
     pub key_name: Option<String>,
     pub allowed_ssh_cidrs: Vec<String>,
     pub instance_profile_arn: Option<String>,
+    /// IAM roles the head node may pass to EC2 (empty: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_role_arns: Vec<String>,
     /// GiB of the head's state volume (slurmctld's saved state, the local accounting
     /// database, the agent's own state): it outlives every head node of the cluster.
     #[serde(default)]

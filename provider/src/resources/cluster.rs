@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hpc_aws::ec2::{LaunchTemplateSpec, RootVolume};
+use hpc_aws::secrets::SecretValue;
 use tfplugin::{
     timeouts, ApplyOutcome, Attribute, AttributePath, Block, BlockNesting, CreateRequest, DeleteRequest, Diagnostic,
     Diagnostics, ImportRequest, NestedBlock, PlanRequest, ReadRequest, Resource, Schema, Type, UpdateRequest,
@@ -64,6 +65,9 @@ fn schema() -> Schema {
             .description("Networks allowed to SSH to head and login nodes. Default: none (use SSM Session Manager)."),
         Attribute::optional("instance_profile_arn", Type::String)
             .description("Instance profile of the cluster's nodes; see `instance_profile_policy` for what it needs."),
+        Attribute::optional("node_role_arns", Type::list(Type::String)).description(
+            "IAM roles of the instance profiles nodes launch with (the cluster's, and any partition's own). `instance_profile_policy` then lets the head node pass only these roles, and only to EC2. Default: any role, to EC2 only.",
+        ),
         Attribute::optional("state_volume_size", Type::Number)
             .description(&format!(
                 "GiB of the encrypted gp3 volume that keeps the cluster's state across head nodes \
@@ -108,6 +112,9 @@ fn schema() -> Schema {
             .description("External database password, stored in Secrets Manager by the provider; never kept in state.")
             .sensitive()
             .write_only(),
+        Attribute::optional("password_version", Type::Number).description(
+            "Any number; change it whenever `password` changes. Terraform never compares write-only values between plans, so this is what makes the provider store the new password (as a new version of the same secret).",
+        ),
     ]);
     let login = Block::new(vec![
         Attribute::optional("count", Type::Number)
@@ -305,6 +312,7 @@ fn doc_of(v: &Value, clients_region: &str, munge_arn: &str, password_arn: Option
                 key_name: string(h.attr("key_name")),
                 allowed_ssh_cidrs: strings(h.attr("allowed_ssh_cidrs")).unwrap_or_default(),
                 instance_profile_arn: string(h.attr("instance_profile_arn")),
+                node_role_arns: strings(h.attr("node_role_arns")).unwrap_or_default(),
                 state_volume_size: int(h.attr("state_volume_size")).unwrap_or(head::DEFAULT_STATE_VOLUME_GIB),
                 state_volume_id: string(v.attr("state_volume_id")),
             }
@@ -382,6 +390,16 @@ async fn partitions_fit(clients: &Clients, doc: &ClusterDoc) -> Diagnostics {
     diags
 }
 
+/// `arn:<partition>:iam::<12-digit account>:role/<path and name>`.
+fn looks_like_role_arn(arn: &str) -> bool {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    matches!(parts.as_slice(), ["arn", partition, "iam", "", account, resource]
+        if partition.starts_with("aws")
+            && account.len() == 12
+            && account.chars().all(|c| c.is_ascii_digit())
+            && resource.strip_prefix("role/").is_some_and(|n| !n.is_empty()))
+}
+
 /// Lowercase letters, digits, '_' and '-': what login names and Slurm account names share.
 fn slurm_name(n: &str) -> bool {
     !n.is_empty()
@@ -389,8 +407,15 @@ fn slurm_name(n: &str) -> bool {
             .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_' || ch == '-')
 }
 
-/// The IAM policy the cluster's instance profile needs, scoped to this cluster where EC2 allows.
-fn instance_profile_policy(name: &str) -> String {
+/// The IAM policy the cluster's instance profile needs, scoped to this cluster: its own
+/// parameters and secrets; tags only on what it launches; terminate only instances tagged with
+/// the cluster; pass only `node_roles` (any role when none are named) and only to EC2.
+fn instance_profile_policy(name: &str, node_roles: &[String]) -> String {
+    let pass_roles = if node_roles.is_empty() {
+        serde_json::json!("*")
+    } else {
+        serde_json::json!(node_roles)
+    };
     serde_json::json!({
         "Version": "2012-10-17",
         "Statement": [
@@ -407,24 +432,39 @@ fn instance_profile_policy(name: &str) -> String {
                 "Resource": format!("arn:aws:secretsmanager:*:*:secret:{}/*", desired_state::secrets_prefix(name))
             },
             {
-                "Sid": "LaunchAndStopComputeNodes",
+                "Sid": "LaunchComputeNodes",
                 "Effect": "Allow",
-                "Action": ["ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateTags", "ec2:TerminateInstances",
+                "Action": ["ec2:CreateFleet", "ec2:RunInstances",
                            "ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplates",
                            "ec2:DescribeLaunchTemplateVersions", "ec2:DescribeSubnets", "ec2:DescribeCapacityReservations"],
                 "Resource": "*"
             },
             {
+                "Sid": "TagOnlyWhatItLaunches",
+                "Effect": "Allow",
+                "Action": "ec2:CreateTags",
+                "Resource": "*",
+                "Condition": {"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}}
+            },
+            {
+                "Sid": "TerminateOnlyThisClustersNodes",
+                "Effect": "Allow",
+                "Action": "ec2:TerminateInstances",
+                "Resource": "arn:aws:ec2:*:*:instance/*",
+                "Condition": {"StringEquals": {format!("aws:ResourceTag/{}", tag::CLUSTER): name}}
+            },
+            {
                 "Sid": "PassTheNodeRole",
                 "Effect": "Allow",
                 "Action": "iam:PassRole",
-                "Resource": "*",
+                "Resource": pass_roles,
                 "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
             },
             {
                 "Sid": "LustreReleaseTasks",
                 "Effect": "Allow",
-                "Action": ["fsx:CreateDataRepositoryTask", "fsx:DescribeDataRepositoryTasks", "fsx:DescribeFileSystems"],
+                "Action": ["fsx:CreateDataRepositoryTask", "fsx:DescribeDataRepositoryTasks", "fsx:DescribeFileSystems",
+                           "fsx:DescribeDataRepositoryAssociations"],
                 "Resource": "*"
             }
         ]
@@ -503,6 +543,19 @@ impl Resource for HpcCluster {
                 .at(AttributePath::root("head_node").attr("root_volume_encrypted")),
             );
         }
+        for (i, arn) in strings(head.attr("node_role_arns"))
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            if !looks_like_role_arn(arn) {
+                diags.error_at(
+                    AttributePath::root("head_node").attr("node_role_arns").index(i),
+                    format!("{arn:?} is not an IAM role ARN"),
+                    "Write the role's ARN, e.g. arn:aws:iam::111122223333:role/hpc-nodes (the role, not its instance profile).",
+                );
+            }
+        }
         for (i, cidr) in strings(head.attr("allowed_ssh_cidrs"))
             .unwrap_or_default()
             .iter()
@@ -560,7 +613,7 @@ impl Resource for HpcCluster {
                     );
                 }
             } else if mode == "local" || mode == "none" {
-                for key in ["host", "password", "password_secret_arn"] {
+                for key in ["host", "password", "password_secret_arn", "password_version"] {
                     if !a.attr(key).is_null() {
                         diags.error_at(
                             AttributePath::root("accounting").attr(key),
@@ -698,7 +751,11 @@ impl Resource for HpcCluster {
                 "desired_state_parameter",
                 Value::string(desired_state::cluster_param(&name)),
             );
-            p.set_attr("instance_profile_policy", Value::string(instance_profile_policy(&name)));
+            let roles = strings(p.attr("head_node").attr("node_role_arns")).unwrap_or_default();
+            p.set_attr(
+                "instance_profile_policy",
+                Value::string(instance_profile_policy(&name, &roles)),
+            );
         }
         p.set_attr("estimated_hourly_cost", fixed_cost(p, &clients.price_overrides));
         let munge = string(req.prior.attr("munge_key_secret_arn")).unwrap_or_default();
@@ -1070,7 +1127,7 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
     v.set_attr("wait_for_ready", Value::Bool(true));
     v.set_attr(
         "instance_profile_policy",
-        Value::string(instance_profile_policy(&doc.name)),
+        Value::string(instance_profile_policy(&doc.name, &h.node_role_arns)),
     );
     let list_or_null = |l: &[String]| if l.is_empty() { Value::Null } else { of_list(Some(l)) };
     v.set_attr(
@@ -1087,6 +1144,7 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
                 "instance_profile_arn",
                 convert::of_string(h.instance_profile_arn.clone()),
             ),
+            ("node_role_arns", list_or_null(&h.node_role_arns)),
             (
                 "state_volume_size",
                 Value::int(if h.state_volume_size > 0 {
@@ -1128,6 +1186,7 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
                 ("database", convert::of_string(a.database.clone())),
                 ("password_secret_arn", convert::of_string(external_password)),
                 ("password", Value::Null),
+                ("password_version", Value::Null),
             ]),
         );
     }
@@ -1317,12 +1376,7 @@ async fn store_password(
     };
     clients
         .secrets
-        .delete(&secret)
-        .await
-        .map_err(|e| aws_diag("Cannot replace the database password", &e))?;
-    clients
-        .secrets
-        .put_string(&secret, password, tags)
+        .put(&secret, &SecretValue::Text(password.to_string()), tags)
         .await
         .map(Some)
         .map_err(|e| aws_diag("Cannot store the database password", &e))
@@ -1532,9 +1586,51 @@ mod tests {
 
     #[test]
     fn policy_is_scoped_to_the_cluster() {
-        let p: serde_json::Value = serde_json::from_str(&instance_profile_policy("research")).expect("json");
+        let role = "arn:aws:iam::111122223333:role/hpc-nodes".to_string();
+        let p: serde_json::Value =
+            serde_json::from_str(&instance_profile_policy("research", std::slice::from_ref(&role))).expect("json");
         assert!(p.to_string().contains("parameter/hpcforge/clusters/research/*"));
         assert!(p.to_string().contains("secret:hpcforge/research/*"));
+        let statement = |sid: &str| {
+            p["Statement"]
+                .as_array()
+                .and_then(|s| s.iter().find(|st| st["Sid"] == sid))
+                .cloned()
+                .unwrap_or_else(|| panic!("no statement {sid}: {p}"))
+        };
+        let terminate = statement("TerminateOnlyThisClustersNodes");
+        assert_eq!(
+            terminate["Condition"]["StringEquals"]["aws:ResourceTag/hpcforge:cluster"],
+            "research"
+        );
+        assert_eq!(statement("PassTheNodeRole")["Resource"], serde_json::json!([role]));
+        let tagging = statement("TagOnlyWhatItLaunches");
+        assert_eq!(tagging["Action"], "ec2:CreateTags");
+        assert!(tagging["Condition"]["StringEquals"]["ec2:CreateAction"].is_array());
+        // Nothing else may terminate or tag.
+        let unscoped: Vec<&serde_json::Value> = p["Statement"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|st| st["Condition"].is_null())
+            .filter(|st| {
+                st["Action"].to_string().contains("Terminate") || st["Action"].to_string().contains("CreateTags")
+            })
+            .collect();
+        assert!(unscoped.is_empty(), "{unscoped:?}");
+        let any: serde_json::Value = serde_json::from_str(&instance_profile_policy("research", &[])).expect("json");
+        assert!(any.to_string().contains(r#""Resource":"*""#));
+    }
+
+    #[test]
+    fn role_arns_are_checked() {
+        assert!(looks_like_role_arn("arn:aws:iam::111122223333:role/hpc-nodes"));
+        assert!(looks_like_role_arn("arn:aws-us-gov:iam::111122223333:role/path/hpc"));
+        assert!(!looks_like_role_arn(
+            "arn:aws:iam::111122223333:instance-profile/hpc-nodes"
+        ));
+        assert!(!looks_like_role_arn("arn:aws:iam::1111:role/x"));
+        assert!(!looks_like_role_arn("hpc-nodes"));
     }
 
     #[test]

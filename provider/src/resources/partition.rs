@@ -88,7 +88,7 @@ fn schema() -> Schema {
                 .description("Root volume GiB (gp3, encrypted). Default 100.")
                 .default(Value::int(100)),
             Attribute::optional("instance_profile_arn", Type::String)
-                .description("Instance profile of compute nodes. Default: the cluster's."),
+                .description("Instance profile of compute nodes. Default: the cluster's (`hpc_cluster.head_node.instance_profile_arn`), as it is when the partition's launch templates are written."),
             Attribute::optional("user_data_extra", Type::String)
                 .description("Shell commands appended to the nodes' boot script."),
             Attribute::optional("max_time", Type::String).description("Slurm MaxTime, e.g. `2-00:00:00` or `UNLIMITED`."),
@@ -1209,7 +1209,8 @@ async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome
                     instance_type: Some(t.clone()),
                     key_name: None,
                     security_group_ids: pool_security_groups(&cdoc, pool, region != clients.aws.region),
-                    instance_profile_arn: string(planned.attr("instance_profile_arn")),
+                    instance_profile_arn: string(planned.attr("instance_profile_arn"))
+                        .or_else(|| cdoc.head_node.instance_profile_arn.clone()),
                     // The desired state lives in the cluster's home region, wherever the pool is.
                     user_data: Some(desired_state::boot::user_data(
                         Role::Compute,

@@ -1,0 +1,89 @@
+"""Instance-credential authorization: conditions and the checks of EC2 calls (iam_enforce)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+from iam_enforce import Check, Session, decide, ec2_checks
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+SESSION = Session(ACCOUNT, REGION, f"arn:aws:iam::{ACCOUNT}:role/nodes", "nodes", "i-head", "AKIA", "s", "t", 0.0)
+
+# What hpc_cluster.instance_profile_policy grants for EC2, in the shape the provider writes it.
+POLICY = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {"Effect": "Allow", "Action": ["ec2:CreateFleet", "ec2:RunInstances", "ec2:DescribeInstances"], "Resource": "*"},
+        {"Effect": "Allow", "Action": "ec2:CreateTags", "Resource": "*",
+         "Condition": {"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}}},
+        {"Effect": "Allow", "Action": "ec2:TerminateInstances", "Resource": "arn:aws:ec2:*:*:instance/*",
+         "Condition": {"StringEquals": {"aws:ResourceTag/hpcforge:cluster": "research"}}},
+        {"Effect": "Allow", "Action": "iam:PassRole", "Resource": f"arn:aws:iam::{ACCOUNT}:role/nodes",
+         "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
+    ],
+}
+
+
+def allowed(check: Check) -> bool:
+    return decide([POLICY], check.action, check.resource, dict(check.context))
+
+
+def form(**fields: str) -> dict[str, list[str]]:
+    return {name.replace("__", "."): [value] for name, value in fields.items()}
+
+
+def test_conditions_decide_whether_a_statement_applies() -> None:
+    terminate = "arn:aws:ec2:us-east-1:1:instance/i-1"
+    assert decide([POLICY], "ec2:TerminateInstances", terminate, {"aws:ResourceTag/hpcforge:cluster": "research"})
+    assert not decide([POLICY], "ec2:TerminateInstances", terminate, {"aws:ResourceTag/hpcforge:cluster": "teaching"})
+    assert not decide([POLICY], "ec2:TerminateInstances", terminate, {})
+    assert not decide([POLICY], "ec2:CreateTags", None, {})
+    assert decide([POLICY], "ec2:CreateTags", None, {"ec2:CreateAction": "CreateFleet"})
+    negated = {"Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*",
+                              "Condition": {"StringNotEquals": {"aws:ResourceTag/team": "x"}, "StringLike": {"aws:RequestTag/k": "a*"}}}]}
+    assert decide([negated], "s3:GetObject", None, {"aws:RequestTag/k": "abc"})
+    assert not decide([negated], "s3:GetObject", None, {"aws:RequestTag/k": "ABC"})
+    unknown = {"Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"NumericLessThan": {"k": "1"}}}]}
+    assert not decide([unknown], "ec2:DescribeInstances", None, {"k": "0"})
+
+
+def _launch(ec2: Any, tags: dict[str, str]) -> str:
+    reservation = ec2.run_instances(ImageId="ami-03cf127a", MinCount=1, MaxCount=1, TagSpecifications=[
+        {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}])
+    return reservation["Instances"][0]["InstanceId"]
+
+
+@mock_aws
+def test_terminate_create_tags_and_launches_are_checked_as_aws_checks_them() -> None:
+    ec2 = boto3.client("ec2", region_name=REGION)
+    iam = boto3.client("iam", region_name=REGION)
+    ours = _launch(ec2, {"hpcforge:cluster": "research"})
+    theirs = _launch(ec2, {"hpcforge:cluster": "teaching"})
+
+    assert all(allowed(c) for c in ec2_checks(SESSION, "TerminateInstances", form(InstanceId__1=ours)))
+    mixed = ec2_checks(SESSION, "TerminateInstances", form(InstanceId__1=ours, InstanceId__2=theirs))
+    assert [allowed(c) for c in mixed] == [True, False]
+    assert not any(allowed(c) for c in ec2_checks(SESSION, "CreateTags", form(ResourceId__1=ours, Tag__1__Key="a", Tag__1__Value="b")))
+
+    trust = {"Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+    for name in ("nodes", "admin"):
+        iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))
+        iam.create_instance_profile(InstanceProfileName=name)
+        iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
+    arn = {name: iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]["Arn"] for name in ("nodes", "admin")}
+    for name in ("nodes", "admin"):
+        ec2.create_launch_template(LaunchTemplateName=f"lt-{name}", LaunchTemplateData={
+            "ImageId": "ami-03cf127a", "IamInstanceProfile": {"Arn": arn[name]},
+            "TagSpecifications": [{"ResourceType": "instance", "Tags": [{"Key": "hpcforge:cluster", "Value": "research"}]}]})
+    fleet = ec2_checks(SESSION, "CreateFleet", form(LaunchTemplateConfigs__1__LaunchTemplateSpecification__LaunchTemplateName="lt-nodes",
+                                                    LaunchTemplateConfigs__1__LaunchTemplateSpecification__Version="$Latest"))
+    assert [c.action for c in fleet] == ["ec2:CreateFleet", "ec2:CreateTags", "iam:PassRole"], fleet
+    assert all(allowed(c) for c in fleet), fleet
+    admin = ec2_checks(SESSION, "RunInstances", form(LaunchTemplate__LaunchTemplateName="lt-admin"))
+    denied = [c for c in admin if not allowed(c)]
+    assert [c.action for c in denied] == ["iam:PassRole"] and denied[0].resource.endswith(":role/admin"), admin
