@@ -99,7 +99,7 @@ fn bad_clusters_and_partitions_are_rejected_when_validated() {
             "password_secret_arn",
             "external accounting needs a password",
         ),
-        (cluster("low_uid", "  user {\n    name = \"alice\"\n    uid = 500\n  }"), "hpc_cluster.low_uid".into(), "uid", "outside 1000-60000"),
+        (cluster("low_uid", "  user {\n    name = \"alice\"\n    uid = 500\n  }"), "hpc_cluster.low_uid".into(), "uid", "outside 1001-60000"),
         (
             cluster("dup_user", "  user {\n    name = \"alice\"\n    uid = 2001\n  }\n  user {\n    name = \"alice\"\n    uid = 2002\n  }"),
             "hpc_cluster.dup_user".into(),
@@ -142,8 +142,80 @@ fn bad_clusters_and_partitions_are_rejected_when_validated() {
             "capacity_reservation_id",
             "a spot pool cannot launch into a capacity reservation",
         ),
+        // Values AWS, the image or Slurm would refuse after the plan.
+        (cluster("uid_1000", "  user {\n    name = \"alice\"\n    uid = 1000\n  }"), "hpc_cluster.uid_1000".into(), "uid", "outside 1001-60000"),
+        (cluster("root_user", "  user {\n    name = \"slurm\"\n    uid = 2001\n  }"), "hpc_cluster.root_user".into(), "name", "is a system account's name"),
+        (
+            cluster("same_uid", "  user {\n    name = \"alice\"\n    uid = 2001\n  }\n  user {\n    name = \"bob\"\n    uid = 2001\n  }"),
+            "hpc_cluster.same_uid".into(),
+            "uid",
+            "is also alice's",
+        ),
+        (cluster("low_gid", "  user {\n    name = \"alice\"\n    uid = 2001\n    gid = 0\n  }"), "hpc_cluster.low_gid".into(), "gid", "outside 1001-60000"),
+        (
+            cluster("wide_ssh", "").replace("    ami_id", "    allowed_ssh_cidrs = [\"0.0.0.0/1\"]\n    ami_id"),
+            "hpc_cluster.wide_ssh".into(),
+            "allowed_ssh_cidrs",
+            "SSH from the whole internet is not allowed",
+        ),
+        (
+            cluster("host_bits", "").replace("    ami_id", "    allowed_ssh_cidrs = [\"10.1.2.3/16\"]\n    ami_id"),
+            "hpc_cluster.host_bits".into(),
+            "allowed_ssh_cidrs",
+            "10.1.0.0/16",
+        ),
+        (
+            cluster("tiny_root", "").replace("    ami_id", "    root_volume_size = 4\n    ami_id"),
+            "hpc_cluster.tiny_root".into(),
+            "root_volume_size",
+            "a root volume of 4 GiB is not possible",
+        ),
+        (
+            cluster("io2_root", "").replace("    ami_id", "    root_volume_type = \"io2\"\n    ami_id"),
+            "hpc_cluster.io2_root".into(),
+            "root_volume_type",
+            "Use gp3 (the default) or gp2",
+        ),
+        (
+            cluster("role_not_profile", "").replace("    ami_id", "    instance_profile_arn = \"arn:aws:iam::111122223333:role/nodes\"\n    ami_id"),
+            "hpc_cluster.role_not_profile".into(),
+            "instance_profile_arn",
+            "This is a role's ARN",
+        ),
+        (cluster("aws_tag", "  tags = { \"aws:owner\" = \"me\" }"), "hpc_cluster.aws_tag".into(), "tags", "is reserved"),
+        (cluster("fast_idle", "  slurm {\n    scaledown_idletime = \"5s\"\n  }"), "hpc_cluster.fast_idle".into(), "scaledown_idletime", "Use at least 60s"),
+        (cluster("fast_resume", "  slurm {\n    resume_timeout = \"30s\"\n  }"), "hpc_cluster.fast_resume".into(), "resume_timeout", "Use at least 120s"),
+        (
+            cluster("bad_port", "  accounting {\n    mode = \"external\"\n    host = \"db.example\"\n    port = 70000\n    password_secret_arn = \"arn:aws:secretsmanager:us-east-1:111122223333:secret:db\"\n  }"),
+            "hpc_cluster.bad_port".into(),
+            "port",
+            "is not a TCP port",
+        ),
+        (cluster("minus_login", "  login_nodes {\n    count = -1\n  }"), "hpc_cluster.minus_login".into(), "count", "is negative"),
+        (
+            cluster("home_mount", "  storage {\n    lustre_id = \"fs-0123456789abcdef0\"\n    dns_name = \"fs.example\"\n    mount_name = \"abc\"\n    mount_point = \"/home\"\n  }"),
+            "hpc_cluster.home_mount".into(),
+            "mount_point",
+            "cannot be a mount point",
+        ),
+        (partition("tiny_proot", "  root_volume_size = 0"), "hpc_partition.tiny_proot".into(), "root_volume_size", "a root volume of 0 GiB"),
+        (partition("hpc_tag", "  tags = { \"hpcforge:partition\" = \"x\" }"), "hpc_partition.hpc_tag".into(), "tags", "is reserved"),
+        (partition("fast_provision", "  provision_timeout = \"10s\""), "hpc_partition.fast_provision".into(), "provision_timeout", "Use at least 60s"),
+        (partition("minus_tier", "  priority_tier = -2"), "hpc_partition.minus_tier".into(), "priority_tier", "is negative"),
+        (
+            partition("big_user_data", &format!("  user_data_extra = \"{}\"", "x".repeat(13 * 1024))),
+            "hpc_partition.big_user_data".into(),
+            "user_data_extra",
+            "user_data_extra has 13312 bytes",
+        ),
+        (
+            partition("bad_pool_sg", &pool("    security_group_ids = [\"default\"]")),
+            "hpc_partition.bad_pool_sg".into(),
+            "security_group_ids",
+            "is not a security group id",
+        ),
     ];
-    assert!(resources.len() >= 20);
+    assert!(resources.len() >= 45);
     ws.write(
         &resources
             .iter()

@@ -142,6 +142,11 @@ resource "hpc_network" "bad" {
   cidr_block         = "10.0.0.0/8"
   availability_zones = ["us-east-1a", "us-east-1a"]
 }
+resource "hpc_network" "small" {
+  name       = "small"
+  cidr_block = "10.0.0.0/23"
+  tags       = { "aws:team" = "hpc" }
+}
 "#,
     );
     emu.reset_calls();
@@ -152,6 +157,8 @@ resource "hpc_network" "bad" {
         "name \"Research Lab\" is not valid",
         "cidr_block \"10.0.0.0/8\" is not a usable IPv4 range",
         "availability_zones must list 1 to 6 different zones",
+        "cidr_block \"10.0.0.0/23\" is not a usable IPv4 range",
+        "the tag key \"aws:team\" is reserved",
     ] {
         assert!(text.contains(phrase), "missing {phrase:?}:\n{text}");
     }

@@ -23,6 +23,7 @@ use crate::pricing;
 use crate::provider::Clients;
 use crate::resources::{aws_diag, image_release, or_stop, valid_name};
 
+mod checks;
 mod head;
 
 pub struct HpcCluster;
@@ -55,7 +56,7 @@ fn schema() -> Schema {
             .description("Root volume GiB. Default 100.")
             .default(Value::int(100)),
         Attribute::optional("root_volume_type", Type::String)
-            .description("`gp3` (default), `gp2`, `io1`, `io2`.")
+            .description("`gp3` (default) or `gp2`.")
             .default(Value::string("gp3")),
         Attribute::optional("root_volume_encrypted", Type::Bool)
             .description("Encrypt the root volume. Default true.")
@@ -561,21 +562,19 @@ impl Resource for HpcCluster {
             .iter()
             .enumerate()
         {
-            let at = AttributePath::root("head_node").attr("allowed_ssh_cidrs").index(i);
-            if cidr == "0.0.0.0/0" || cidr == "::/0" {
-                diags.error_at(
-                    at,
-                    "SSH from the whole internet is not allowed",
-                    "List the networks that need SSH (e.g. your VPN's range), or use SSM Session Manager.",
-                );
-            } else if !looks_like_cidr(cidr) {
-                diags.error_at(
-                    at,
-                    format!("{cidr:?} is not a CIDR block"),
-                    "Use a range like 192.0.2.0/24.",
-                );
-            }
+            checks::ssh_cidr(
+                cidr,
+                AttributePath::root("head_node").attr("allowed_ssh_cidrs").index(i),
+                &mut diags,
+            );
         }
+        checks::head_node(head, &mut diags);
+        checks::tags(c, &mut diags);
+        checks::login_nodes(c.attr("login_nodes"), &mut diags);
+        checks::slurm_timers(c.attr("slurm"), &mut diags);
+        checks::accounting_port(c.attr("accounting"), &mut diags);
+        checks::users(c.attr("user").elements(), &mut diags);
+        checks::mount_points(c.attr("storage").elements(), &mut diags);
         let s = c.attr("slurm");
         for attr in ["scaledown_idletime", "resume_timeout"] {
             if let Some(v) = s.attr(attr).as_str() {
@@ -673,11 +672,11 @@ impl Resource for HpcCluster {
                 );
             }
             if let Some(uid) = int(u.attr("uid")) {
-                if !(1000..=60000).contains(&uid) {
+                if !(checks::FIRST_UID..=checks::LAST_UID).contains(&uid) {
                     diags.error_at(
                         at().attr("uid"),
-                        format!("uid {uid} is outside 1000-60000"),
-                        "System ids below 1000 belong to the image; pick 1000 to 60000.",
+                        format!("uid {uid} is outside {}-{}", checks::FIRST_UID, checks::LAST_UID),
+                        "Ids up to 1000 belong to the image (1000 is its default user's): pick one from that range.",
                     );
                 }
             }
@@ -713,18 +712,6 @@ impl Resource for HpcCluster {
                         AttributePath::root("storage").index(i).attr(attr),
                         format!("storage needs {attr}: nodes mount <dns_name>@tcp:/<mount_name>"),
                         format!("Set {attr} = hpc_lustre_fs.<name>.{attr} (or the file system's own value)."),
-                    );
-                }
-            }
-            if let Some(p) = m.attr("mount_point").as_str() {
-                if !p.starts_with('/')
-                    || p == "/"
-                    || ["/usr", "/etc", "/var", "/proc", "/sys", "/dev", "/boot"].contains(&p)
-                {
-                    diags.error_at(
-                        AttributePath::root("storage").index(i).attr("mount_point"),
-                        format!("{p:?} cannot be a mount point"),
-                        "Use an absolute path of its own, such as /fsx or /scratch.",
                     );
                 }
             }
@@ -1270,14 +1257,6 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
     v
 }
 
-fn looks_like_cidr(s: &str) -> bool {
-    let Some((addr, prefix)) = s.split_once('/') else {
-        return false;
-    };
-    let octets: Vec<&str> = addr.split('.').collect();
-    octets.len() == 4 && octets.iter().all(|o| o.parse::<u8>().is_ok()) && prefix.parse::<u8>().is_ok_and(|p| p <= 32)
-}
-
 fn cluster_tags(state: &Value, name: &str) -> Vec<(String, String)> {
     let mut t = pairs(state.attr("tags_all")).unwrap_or_default();
     t.push((tag::CLUSTER.into(), name.to_string()));
@@ -1635,8 +1614,8 @@ mod tests {
 
     #[test]
     fn cidrs_are_checked() {
-        assert!(looks_like_cidr("192.0.2.0/24"));
-        assert!(!looks_like_cidr("192.0.2.0"));
-        assert!(!looks_like_cidr("300.0.2.0/24"));
+        assert_eq!(checks::parse_cidr("192.0.2.0/24"), Some((0xC000_0200, 24)));
+        assert!(checks::parse_cidr("192.0.2.0").is_none());
+        assert!(checks::parse_cidr("300.0.2.0/24").is_none());
     }
 }

@@ -13,7 +13,7 @@ use tfplugin::{
 
 use crate::convert::{self, boolean, of_map, pairs, string, strings};
 use crate::provider::Clients;
-use crate::resources::{aws_diag, or_stop, valid_name};
+use crate::resources::{aws_diag, checks, or_stop, valid_name};
 
 pub struct HpcNetwork;
 
@@ -32,7 +32,7 @@ fn schema() -> Schema {
                 .description("Name prefix of everything created (lowercase letters, digits, `-`).")
                 .requires_replace(),
             Attribute::optional("cidr_block", Type::String)
-                .description("VPC IPv4 range, /16 to /24. Private subnets get /+3 blocks, public ones /+6.")
+                .description("VPC IPv4 range, /16 to /22 (public subnets get /+6 blocks, and EC2's smallest subnet is a /28). Private subnets get /+3 blocks.")
                 .default(Value::string("10.0.0.0/16"))
                 .requires_replace(),
             Attribute::optional_computed("availability_zones", Type::list(Type::String))
@@ -161,15 +161,16 @@ impl Resource for HpcNetwork {
         }
         if let Some(cidr) = c.attr("cidr_block").as_str() {
             let prefix = cidr.split_once('/').and_then(|(_, p)| p.parse::<u8>().ok());
-            let ok = matches!(prefix, Some(16..=24)) && network_cidrs(cidr, 0).is_some();
+            let ok = matches!(prefix, Some(16..=22)) && network_cidrs(cidr, 0).is_some();
             if !ok {
                 diags.error_at(
                     AttributePath::root("cidr_block"),
                     format!("cidr_block {cidr:?} is not a usable IPv4 range"),
-                    "Use a private range with a prefix from /16 to /24, e.g. 10.0.0.0/16.",
+                    "Use a private range with a prefix from /16 to /22 (a public subnet gets a /+6 block, and EC2's smallest is a /28), e.g. 10.0.0.0/16.",
                 );
             }
         }
+        checks::tags(c.attr("tags"), AttributePath::root("tags"), &mut diags);
         if let Some(zones) = strings(c.attr("availability_zones")) {
             let mut sorted = zones.clone();
             sorted.sort();

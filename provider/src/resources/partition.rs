@@ -19,7 +19,7 @@ use crate::desired_state::boot::Role;
 use crate::desired_state::{self, tag, ClusterDoc, PartitionDoc, PoolDoc, ScalingStrategy, ShapeDoc, SCHEMA};
 use crate::pricing;
 use crate::provider::Clients;
-use crate::resources::{aws_diag, image_release, or_stop, valid_name};
+use crate::resources::{aws_diag, checks, image_release, or_stop, valid_name};
 
 pub struct HpcPartition;
 
@@ -342,6 +342,59 @@ fn slurm_checks(doc: &PartitionDoc) -> Diagnostics {
     diags
 }
 
+/// What a partition shares with other resources' checks, and its numbers' signs.
+fn shared_checks(c: &Value, diags: &mut Diagnostics) {
+    checks::root_volume_size(
+        c.attr("root_volume_size"),
+        AttributePath::root("root_volume_size"),
+        diags,
+    );
+    checks::instance_profile_arn(
+        c.attr("instance_profile_arn"),
+        AttributePath::root("instance_profile_arn"),
+        diags,
+    );
+    checks::tags(c.attr("tags"), AttributePath::root("tags"), diags);
+    checks::user_data_extra(c.attr("user_data_extra"), AttributePath::root("user_data_extra"), diags);
+    for attr in ["priority_tier", "max_nodes_per_job", "min_nodes_per_job"] {
+        checks::not_negative(c.attr(attr), AttributePath::root(attr), diags);
+    }
+    let provision = c
+        .attr("provision_timeout")
+        .as_str()
+        .and_then(|s| timeouts::parse_duration(s).ok());
+    checks::duration_at_least(
+        provision.map(|d| d.as_secs()),
+        60,
+        AttributePath::root("provision_timeout"),
+        "an instance needs a minute or more to boot and join before it is given up and replaced",
+        diags,
+    );
+    for (i, pool) in c.attr("capacity_pool").elements().iter().enumerate() {
+        if let Some(ami) = pool.attr("ami_id").as_str() {
+            if !ami.starts_with("ami-") {
+                diags.error_at(
+                    AttributePath::root("capacity_pool").index(i).attr("ami_id"),
+                    format!("{ami:?} is not an AMI id"),
+                    "Use an id like ami-0123456789abcdef0 (of the pool's region).",
+                );
+            }
+        }
+        for (j, sg) in pool.attr("security_group_ids").elements().iter().enumerate() {
+            if let Some(sg) = sg.as_str().filter(|sg| !sg.starts_with("sg-")) {
+                diags.error_at(
+                    AttributePath::root("capacity_pool")
+                        .index(i)
+                        .attr("security_group_ids")
+                        .index(j),
+                    format!("{sg:?} is not a security group id"),
+                    "Use an id like sg-0123456789abcdef0.",
+                );
+            }
+        }
+    }
+}
+
 /// The cluster's rules across the two resources (today: failover must fit in ResumeTimeout).
 fn cluster_checks(cluster: &ClusterDoc, doc: &PartitionDoc) -> Diagnostics {
     let mut diags = Diagnostics::new();
@@ -610,6 +663,7 @@ impl Resource for HpcPartition {
                 );
             }
         }
+        shared_checks(c, &mut diags);
         if c.is_wholly_known() {
             diags.extend(slurm_checks(&doc_of(c, "check", &[], "")));
         }

@@ -1,0 +1,286 @@
+//! hpc_cluster's plan-time checks beyond the attribute types: values the head node's launch,
+//! the nodes' boot or Slurm would refuse later (see also `resources::checks`).
+
+use std::collections::BTreeMap;
+
+use tfplugin::{timeouts, AttributePath, Diagnostics, Value};
+
+use crate::convert::{int, string};
+use crate::resources::checks;
+
+/// Login names the image, its packages or the Slurm stack already own: giving one to a cluster
+/// user would take over a system account (or fail its creation on every node).
+const RESERVED_USERS: &[&str] = &[
+    "root",
+    "daemon",
+    "bin",
+    "sys",
+    "sync",
+    "games",
+    "man",
+    "lp",
+    "mail",
+    "news",
+    "uucp",
+    "proxy",
+    "www-data",
+    "backup",
+    "list",
+    "irc",
+    "gnats",
+    "nobody",
+    "_apt",
+    "messagebus",
+    "sshd",
+    "ntp",
+    "_chrony",
+    "chrony",
+    "polkitd",
+    "systemd-network",
+    "systemd-resolve",
+    "systemd-timesync",
+    "admin",
+    "debian",
+    "ec2-user",
+    "ubuntu",
+    "slurm",
+    "munge",
+    "mysql",
+    "dnsmasq",
+    "statd",
+];
+/// The first uid and gid a cluster user may have: the image's default user (`debian`) has 1000.
+pub(super) const FIRST_UID: i64 = 1001;
+pub(super) const LAST_UID: i64 = 60000;
+/// Root volume types a head or login node boots from (io1/io2 need provisioned IOPS, which the
+/// provider does not take).
+const ROOT_VOLUME_TYPES: &[&str] = &["gp3", "gp2"];
+/// Where a file system may not be mounted: the system's own folders and what lives under them.
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/etc", "/var", "/proc", "/sys", "/dev", "/boot", "/run", "/bin", "/sbin", "/lib", "/lib64",
+];
+const TAKEN_MOUNT_POINTS: &[&str] = &["/home", "/tmp", "/root", "/opt", "/srv", "/mnt", "/media"];
+
+pub(super) fn head_node(head: &Value, diags: &mut Diagnostics) {
+    let at = || AttributePath::root("head_node");
+    checks::root_volume_size(head.attr("root_volume_size"), at().attr("root_volume_size"), diags);
+    if let Some(t) = head.attr("root_volume_type").as_str() {
+        if !ROOT_VOLUME_TYPES.contains(&t) {
+            diags.error_at(
+                at().attr("root_volume_type"),
+                format!("{t:?} is not a root volume type the head node can use"),
+                "Use gp3 (the default) or gp2.",
+            );
+        }
+    }
+    checks::instance_profile_arn(
+        head.attr("instance_profile_arn"),
+        at().attr("instance_profile_arn"),
+        diags,
+    );
+}
+
+/// SSH sources: a CIDR block, not the whole internet in any spelling, without host bits.
+pub(super) fn ssh_cidr(cidr: &str, at: AttributePath, diags: &mut Diagnostics) {
+    match parse_cidr(cidr) {
+        None if cidr.contains(':') => diags.error_at(
+            at,
+            format!("{cidr:?} is an IPv6 range"),
+            "The cluster's network is IPv4: list IPv4 ranges such as 192.0.2.0/24.",
+        ),
+        None => diags.error_at(
+            at,
+            format!("{cidr:?} is not a CIDR block"),
+            "Use a range like 192.0.2.0/24.",
+        ),
+        Some((_, prefix)) if prefix < 8 => diags.error_at(
+            at,
+            "SSH from the whole internet is not allowed",
+            format!(
+                "{cidr} covers a /{prefix} of the internet. List the networks that need SSH (e.g. your VPN's \
+                 range), or use SSM Session Manager."
+            ),
+        ),
+        Some((addr, prefix)) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+            if addr & !mask != 0 {
+                let net = std::net::Ipv4Addr::from(addr & mask);
+                diags.error_at(
+                    at,
+                    format!("{cidr:?} has host bits set"),
+                    format!("Write the network's own address: {net}/{prefix}."),
+                );
+            }
+        }
+    }
+}
+
+/// An IPv4 CIDR block as (address, prefix length).
+pub(super) fn parse_cidr(s: &str) -> Option<(u32, u8)> {
+    let (addr, prefix) = s.split_once('/')?;
+    let addr: std::net::Ipv4Addr = addr.parse().ok()?;
+    let prefix: u8 = prefix.parse().ok().filter(|p| *p <= 32)?;
+    Some((u32::from(addr), prefix))
+}
+
+/// Users: no system account's name, uids and gids of their own in the users' range.
+pub(super) fn users(users: &[Value], diags: &mut Diagnostics) {
+    let mut uids: BTreeMap<i64, String> = BTreeMap::new();
+    let mut gids: BTreeMap<i64, String> = BTreeMap::new();
+    for (i, u) in users.iter().enumerate() {
+        let at = || AttributePath::root("user").index(i);
+        let name = string(u.attr("name")).unwrap_or_default();
+        if RESERVED_USERS.contains(&name.as_str()) {
+            diags.error_at(
+                at().attr("name"),
+                format!("{name:?} is a system account's name"),
+                "The image, Slurm or munge already has this account: choose another login name.",
+            );
+        }
+        if let Some(uid) = int(u.attr("uid")) {
+            if let Some(other) = uids.insert(uid, name.clone()) {
+                diags.error_at(
+                    at().attr("uid"),
+                    format!("uid {uid} is also {other}'s"),
+                    "Give every user a uid of their own.",
+                );
+            }
+        }
+        if let Some(gid) = int(u.attr("gid")) {
+            if !(FIRST_UID..=LAST_UID).contains(&gid) {
+                diags.error_at(
+                    at().attr("gid"),
+                    format!("gid {gid} is outside {FIRST_UID}-{LAST_UID}"),
+                    "Groups below that belong to the image (1000 is its default user's); leave gid unset to use the uid.",
+                );
+            }
+            if let Some(other) = gids.insert(gid, name.clone()) {
+                diags.error_at(
+                    at().attr("gid"),
+                    format!("gid {gid} is also {other}'s"),
+                    "Each user gets a group of their own; leave gid unset to use the uid.",
+                );
+            }
+        }
+    }
+}
+
+/// Slurm's node timers: a node must have time to boot before it is given up, and to be reused
+/// before it is powered down.
+pub(super) fn slurm_timers(slurm: &Value, diags: &mut Diagnostics) {
+    let parsed = |attr: &str| {
+        slurm
+            .attr(attr)
+            .as_str()
+            .and_then(|s| timeouts::parse_duration(s).ok())
+            .map(|d| d.as_secs())
+    };
+    checks::duration_at_least(
+        parsed("scaledown_idletime"),
+        60,
+        AttributePath::root("slurm").attr("scaledown_idletime"),
+        "a node powered down sooner is launched again for the next job, at the cost of a boot",
+        diags,
+    );
+    checks::duration_at_least(
+        parsed("resume_timeout"),
+        120,
+        AttributePath::root("slurm").attr("resume_timeout"),
+        "an instance takes a minute or more to boot and join; Slurm marks slower nodes DOWN",
+        diags,
+    );
+}
+
+pub(super) fn accounting_port(accounting: &Value, diags: &mut Diagnostics) {
+    if let Some(port) = int(accounting.attr("port")) {
+        if !(1..=65535).contains(&port) {
+            diags.error_at(
+                AttributePath::root("accounting").attr("port"),
+                format!("port {port} is not a TCP port"),
+                "Use 1 to 65535 (MySQL and MariaDB listen on 3306).",
+            );
+        }
+    }
+}
+
+pub(super) fn login_nodes(login: &Value, diags: &mut Diagnostics) {
+    checks::not_negative(
+        login.attr("count"),
+        AttributePath::root("login_nodes").attr("count"),
+        diags,
+    );
+}
+
+/// Mount points of the cluster's file systems: absolute, normal, not a system folder or one
+/// the nodes already use, each once.
+pub(super) fn mount_points(storage: &[Value], diags: &mut Diagnostics) {
+    let mut seen: Vec<String> = Vec::new();
+    for (i, m) in storage.iter().enumerate() {
+        let Some(p) = m.attr("mount_point").as_str() else {
+            continue;
+        };
+        let at = || AttributePath::root("storage").index(i).attr("mount_point");
+        let normal = p.starts_with('/')
+            && p.len() > 1
+            && !p.ends_with('/')
+            && p.split('/').skip(1).all(|c| !c.is_empty() && c != "." && c != "..");
+        let system = SYSTEM_DIRS.iter().any(|d| p == *d || p.starts_with(&format!("{d}/")));
+        if !normal || system || TAKEN_MOUNT_POINTS.contains(&p) {
+            diags.error_at(
+                at(),
+                format!("{p:?} cannot be a mount point"),
+                "Use an absolute path of its own, such as /fsx or /scratch (not a system folder, /home or /tmp).",
+            );
+        } else if seen.iter().any(|s| s == p) {
+            diags.error_at(
+                at(),
+                format!("{p} is used twice"),
+                "Mount each file system at its own path.",
+            );
+        }
+        seen.push(p.to_string());
+    }
+}
+
+pub(super) fn tags(config: &Value, diags: &mut Diagnostics) {
+    checks::tags(config.attr("tags"), AttributePath::root("tags"), diags);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(check: impl Fn(&mut Diagnostics)) -> usize {
+        let mut d = Diagnostics::new();
+        check(&mut d);
+        d.0.len()
+    }
+
+    #[test]
+    fn ssh_sources_are_networks_not_the_internet() {
+        let at = || AttributePath::root("allowed_ssh_cidrs");
+        assert_eq!(count(|d| ssh_cidr("192.0.2.0/24", at(), d)), 0);
+        for bad in [
+            "0.0.0.0/0",
+            "10.0.0.0/0",
+            "0.0.0.0/1",
+            "10.1.2.3/16",
+            "::/0",
+            "10.0.0/8",
+            "300.0.0.0/8",
+        ] {
+            assert_eq!(count(|d| ssh_cidr(bad, at(), d)), 1, "{bad}");
+        }
+    }
+
+    #[test]
+    fn mount_points_of_their_own() {
+        let m =
+            |p: &str| tfplugin::Value::Object([("mount_point".to_string(), Value::string(p))].into_iter().collect());
+        assert_eq!(count(|d| mount_points(&[m("/fsx"), m("/scratch/a")], d)), 0);
+        for bad in ["/home", "/usr/local", "/run/x", "fsx", "/fsx/", "/a/../b", "/tmp"] {
+            assert_eq!(count(|d| mount_points(&[m(bad)], d)), 1, "{bad}");
+        }
+        assert_eq!(count(|d| mount_points(&[m("/fsx"), m("/fsx")], d)), 1);
+    }
+}
