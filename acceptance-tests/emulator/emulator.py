@@ -91,6 +91,7 @@ def main(argv: list[str]) -> int:
     import ec2
     import fsx
     import secrets_manager
+    import service_quotas
     from config import CONFIG
     from faults import FAULTS
     from middleware import EmulatorMiddleware
@@ -110,6 +111,7 @@ def main(argv: list[str]) -> int:
     ec2.install()
     ebs.install()
     secrets_manager.install()
+    service_quotas.install()
     app = EmulatorMiddleware(DomainDispatcherApplication(create_backend_app))
     manager = None
     if args.boot_instances:

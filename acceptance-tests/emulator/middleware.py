@@ -313,6 +313,19 @@ class EmulatorMiddleware:
                 return 200, CONFIG.as_dict()
             if method == "POST":
                 return 200, self._update_config(_json_body(environ))
+        if route == "/quotas" and method == "POST":
+            import service_quotas
+
+            body = _json_body(environ)
+            if not isinstance(body, dict) or not isinstance(body.get("quotas"), dict):
+                raise ControlError(400, 'send {"quotas": {"L-417A185B": 192}, "region": ..., "account": ...}')
+            try:
+                applied = service_quotas.set_quotas(
+                    str(body.get("account", "123456789012")), str(body.get("region", "us-east-1")), body["quotas"]
+                )
+            except ValueError as err:
+                raise ControlError(400, str(err)) from err
+            return 200, {"quotas": applied}
         if route == "/instances" or route.startswith("/instances/"):
             return _instances(method, route, environ)
         if route == "/reset" and method == "POST":

@@ -911,3 +911,19 @@ def test_a_secret_scheduled_for_deletion_keeps_its_name_until_restored(endpoint:
     sm.restore_secret(SecretId="hpcforge/reserved/munge-key")
     sm.put_secret_value(SecretId="hpcforge/reserved/munge-key", SecretString="three")
     assert sm.get_secret_value(SecretId="hpcforge/reserved/munge-key")["SecretString"] == "three"
+
+
+def test_ec2_vcpu_quotas_are_served_and_set_per_region(endpoint: str) -> None:
+    quotas = client(endpoint, "service-quotas")
+    p = quotas.get_service_quota(ServiceCode="ec2", QuotaCode="L-417A185B")["Quota"]
+    assert p["QuotaName"] == "Running On-Demand P instances" and p["Value"] == 1536.0
+    control(endpoint, "POST", "/quotas", {"region": REGION, "quotas": {"L-417A185B": 192}})
+    assert quotas.get_service_quota(ServiceCode="ec2", QuotaCode="L-417A185B")["Quota"]["Value"] == 192.0
+    assert quotas.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode="L-417A185B")["Quota"]["Value"] == 1536.0
+    west = client(endpoint, "service-quotas", region="us-west-2")
+    assert west.get_service_quota(ServiceCode="ec2", QuotaCode="L-417A185B")["Quota"]["Value"] == 1536.0
+    with pytest.raises(ClientError) as unknown:
+        quotas.get_service_quota(ServiceCode="ec2", QuotaCode="L-00000000")
+    assert error_code(unknown) == "NoSuchResourceException"
+    bad = control(endpoint, "POST", "/quotas", {"quotas": {"L-417A185B": -1}}, expect=400)
+    assert "non-negative" in bad["error"]

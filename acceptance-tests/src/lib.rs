@@ -402,6 +402,15 @@ impl Emulator {
         self.control("POST", "/_emulator/config", &changes);
     }
 
+    /// Sets the default account's EC2 vCPU quotas (Service Quotas codes to vCPUs) in `region`.
+    pub fn set_quotas(&self, region: &str, quotas: Value) {
+        self.control(
+            "POST",
+            "/_emulator/quotas",
+            &json!({ "region": region, "quotas": quotas }),
+        );
+    }
+
     /// Seeds the random draws of `ratio` fault rules.
     pub fn seed(&self, seed: u64) {
         self.control("POST", "/_emulator/config", &json!({ "seed": seed }));

@@ -529,3 +529,42 @@ fn capacity_reservations_and_blocks_are_checked_at_plan_and_targeted_by_the_laun
     ws.write(&main);
     ws.destroy();
 }
+
+#[test]
+fn a_partition_past_the_accounts_vcpu_quota_warns_with_numbers_or_fails_under_the_guardrail() {
+    let emu = Emulator::start();
+    emu.set_quotas("us-east-1", serde_json::json!({"L-417A185B": 192}));
+    let ws = Workspace::new("quotas", &emu);
+    let subnet = emu.default_subnet();
+    let provider = |enforce: bool| {
+        format!(
+            "terraform {{\n  required_providers {{\n    hpc = {{ source = \"hpcforge/hpc\" }}\n  }}\n}}\nprovider \"hpc\" {{\n  region = \"us-east-1\"\n  guardrails {{\n    enforce_quotas = {enforce}\n  }}\n}}\n"
+        )
+    };
+    let cluster = format!(
+        "resource \"hpc_cluster\" \"main\" {{\n  name = \"research\"\n  subnet_id = \"{subnet}\"\n  wait_for_ready = false\n  head_node {{\n    ami_id = \"{AMI}\"\n  }}\n}}\n"
+    );
+    ws.write_raw(&format!("{}{cluster}", provider(false)));
+    ws.apply();
+    // 2 x p5.48xlarge = 384 vCPUs of the P quota, which is 192 here; the CPU partition fits.
+    let parts = format!(
+        "{}\n{}",
+        partition("gpu", "  instance_types = [\"p5.48xlarge\"]\n  max_nodes = 2"),
+        partition("cpu", "  instance_types = [\"c7i.2xlarge\"]\n  max_nodes = 8")
+    );
+    ws.write_raw(&format!("{}{cluster}{parts}", provider(false)));
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(out.success, "a quota is a warning by default:\n{}", out.text());
+    let text = out.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    for phrase in [
+        "partition gpu may need 384 vCPUs of the quota \"Running On-Demand P instances\" in us-east-1, which is 192 vCPUs",
+        "L-417A185B allows 1 of them",
+    ] {
+        assert!(text.contains(phrase), "missing {phrase:?}:\n{text}");
+    }
+    assert!(!text.contains("partition cpu may need"), "{text}");
+
+    // Under the guardrail the plan fails, naming max_nodes, and changes nothing.
+    ws.write_raw(&format!("{}{cluster}{parts}", provider(true)));
+    refused_plan(&ws, &emu, &[("hpc_partition.gpu".into(), "max_nodes", "384 vCPUs")]);
+}

@@ -386,6 +386,8 @@ pub struct Limits {
     pub max_gpus_per_cluster: Option<u64>,
     /// USD per hour.
     pub max_hourly_cost_per_cluster: Option<f64>,
+    /// A partition past the account's EC2 vCPU quota is an error, not a warning.
+    pub enforce_quotas: bool,
 }
 
 /// One guardrail a configuration would break.
@@ -1128,6 +1130,7 @@ mod tests {
             max_vcpus_per_cluster: Some(4096),
             max_gpus_per_cluster: Some(32),
             max_hourly_cost_per_cluster: Some(300.0),
+            enforce_quotas: false,
         }
     }
 

@@ -149,6 +149,9 @@ impl Provider for HpcProvider {
                         Attribute::optional("max_hourly_cost_per_cluster", Type::Number).description(
                             "Most on-demand USD/hour a cluster may reach at full scale (head and login nodes included).",
                         ),
+                        Attribute::optional("enforce_quotas", Type::Bool).description(
+                            "Refuse, rather than warn about, a partition whose max_nodes of its largest instance type need more vCPUs than the account's EC2 quota for that class (Service Quotas) in a pool's region.",
+                        ),
                         Attribute::optional("prices", Type::map(Type::Number)).description(
                             "On-demand USD/hour per instance type, replacing the built-in table (e.g. your negotiated rates).",
                         ),
@@ -275,6 +278,7 @@ impl Provider for HpcProvider {
                 Value::Number(n) => Some(n.as_f64()),
                 _ => None,
             },
+            enforce_quotas: convert::boolean(g.attr("enforce_quotas")).unwrap_or(false),
         };
         let price_overrides = g
             .attr("prices")

@@ -16,7 +16,7 @@ use aws_types::region::Region;
 use crate::error::{AwsError, Result};
 
 /// Services whose endpoint can be overridden.
-pub const SERVICES: &[&str] = &["ec2", "fsx", "s3", "secretsmanager", "ssm", "sts"];
+pub const SERVICES: &[&str] = &["ec2", "fsx", "s3", "secretsmanager", "servicequotas", "ssm", "sts"];
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AssumeRole {
@@ -123,6 +123,19 @@ impl Aws {
             None => conf,
         };
         crate::ec2::Ec2::new(aws_sdk_ec2::Client::from_conf(conf.build()), region.to_string())
+    }
+
+    /// Service Quotas in `region` (quotas are regional).
+    pub fn quotas_in(&self, region: &str) -> crate::quotas::Quotas {
+        let conf = aws_sdk_servicequotas::config::Builder::from(&self.sdk).region(Region::new(region.to_string()));
+        let conf = match self.endpoint("servicequotas") {
+            Some(url) => conf.endpoint_url(url),
+            None => conf,
+        };
+        crate::quotas::Quotas::new(
+            aws_sdk_servicequotas::Client::from_conf(conf.build()),
+            region.to_string(),
+        )
     }
 
     /// EBS direct APIs (snapshot uploads) in `region`.

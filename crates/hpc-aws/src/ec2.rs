@@ -29,7 +29,7 @@ mod persist;
 pub use persist::{InterfaceInfo, VolumeInfo, VolumeSpec};
 
 /// What EC2 says about an instance type: what Slurm and the guardrails need.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InstanceTypeInfo {
     pub instance_type: String,
     pub vcpus: u32,

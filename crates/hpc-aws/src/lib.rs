@@ -10,6 +10,7 @@ pub mod error;
 pub mod fsx;
 pub mod image;
 pub mod imds;
+pub mod quotas;
 pub mod secrets;
 pub mod ssm;
 pub mod view;

@@ -6,6 +6,7 @@ pub mod instance_type;
 pub mod lustre_fs;
 pub mod network;
 pub mod partition;
+pub(crate) mod quotas;
 
 use hpc_aws::AwsError;
 use tfplugin::{Ctx, Diagnostic, Diagnostics};

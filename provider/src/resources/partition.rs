@@ -19,7 +19,7 @@ use crate::desired_state::boot::Role;
 use crate::desired_state::{self, tag, ClusterDoc, PartitionDoc, PoolDoc, ScalingStrategy, ShapeDoc, SCHEMA};
 use crate::pricing;
 use crate::provider::Clients;
-use crate::resources::{aws_diag, checks, image_release, or_stop, valid_name};
+use crate::resources::{aws_diag, checks, image_release, or_stop, quotas, valid_name};
 
 pub struct HpcPartition;
 
@@ -727,6 +727,12 @@ impl Resource for HpcPartition {
                 )));
         }
         req.diagnostics.extend(reservation_checks(clients, p, &types).await);
+        // The account's vCPU quotas, when what the partition may reach is new (refreshes of an
+        // unchanged partition ask nothing).
+        let reach = ["instance_types", "max_nodes", "capacity_pool"];
+        if req.prior.is_null() || reach.iter().any(|a| p.attr(a) != req.prior.attr(a)) {
+            req.diagnostics.extend(quotas::quota_checks(clients, p, &infos).await);
+        }
         if req.diagnostics.has_errors() {
             return;
         }
