@@ -315,3 +315,51 @@ fn a_provider_killed_inside_the_network_create_leaves_one_network_on_rerun() {
         owned(&emu)
     );
 }
+
+#[test]
+fn capacity_data_source_reports_quota_use_room_and_price_per_region() {
+    let emu = Emulator::start();
+    emu.set_quotas("us-east-1", serde_json::json!({"L-417A185B": 384}));
+    // One p5 running in us-east-1 (192 of the 384 vCPUs) and a c7i, which counts elsewhere.
+    for t in ["p5.48xlarge", "c7i.large"] {
+        emu.ec2(&format!(
+            "Action=RunInstances&ImageId=ami-03cf127a&InstanceType={t}&MinCount=1&MaxCount=1"
+        ));
+    }
+    let ws = Workspace::new("capacity", &emu);
+    ws.write(
+        r#"
+data "hpc_capacity" "gpus" {
+  instance_types = ["p5.48xlarge", "trn1.32xlarge"]
+  regions        = ["us-east-1", "us-west-2"]
+}
+output "capacity" { value = data.hpc_capacity.gpus }
+"#,
+    );
+    ws.apply();
+    let out = ws.ok(&["output", "-json"]);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    let capacity = &v["capacity"]["value"];
+    let pool = |region: &str, t: &str| {
+        capacity["pools"]
+            .as_array()
+            .and_then(|p| p.iter().find(|e| e["region"] == region && e["instance_type"] == t))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {region} {t} in {capacity}"))
+    };
+    let east = pool("us-east-1", "p5.48xlarge");
+    assert_eq!(east["quota_code"], "L-417A185B", "{east}");
+    assert_eq!(east["quota_vcpus"], 384);
+    assert_eq!(east["used_vcpus"], 192);
+    assert_eq!(east["free_instances"], 1);
+    assert_eq!(east["free_gpus"], 8);
+    assert!(east["hourly_price"].as_f64().is_some_and(|p| p > 10.0), "{east}");
+    let west = pool("us-west-2", "p5.48xlarge");
+    assert_eq!(west["quota_vcpus"], 1536, "{west}");
+    assert_eq!(west["used_vcpus"], 0);
+    assert_eq!(west["free_gpus"], 64);
+    assert!(west["hourly_price"].is_null(), "other regions are unpriced: {west}");
+    let trn = pool("us-east-1", "trn1.32xlarge");
+    assert!(trn["quota_code"].is_null() && trn["free_instances"].is_null(), "{trn}");
+    assert_eq!(capacity["total_free_gpus"], 72);
+}

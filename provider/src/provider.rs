@@ -12,6 +12,7 @@ use tfplugin::{
 
 use crate::convert;
 use crate::pricing::Limits;
+use crate::resources::capacity::CapacityData;
 use crate::resources::cluster::HpcCluster;
 use crate::resources::instance_type::InstanceTypeData;
 use crate::resources::lustre_fs::LustreFs;
@@ -315,7 +316,7 @@ impl Provider for HpcProvider {
     }
 
     fn data_sources(&self) -> Vec<Arc<dyn DataSource>> {
-        vec![Arc::new(InstanceTypeData)]
+        vec![Arc::new(InstanceTypeData), Arc::new(CapacityData)]
     }
 }
 

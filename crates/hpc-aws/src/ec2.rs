@@ -1510,6 +1510,35 @@ impl Ec2 {
         self.instances_filtered(filter(&format!("tag:{key}"), &[value])).await
     }
 
+    /// Every pending or running instance in the region as (instance type, spot?): what counts
+    /// against the account's vCPU quotas.
+    pub async fn running_instance_types(&self) -> Result<Vec<(String, bool)>> {
+        let mut out = Vec::new();
+        let mut token = None;
+        loop {
+            let page = self
+                .client
+                .describe_instances()
+                .filters(filter("instance-state-name", &["pending", "running"]))
+                .max_results(1000)
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| self.err("listing running instances", &e))?;
+            out.extend(page.reservations().iter().flat_map(|r| r.instances()).map(|i| {
+                let spot = i.instance_lifecycle().is_some_and(|l| l.as_str() == "spot");
+                (
+                    i.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
+                    spot,
+                )
+            }));
+            token = page.next_token().filter(|t| !t.is_empty()).map(str::to_string);
+            if token.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
     /// Every instance matching `by` that is not terminated, all pages.
     async fn instances_filtered(&self, by: Filter) -> Result<Vec<InstanceInfo>> {
         let mut out = Vec::new();

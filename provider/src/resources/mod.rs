@@ -1,5 +1,6 @@
 //! One module per resource type, plus what they share.
 
+pub mod capacity;
 pub(crate) mod checks;
 pub mod cluster;
 pub mod instance_type;
