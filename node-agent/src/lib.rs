@@ -23,4 +23,5 @@ pub mod hostlist;
 pub mod nodemap;
 pub mod reconcile;
 pub mod resume;
+pub mod statefile;
 pub mod sweep;

@@ -15,6 +15,8 @@ use hpc_aws::ec2::InstanceInfo;
 use hpc_desired_state::tag;
 use serde::{Deserialize, Serialize};
 
+use crate::statefile;
+
 /// The instance carrying a node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Carrier {
@@ -54,9 +56,7 @@ impl NodeMap {
         let _lock = self.locked()?;
         let mut map = self.load()?;
         let out = change(&mut map);
-        let tmp = self.path.with_extension(format!("{}.tmp", std::process::id()));
-        std::fs::write(&tmp, serde_json::to_vec(&map).map_err(io::Error::other)?)?;
-        std::fs::rename(&tmp, &self.path)?;
+        statefile::write_atomic(&self.path, &serde_json::to_vec(&map).map_err(io::Error::other)?)?;
         Ok(out)
     }
 
@@ -70,10 +70,7 @@ impl NodeMap {
     }
 
     fn locked(&self) -> io::Result<File> {
-        std::fs::create_dir_all(&self.dir)?;
-        let dir = File::open(&self.dir)?;
-        dir.lock()?;
-        Ok(dir)
+        statefile::lock_dir(&self.dir)
     }
 }
 

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::statefile;
+
 use hpc_aws::ec2::{Ec2, FleetError, FleetInstance, FleetOverride, FleetRequest, Market};
 use hpc_aws::AwsError;
 use hpc_desired_state::{tag, PartitionDoc, PoolDoc, ScalingStrategy};
@@ -140,22 +142,24 @@ impl Cooldowns {
         self.until.insert(key, now + seconds);
     }
 
-    /// Writes the cool-downs back (atomically), dropping expired ones.
+    /// Writes the cool-downs back, dropping expired ones. Under the state directory's lock it
+    /// merges with what other programs wrote since this one loaded the file (a cool-down only
+    /// ever starts or lengthens, so the later end wins), then replaces the file atomically.
     pub fn save(&mut self, now: u64) -> std::io::Result<()> {
-        self.until.retain(|_, t| *t > now);
-        let Some(path) = &self.path else { return Ok(()) };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+        let Some(path) = self.path.clone() else {
+            self.until.retain(|_, t| *t > now);
+            return Ok(());
+        };
+        let _lock = statefile::lock_dir(path.parent().unwrap_or(Path::new(".")))?;
+        for (key, until) in Cooldowns::load(&path).until {
+            let mine = self.until.entry(key).or_insert(until);
+            *mine = (*mine).max(until);
         }
-        let tmp = path.with_extension("tmp");
-        std::fs::write(
-            &tmp,
-            serde_json::Value::from(serde_json::Map::from_iter(
-                self.until.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(*v))),
-            ))
-            .to_string(),
-        )?;
-        std::fs::rename(tmp, path)
+        self.until.retain(|_, t| *t > now);
+        let doc = serde_json::Value::from(serde_json::Map::from_iter(
+            self.until.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(*v))),
+        ));
+        statefile::write_atomic(&path, doc.to_string().as_bytes())
     }
 }
 
@@ -699,6 +703,22 @@ mod tests {
         assert!(!c.active("gpu/0/p5.48xlarge", 1600));
         c.save(1000).expect("save");
         assert!(Cooldowns::load(&path).active("gpu/0/p5.48xlarge", 1200));
+
+        // Two programs loaded the file before either saved: neither loses the other's.
+        let mut resume = Cooldowns::load(&path);
+        let mut suspend = Cooldowns::load(&path);
+        resume.start(Cooldowns::key("gpu", 1, "p5.48xlarge"), 1000, 300);
+        suspend.start(Cooldowns::key("cpu", 0, "c7i.large"), 1000, 900);
+        suspend.start(Cooldowns::key("gpu", 0, "p5.48xlarge"), 1000, 60);
+        resume.save(1000).expect("save");
+        suspend.save(1000).expect("save");
+        let both = Cooldowns::load(&path);
+        assert!(both.active("gpu/1/p5.48xlarge", 1200), "resume's cool-down was lost");
+        assert!(both.active("cpu/0/c7i.large", 1800));
+        assert!(
+            both.active("gpu/0/p5.48xlarge", 1500),
+            "a shorter cool-down cut a longer one"
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 }
