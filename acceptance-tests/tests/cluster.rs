@@ -150,15 +150,22 @@ fn ssm_parameters(emu: &Emulator) -> Vec<String> {
     names
 }
 
-fn secret_value_b64(emu: &Emulator, id: &str) -> String {
+/// GetSecretValue's answer for a secret.
+fn secret_value(emu: &Emulator, id: &str) -> Value {
     let r = json_call(
         emu,
         "secretsmanager",
         "secretsmanager.GetSecretValue",
         &json!({ "SecretId": id }),
     );
-    let v: Value = serde_json::from_str(&r.body).unwrap_or_default();
-    v["SecretBinary"].as_str().unwrap_or_default().to_string()
+    serde_json::from_str(&r.body).unwrap_or_default()
+}
+
+fn secret_value_b64(emu: &Emulator, id: &str) -> String {
+    secret_value(emu, id)["SecretBinary"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn running_with_tag(emu: &Emulator, key: &str, value: &str) -> usize {
@@ -1129,14 +1136,10 @@ fn describe_secret(emu: &Emulator, id: &str) -> Value {
 }
 
 fn secret_text(emu: &Emulator, id: &str) -> String {
-    let r = json_call(
-        emu,
-        "secretsmanager",
-        "secretsmanager.GetSecretValue",
-        &json!({ "SecretId": id }),
-    );
-    let v: Value = serde_json::from_str(&r.body).unwrap_or_default();
-    v["SecretString"].as_str().unwrap_or_default().to_string()
+    secret_value(emu, id)["SecretString"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[test]

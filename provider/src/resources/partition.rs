@@ -129,7 +129,7 @@ fn schema() -> Schema {
             computed("max_vcpus", Type::Number, "vCPUs at full scale."),
             computed("max_gpus", Type::Number, "GPUs at full scale."),
             computed("gpu_model", Type::String, "GPU model of the partition's first GPU type."),
-            computed("estimated_max_hourly_cost", Type::Number, "On-demand USD/hour at full scale (null when a type has no known price)."),
+            computed("estimated_max_hourly_cost", Type::Number, "USD/hour at full scale at on-demand prices: the built-in us-east-1 table or `guardrails.prices`, for every pool whatever its region (only an estimate outside us-east-1: set `prices` for your rates there) and market (an upper bound for spot pools, whose price moves); null when a type has no known price."),
             computed("rendered_partition", Type::String, "The NodeName and PartitionName lines Slurm gets."),
             computed("desired_state_version", Type::Number, "Version of the published partition document."),
         ])
