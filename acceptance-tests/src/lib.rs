@@ -805,9 +805,16 @@ impl Workspace {
         }
     }
 
-    /// Runs `terraform apply` and SIGKILLs the provider as soon as the emulator has counted one
-    /// more `call` (e.g. `fsx:CreateFileSystem`) than before; asserts the apply fails.
+    /// Runs `terraform apply` and SIGKILLs the provider while its next `call` (e.g.
+    /// `fsx:CreateFileSystem`) is in flight: the emulator holds that call's answer for 2 s, the
+    /// kill lands as soon as the call arrives, and the call then completes in the emulator as it
+    /// would in AWS. Asserts the apply fails.
     pub fn apply_killed_after(&self, emu: &Emulator, call: &str) {
+        const IN_FLIGHT: Duration = Duration::from_secs(2);
+        let (service, action) = call.split_once(':').expect("a call is service:Action");
+        emu.add_fault(json!({
+            "service": service, "action": action, "latency_ms": IN_FLIGHT.as_millis() as u64, "count": 1
+        }));
         let count = || emu.calls().get(call).copied().unwrap_or(0);
         let before = count();
         let mut child = self
@@ -832,6 +839,7 @@ impl Workspace {
         );
         let status = child.wait().expect("terraform exits");
         assert!(!status.success(), "the apply whose provider was killed succeeded");
+        std::thread::sleep(IN_FLIGHT + Duration::from_millis(500));
     }
 
     /// Runs terraform and fails the test with its output if it fails.

@@ -568,3 +568,47 @@ fn a_partition_past_the_accounts_vcpu_quota_warns_with_numbers_or_fails_under_th
     ws.write_raw(&format!("{}{cluster}{parts}", provider(true)));
     refused_plan(&ws, &emu, &[("hpc_partition.gpu".into(), "max_nodes", "384 vCPUs")]);
 }
+
+#[test]
+fn an_image_that_does_not_fit_the_instance_type_or_the_root_volume_is_refused_at_plan() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("image-fit", &emu);
+    let subnet = emu.default_subnet();
+    // An image whose root snapshot is 30 GiB.
+    let zone = "us-east-1a";
+    let volume = acceptance_tests::xml_text(
+        &emu.ec2(&format!("Action=CreateVolume&Size=30&AvailabilityZone={zone}")),
+        "volumeId",
+    );
+    let snapshot = acceptance_tests::xml_text(
+        &emu.ec2(&format!("Action=CreateSnapshot&VolumeId={volume}")),
+        "snapshotId",
+    );
+    let registered = emu.ec2(&format!(
+        "Action=RegisterImage&Name=thirty&Architecture=x86_64&RootDeviceName=/dev/xvda&BlockDeviceMapping.1.DeviceName=/dev/xvda&BlockDeviceMapping.1.Ebs.SnapshotId={snapshot}&BlockDeviceMapping.1.Ebs.VolumeSize=30"
+    ));
+    let big = acceptance_tests::xml_text(&registered, "imageId");
+    assert!(big.starts_with("ami-"), "{registered}");
+    let cluster = |head: &str| {
+        format!(
+            "resource \"hpc_cluster\" \"main\" {{\n  name = \"research\"\n  subnet_id = \"{subnet}\"\n  wait_for_ready = false\n  head_node {{\n    ami_id = \"{AMI}\"\n{head}  }}\n}}\n"
+        )
+    };
+    ws.write(&cluster(""));
+    ws.apply();
+    let parts = [
+        partition("small_root", &format!("  ami_id = \"{big}\"\n  root_volume_size = 20")),
+        partition("arm_nodes", "  instance_types = [\"c7g.large\"]"),
+    ]
+    .join("\n");
+    ws.write(&format!("{}{parts}", cluster("    instance_type = \"c7g.large\"\n")));
+    refused_plan(
+        &ws,
+        &emu,
+        &[
+            ("hpc_cluster.main".into(), "instance_type", "c7g.large runs arm64, but"),
+            ("hpc_partition.small_root".into(), "root_volume_size", "smaller than"),
+            ("hpc_partition.arm_nodes".into(), "instance_types", "is an x86_64 image"),
+        ],
+    );
+}

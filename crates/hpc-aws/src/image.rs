@@ -18,7 +18,7 @@ use crate::error::{AwsError, Result};
 use crate::wait::{self, Backoff, Poll};
 
 /// An image as the builder needs to know it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ImageInfo {
     pub id: String,
     pub name: String,
@@ -29,6 +29,10 @@ pub struct ImageInfo {
     pub creation_date: String,
     pub boot_mode: Option<String>,
     pub ena_support: bool,
+    /// `x86_64`, `arm64`, ...
+    pub architecture: Option<String>,
+    /// GiB of the root device's snapshot: the smallest root volume an instance of it can have.
+    pub root_size_gib: Option<i32>,
 }
 
 /// What RegisterImage is given: one root snapshot, UEFI, ENA and SR-IOV, IMDSv2 required.
@@ -85,6 +89,13 @@ fn image_info(i: &aws_sdk_ec2::types::Image) -> ImageInfo {
         creation_date: i.creation_date().unwrap_or_default().to_string(),
         boot_mode: i.boot_mode().map(|b| b.as_str().to_string()),
         ena_support: i.ena_support().unwrap_or(false),
+        architecture: i.architecture().map(|a| a.as_str().to_string()),
+        root_size_gib: i
+            .block_device_mappings()
+            .iter()
+            .find(|m| m.device_name().is_some() && m.device_name() == i.root_device_name())
+            .and_then(|m| m.ebs())
+            .and_then(|e| e.volume_size()),
     }
 }
 
@@ -524,6 +535,8 @@ mod tests {
             creation_date: date.into(),
             boot_mode: None,
             ena_support: true,
+            architecture: None,
+            root_size_gib: None,
         }
     }
 

@@ -21,7 +21,7 @@ use crate::desired_state::boot::Role;
 use crate::desired_state::{self, tag, AccountingDoc, ClusterDoc, MountDoc, UserDoc, SCHEMA};
 use crate::pricing;
 use crate::provider::Clients;
-use crate::resources::{aws_diag, image_release, or_stop, valid_name};
+use crate::resources::{aws_diag, image_fits, image_release, or_stop, planned_image, valid_name};
 
 mod checks;
 mod head;
@@ -408,6 +408,35 @@ fn slurm_name(n: &str) -> bool {
             .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_' || ch == '-')
 }
 
+/// The head node's image: its Slurm release against slurm.version, its architecture against the
+/// head's instance type, its root snapshot against root_volume_size (reads only).
+async fn head_image_checks(clients: &Clients, planned: &Value) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let head = planned.attr("head_node");
+    let Some(ami) = string(head.attr("ami_id")) else {
+        return diags;
+    };
+    let Some(image) = planned_image(clients, &ami, &mut diags).await else {
+        return diags;
+    };
+    let at = || AttributePath::root("head_node");
+    if let Some(version) = string(planned.attr("slurm").attr("version")) {
+        diags.extend(image_release(&image, &version, at().attr("ami_id")));
+    }
+    let types = match string(head.attr("instance_type")) {
+        Some(t) => clients.ec2.instance_types(&[t]).await.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    diags.extend(image_fits(
+        &image,
+        int(head.attr("root_volume_size")),
+        &types,
+        at().attr("instance_type"),
+        at().attr("root_volume_size"),
+    ));
+    diags
+}
+
 /// The IAM policy the cluster's instance profile needs, scoped to this cluster: its own
 /// parameters and secrets; tags only on what it launches; terminate only instances tagged with
 /// the cluster; pass only `node_roles` (any role when none are named) and only to EC2.
@@ -774,19 +803,19 @@ impl Resource for HpcCluster {
                 );
             }
         }
-        // The head's image against slurm.version, when either is new.
+        // The head's image against slurm.version, its type and root volume, when any is new.
         let image = |v: &Value| {
+            let h = v.attr("head_node");
             (
-                v.attr("head_node").attr("ami_id").clone(),
+                h.attr("ami_id").clone(),
                 v.attr("slurm").attr("version").clone(),
+                h.attr("instance_type").clone(),
+                h.attr("root_volume_size").clone(),
             )
         };
         if req.prior.is_null() || image(&req.planned) != image(&req.prior) {
-            let ami = string(req.planned.attr("head_node").attr("ami_id"));
-            if let (Some(ami), Some(version)) = (ami, string(req.planned.attr("slurm").attr("version"))) {
-                let at = AttributePath::root("head_node").attr("ami_id");
-                req.diagnostics.extend(image_release(clients, &ami, &version, at).await);
-            }
+            let diags = head_image_checks(clients, &req.planned).await;
+            req.diagnostics.extend(diags);
         }
         // A running cluster takes only the upgrades Slurm supports.
         let version = |v: &Value| string(v.attr("slurm").attr("version"));

@@ -17,27 +17,35 @@ pub(crate) fn aws_diag(summary: &str, e: &AwsError) -> Diagnostics {
     Diagnostic::error(summary, e.to_string()).into()
 }
 
+/// The AMI a plan launches from, described once (a read): None when EC2 has no such image (the
+/// launch will say so) or cannot be asked (a warning says what goes unchecked).
+pub(crate) async fn planned_image(
+    clients: &crate::provider::Clients,
+    ami: &str,
+    diags: &mut Diagnostics,
+) -> Option<hpc_aws::image::ImageInfo> {
+    match clients.ec2.describe_image(ami).await {
+        Ok(image) => image,
+        Err(e) => {
+            diags.push(Diagnostic::warning(
+                format!("Cannot check image {ami}"),
+                format!("{e}; its Slurm release, architecture and root size are checked when nodes boot instead."),
+            ));
+            None
+        }
+    }
+}
+
 /// Refuses an AMI whose Slurm (the release hpc-image recorded in its tag) is not `version`, the
 /// cluster's `slurm.version`: its daemons would refuse a configuration rendered for another
 /// release. An AMI without the tag (not published by hpc-image) is checked at boot instead.
-pub(crate) async fn image_release(
-    clients: &crate::provider::Clients,
-    ami: &str,
+pub(crate) fn image_release(
+    image: &hpc_aws::image::ImageInfo,
     version: &str,
     at: tfplugin::AttributePath,
 ) -> Diagnostics {
     let mut diags = Diagnostics::new();
-    let image = match clients.ec2.describe_image(ami).await {
-        Ok(Some(image)) => image,
-        Ok(None) => return diags,
-        Err(e) => {
-            diags.push(Diagnostic::warning(
-                format!("Cannot check the Slurm release of {ami}"),
-                format!("{e}; a node on another release than slurm.version fails at boot."),
-            ));
-            return diags;
-        }
-    };
+    let ami = &image.id;
     let tagged = image
         .tags
         .iter()
@@ -57,6 +65,52 @@ pub(crate) async fn image_release(
             )
             .at(at),
         );
+    }
+    diags
+}
+
+/// Refuses what EC2 would refuse at launch: an instance type of another architecture than the
+/// image's, and a root volume smaller than the image's root snapshot.
+pub(crate) fn image_fits(
+    image: &hpc_aws::image::ImageInfo,
+    root_gib: Option<i64>,
+    types: &[hpc_aws::ec2::InstanceTypeInfo],
+    at_types: tfplugin::AttributePath,
+    at_root: tfplugin::AttributePath,
+) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let ami = &image.id;
+    if let Some(arch) = &image.architecture {
+        for t in types
+            .iter()
+            .filter(|t| !t.architectures.is_empty() && !t.architectures.contains(arch))
+        {
+            diags.push(
+                Diagnostic::error(
+                    format!(
+                        "{} runs {}, but {ami} is an {arch} image",
+                        t.instance_type,
+                        t.architectures.join("/")
+                    ),
+                    format!(
+                        "Use an {arch} instance type, or an image built for {}.",
+                        t.architectures.join("/")
+                    ),
+                )
+                .at(at_types.clone()),
+            );
+        }
+    }
+    if let (Some(snapshot), Some(root)) = (image.root_size_gib, root_gib) {
+        if root < i64::from(snapshot) {
+            diags.push(
+                Diagnostic::error(
+                    format!("a root volume of {root} GiB is smaller than {ami}'s {snapshot} GiB"),
+                    format!("Set root_volume_size to {snapshot} or more."),
+                )
+                .at(at_root),
+            );
+        }
     }
     diags
 }
@@ -93,5 +147,42 @@ pub(crate) fn valid_name(name: &str, max: usize) -> Result<(), String> {
         Err(format!(
             "Use 1 to {max} lowercase letters, digits and '-', starting with a letter and not ending with '-'."
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hpc_aws::ec2::InstanceTypeInfo;
+    use hpc_aws::image::ImageInfo;
+    use tfplugin::AttributePath;
+
+    #[test]
+    fn an_image_fits_types_of_its_architecture_and_roots_of_its_size() {
+        let image = ImageInfo {
+            id: "ami-1".into(),
+            architecture: Some("x86_64".into()),
+            root_size_gib: Some(30),
+            ..Default::default()
+        };
+        let t = |name: &str, arch: &str| InstanceTypeInfo {
+            instance_type: name.into(),
+            architectures: vec![arch.into()],
+            ..Default::default()
+        };
+        let check = |root: i64, types: &[InstanceTypeInfo]| {
+            image_fits(
+                &image,
+                Some(root),
+                types,
+                AttributePath::root("t"),
+                AttributePath::root("r"),
+            )
+            .0
+            .len()
+        };
+        assert_eq!(check(30, &[t("c7i.large", "x86_64")]), 0);
+        assert_eq!(check(30, &[t("c7g.large", "arm64"), t("c7i.large", "x86_64")]), 1);
+        assert_eq!(check(29, &[t("c7i.large", "x86_64")]), 1);
     }
 }

@@ -19,7 +19,7 @@ use crate::desired_state::boot::Role;
 use crate::desired_state::{self, tag, ClusterDoc, PartitionDoc, PoolDoc, ScalingStrategy, ShapeDoc, SCHEMA};
 use crate::pricing;
 use crate::provider::Clients;
-use crate::resources::{aws_diag, checks, image_release, or_stop, quotas, valid_name};
+use crate::resources::{aws_diag, checks, image_fits, image_release, or_stop, planned_image, quotas, valid_name};
 
 pub struct HpcPartition;
 
@@ -339,6 +339,33 @@ fn slurm_checks(doc: &PartitionDoc) -> Diagnostics {
         }
         Err(e) => diags.error(e.summary, e.detail),
     }
+    diags
+}
+
+/// The nodes' image (the partition's; pools in other regions bring their own, checked at boot):
+/// its Slurm release, its architecture against every type, its root snapshot against the root
+/// volume (reads only).
+async fn node_image_checks(
+    clients: &Clients,
+    planned: &Value,
+    version: &str,
+    infos: &[InstanceTypeInfo],
+) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let Some(ami) = string(planned.attr("ami_id")) else {
+        return diags;
+    };
+    let Some(image) = planned_image(clients, &ami, &mut diags).await else {
+        return diags;
+    };
+    diags.extend(image_release(&image, version, AttributePath::root("ami_id")));
+    diags.extend(image_fits(
+        &image,
+        int(planned.attr("root_volume_size")),
+        infos,
+        AttributePath::root("instance_types"),
+        AttributePath::root("root_volume_size"),
+    ));
     diags
 }
 
@@ -761,14 +788,18 @@ impl Resource for HpcPartition {
         req.diagnostics.extend(diags);
         if let Some(cdoc) = &cdoc {
             req.diagnostics.extend(cluster_checks(cdoc, &doc));
-            // The nodes' image against the cluster's slurm.version, when the image is new.
-            let ami = string(req.planned.attr("ami_id"));
-            if let Some(ami) =
-                ami.filter(|_| req.prior.is_null() || req.planned.attr("ami_id") != req.prior.attr("ami_id"))
-            {
-                let at = AttributePath::root("ami_id");
-                req.diagnostics
-                    .extend(image_release(clients, &ami, &cdoc.slurm_version, at).await);
+            // The nodes' image against the cluster's slurm.version, the types and the root
+            // volume, when any of them is new.
+            let image = |v: &Value| {
+                (
+                    v.attr("ami_id").clone(),
+                    v.attr("instance_types").clone(),
+                    v.attr("root_volume_size").clone(),
+                )
+            };
+            if req.prior.is_null() || image(&req.planned) != image(&req.prior) {
+                let diags = node_image_checks(clients, &req.planned, &cdoc.slurm_version, &infos).await;
+                req.diagnostics.extend(diags);
             }
         }
         if let (Some(cluster), Some(published), Some(_)) = (&cluster_id, &published, &cdoc) {
