@@ -36,11 +36,7 @@ pub(crate) fn root_volume_size(v: &Value, at: AttributePath, diags: &mut Diagnos
 /// mistake) is named as such.
 pub(crate) fn instance_profile_arn(v: &Value, at: AttributePath, diags: &mut Diagnostics) {
     let Some(arn) = v.as_str() else { return };
-    let parts: Vec<&str> = arn.splitn(6, ':').collect();
-    let ok = matches!(parts.as_slice(), ["arn", p, "iam", "", account, resource]
-        if p.starts_with("aws") && account.len() == 12 && account.chars().all(|c| c.is_ascii_digit())
-            && resource.strip_prefix("instance-profile/").is_some_and(|n| !n.is_empty()));
-    if ok {
+    if is_iam_arn(arn, "instance-profile") {
         return;
     }
     let detail = if arn.contains(":role/") {
@@ -49,6 +45,16 @@ pub(crate) fn instance_profile_arn(v: &Value, at: AttributePath, diags: &mut Dia
         "Use an ARN like arn:aws:iam::111122223333:instance-profile/hpc-nodes."
     };
     diags.error_at(at, format!("{arn:?} is not an instance profile ARN"), detail);
+}
+
+/// `arn:<partition>:iam::<12-digit account>:<kind>/<path and name>`, e.g. kind `role`.
+pub(crate) fn is_iam_arn(arn: &str, kind: &str) -> bool {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    matches!(parts.as_slice(), ["arn", partition, "iam", "", account, resource]
+        if partition.starts_with("aws")
+            && account.len() == 12
+            && account.chars().all(|c| c.is_ascii_digit())
+            && resource.strip_prefix(kind).and_then(|r| r.strip_prefix('/')).is_some_and(|n| !n.is_empty()))
 }
 
 /// Keys AWS or hpcforge own, lengths past EC2's limits, and too many tags.

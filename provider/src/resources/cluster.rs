@@ -391,16 +391,6 @@ async fn partitions_fit(clients: &Clients, doc: &ClusterDoc) -> Diagnostics {
     diags
 }
 
-/// `arn:<partition>:iam::<12-digit account>:role/<path and name>`.
-fn looks_like_role_arn(arn: &str) -> bool {
-    let parts: Vec<&str> = arn.splitn(6, ':').collect();
-    matches!(parts.as_slice(), ["arn", partition, "iam", "", account, resource]
-        if partition.starts_with("aws")
-            && account.len() == 12
-            && account.chars().all(|c| c.is_ascii_digit())
-            && resource.strip_prefix("role/").is_some_and(|n| !n.is_empty()))
-}
-
 /// Lowercase letters, digits, '_' and '-': what login names and Slurm account names share.
 fn slurm_name(n: &str) -> bool {
     !n.is_empty()
@@ -578,7 +568,7 @@ impl Resource for HpcCluster {
             .iter()
             .enumerate()
         {
-            if !looks_like_role_arn(arn) {
+            if !crate::resources::checks::is_iam_arn(arn, "role") {
                 diags.error_at(
                     AttributePath::root("head_node").attr("node_role_arns").index(i),
                     format!("{arn:?} is not an IAM role ARN"),
@@ -598,7 +588,7 @@ impl Resource for HpcCluster {
             );
         }
         checks::head_node(head, &mut diags);
-        checks::tags(c, &mut diags);
+        crate::resources::checks::tags(c.attr("tags"), AttributePath::root("tags"), &mut diags);
         checks::login_nodes(c.attr("login_nodes"), &mut diags);
         checks::slurm_timers(c.attr("slurm"), &mut diags);
         checks::accounting_port(c.attr("accounting"), &mut diags);
@@ -699,15 +689,6 @@ impl Resource for HpcCluster {
                     e,
                     "Each user is published whole in one 8 KiB shard.",
                 );
-            }
-            if let Some(uid) = int(u.attr("uid")) {
-                if !(checks::FIRST_UID..=checks::LAST_UID).contains(&uid) {
-                    diags.error_at(
-                        at().attr("uid"),
-                        format!("uid {uid} is outside {}-{}", checks::FIRST_UID, checks::LAST_UID),
-                        "Ids up to 1000 belong to the image (1000 is its default user's): pick one from that range.",
-                    );
-                }
             }
         }
         let home = c.attr("home");
@@ -1632,13 +1613,23 @@ mod tests {
 
     #[test]
     fn role_arns_are_checked() {
-        assert!(looks_like_role_arn("arn:aws:iam::111122223333:role/hpc-nodes"));
-        assert!(looks_like_role_arn("arn:aws-us-gov:iam::111122223333:role/path/hpc"));
-        assert!(!looks_like_role_arn(
-            "arn:aws:iam::111122223333:instance-profile/hpc-nodes"
+        assert!(crate::resources::checks::is_iam_arn(
+            "arn:aws:iam::111122223333:role/hpc-nodes",
+            "role"
         ));
-        assert!(!looks_like_role_arn("arn:aws:iam::1111:role/x"));
-        assert!(!looks_like_role_arn("hpc-nodes"));
+        assert!(crate::resources::checks::is_iam_arn(
+            "arn:aws-us-gov:iam::111122223333:role/path/hpc",
+            "role"
+        ));
+        assert!(!crate::resources::checks::is_iam_arn(
+            "arn:aws:iam::111122223333:instance-profile/hpc-nodes",
+            "role"
+        ));
+        assert!(!crate::resources::checks::is_iam_arn(
+            "arn:aws:iam::1111:role/x",
+            "role"
+        ));
+        assert!(!crate::resources::checks::is_iam_arn("hpc-nodes", "role"));
     }
 
     #[test]

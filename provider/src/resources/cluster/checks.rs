@@ -50,8 +50,8 @@ const RESERVED_USERS: &[&str] = &[
     "statd",
 ];
 /// The first uid and gid a cluster user may have: the image's default user (`debian`) has 1000.
-pub(super) const FIRST_UID: i64 = 1001;
-pub(super) const LAST_UID: i64 = 60000;
+const FIRST_UID: i64 = 1001;
+const LAST_UID: i64 = 60000;
 /// Root volume types a head or login node boots from (io1/io2 need provisioned IOPS, which the
 /// provider does not take).
 const ROOT_VOLUME_TYPES: &[&str] = &["gp3", "gp2"];
@@ -138,6 +138,13 @@ pub(super) fn users(users: &[Value], diags: &mut Diagnostics) {
             );
         }
         if let Some(uid) = int(u.attr("uid")) {
+            if !(FIRST_UID..=LAST_UID).contains(&uid) {
+                diags.error_at(
+                    at().attr("uid"),
+                    format!("uid {uid} is outside {FIRST_UID}-{LAST_UID}"),
+                    "Ids up to 1000 belong to the image (1000 is its default user's): pick one from that range.",
+                );
+            }
             if let Some(other) = uids.insert(uid, name.clone()) {
                 diags.error_at(
                     at().attr("uid"),
@@ -240,10 +247,6 @@ pub(super) fn mount_points(storage: &[Value], diags: &mut Diagnostics) {
         }
         seen.push(p.to_string());
     }
-}
-
-pub(super) fn tags(config: &Value, diags: &mut Diagnostics) {
-    checks::tags(config.attr("tags"), AttributePath::root("tags"), diags);
 }
 
 #[cfg(test)]
