@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import datetime
 import math
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -140,6 +141,9 @@ class LaunchBucket(BaseBackend):
 
 
 launch_buckets = BackendDict(LaunchBucket, "ec2")
+# One launch at a time past the faults: a bucket's check and spend, and the capacity and
+# reservations a launch takes, are one step as in EC2, whatever calls are in flight together.
+LAUNCHING = threading.Lock()
 RATE_EXCEEDED = FaultError("RequestLimitExceeded", "Request limit exceeded.", 503)
 
 
@@ -263,10 +267,11 @@ class EmulatorEC2Response(CapacityActions, ImageActions, EC2Response):
         count = self._get_int_param("MaxCount") or 1
         if self._dry_run():
             return super().run_instances()
-        if not self._launch_bucket.has(count):
-            return _error_response(RATE_EXCEEDED)
-        answer = super().run_instances()
-        self._launch_bucket.spend(count)
+        with LAUNCHING:
+            if not self._launch_bucket.has(count):
+                return _error_response(RATE_EXCEEDED)
+            answer = super().run_instances()
+            self._launch_bucket.spend(count)
         return answer
 
     @property
@@ -309,32 +314,33 @@ class EmulatorEC2Response(CapacityActions, ImageActions, EC2Response):
         )
         target = self._get_param("TargetCapacitySpecification", {})
         demand = _capacity_by_market(target)
-        if not self._launch_bucket.has(math.ceil(sum(demand.values()))):
-            return _error_response(RATE_EXCEEDED)
-        tag_spec = self._get_param("TagSpecifications", [])
-        instance_tags = _tags_for(tag_spec, "instance")
+        with LAUNCHING:
+            if not self._launch_bucket.has(math.ceil(sum(demand.values()))):
+                return _error_response(RATE_EXCEEDED)
+            tag_spec = self._get_param("TagSpecifications", [])
+            instance_tags = _tags_for(tag_spec, "instance")
 
-        fleet = self.ec2_backend.create_fleet(
-            on_demand_options=self._get_param("OnDemandOptions", {}),
-            spot_options=self._get_param("SpotOptions", {}),
-            # An empty shell: moto's own launch logic must not run; the fleet is filled in below.
-            target_capacity_specification={"TotalTargetCapacity": 0},
-            launch_template_configs=[],
-            excess_capacity_termination_policy=None,
-            replace_unhealthy_instances=False,
-            terminate_instances_with_expiration=True,
-            fleet_type="instant",
-            valid_from=None,
-            valid_until=None,
-            tag_specifications=[spec for spec in tag_spec if spec.get("ResourceType") == "fleet"],
-        )
-        errors: list[dict[str, Any]] = []
-        launched: list[dict[str, Any]] = []
-        for market, capacity in demand.items():
-            market_errors, market_launched = self._fulfil(fleet, pools, market, capacity, instance_tags)
-            errors += market_errors
-            launched += market_launched
-        self._launch_bucket.spend(sum(len(group["InstanceIds"]) for group in launched))
+            fleet = self.ec2_backend.create_fleet(
+                on_demand_options=self._get_param("OnDemandOptions", {}),
+                spot_options=self._get_param("SpotOptions", {}),
+                # An empty shell: moto's own launch logic must not run; the fleet is filled in below.
+                target_capacity_specification={"TotalTargetCapacity": 0},
+                launch_template_configs=[],
+                excess_capacity_termination_policy=None,
+                replace_unhealthy_instances=False,
+                terminate_instances_with_expiration=True,
+                fleet_type="instant",
+                valid_from=None,
+                valid_until=None,
+                tag_specifications=[spec for spec in tag_spec if spec.get("ResourceType") == "fleet"],
+            )
+            errors: list[dict[str, Any]] = []
+            launched: list[dict[str, Any]] = []
+            for market, capacity in demand.items():
+                market_errors, market_launched = self._fulfil(fleet, pools, market, capacity, instance_tags)
+                errors += market_errors
+                launched += market_launched
+            self._launch_bucket.spend(sum(len(group["InstanceIds"]) for group in launched))
         fleet.target_capacity = int(target.get("TotalTargetCapacity", 0))
         fleet.on_demand_target_capacity = int(demand["on-demand"])
         fleet.spot_target_capacity = int(demand["spot"])

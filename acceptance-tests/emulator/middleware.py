@@ -199,17 +199,30 @@ def _rest_operation(service: str, environ: dict[str, Any], query: dict[str, list
 
 
 class CallCounter:
-    """Calls per ``service:Action`` and the seconds the emulator spent answering them (so a
-    benchmark can tell the emulator's time from the client's)."""
+    """Calls per ``service:Action``, the seconds the emulator spent answering them (so a
+    benchmark can tell the emulator's time from the client's) and the most of them in flight
+    at once (so a test can see a client's calls overlap)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._seconds: Counter[str] = Counter()
+        self._in_flight: Counter[str] = Counter()
+        self._peak: Counter[str] = Counter()
 
     def add(self, key: str) -> None:
         with self._lock:
             self._counts[key] += 1
+            self._in_flight[key] += 1
+            self._peak[key] = max(self._peak[key], self._in_flight[key])
+
+    def done(self, key: str) -> None:
+        with self._lock:
+            self._in_flight[key] -= 1
+
+    def peaks(self) -> dict[str, int]:
+        with self._lock:
+            return dict(sorted(self._peak.items()))
 
     def add_time(self, key: str, seconds: float) -> None:
         with self._lock:
@@ -227,6 +240,8 @@ class CallCounter:
         with self._lock:
             self._counts.clear()
             self._seconds.clear()
+            self._peak.clear()
+            self._peak.update(+self._in_flight)
 
 
 class ControlError(Exception):
@@ -248,24 +263,27 @@ class EmulatorMiddleware:
         if path == CONTROL_PREFIX or path.startswith(CONTROL_PREFIX + "/"):
             return self._control(environ, start_response)
         call = classify(environ)
-        if call is not None:
-            self.calls.add(call.key)
-            denied = _authorize(environ, call)
-            if denied is not None:
-                _drain(environ)
-                status, headers, body = render_error(call.protocol, denied)
-                start_response(f"{status} Error", headers)
-                return [body]
+        if call is None:
+            return self.app(environ, start_response)
+        self.calls.add(call.key)
+        try:
+            return self._answer(call, environ, start_response)
+        finally:
+            self.calls.done(call.key)
+
+    def _answer(self, call: AwsCall, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        """Refuses what the caller may not do, serves faults, or asks moto."""
+        refused = _authorize(environ, call)
+        if refused is None:
             outcome = FAULTS.evaluate(call.service, call.action)
             if outcome.latency_s:
                 time.sleep(outcome.latency_s)
-            if outcome.error is not None:
-                _drain(environ)
-                status, headers, body = render_error(call.protocol, outcome.error)
-                start_response(f"{status} Error", headers)
-                return [body]
-        if call is None:
-            return self.app(environ, start_response)
+            refused = outcome.error
+        if refused is not None:
+            _drain(environ)
+            status, headers, body = render_error(call.protocol, refused)
+            start_response(f"{status} Error", headers)
+            return [body]
         started = time.perf_counter()
         result = self.app(environ, start_response)
         try:
@@ -297,7 +315,7 @@ class EmulatorMiddleware:
         if route == "/health" and method == "GET":
             return 200, {"status": "ok", "moto_version": moto.__version__, "uptime_s": time.time() - self.started}
         if route == "/calls" and method == "GET":
-            return 200, {"calls": self.calls.snapshot(), "seconds": self.calls.seconds()}
+            return 200, {"calls": self.calls.snapshot(), "seconds": self.calls.seconds(), "peak_in_flight": self.calls.peaks()}
         if route == "/calls/reset" and method == "POST":
             self.calls.clear()
             return 200, {"calls": {}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import re
 import shutil
@@ -559,7 +560,7 @@ def test_counts_rest_and_query_calls_and_resets(endpoint: str, ec2: Any) -> None
     calls = control(endpoint, "GET", "/calls")["calls"]
     assert calls == {"s3:CreateBucket": 1, "s3:PutObject": 1, "ec2:DescribeVpcs": 1}
     assert control(endpoint, "POST", "/calls/reset") == {"calls": {}}
-    assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}}
+    assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}, "peak_in_flight": {}}
 
 
 def test_reset_clears_state_faults_and_counters(endpoint: str, fsx: Any, network: dict[str, Any]) -> None:
@@ -567,7 +568,7 @@ def test_reset_clears_state_faults_and_counters(endpoint: str, fsx: Any, network
     control(endpoint, "POST", "/faults", {"service": "sts", "code": "Throttling"})
     control(endpoint, "POST", "/reset")
     assert control(endpoint, "GET", "/faults") == {"faults": []}
-    assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}}
+    assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}, "peak_in_flight": {}}
     assert fsx.describe_file_systems()["FileSystems"] == []
 
     create_persistent2(fsx, _default_network(endpoint))  # the VPC of `network` went with the reset
@@ -894,7 +895,35 @@ def test_calls_report_the_seconds_spent_answering_them(endpoint: str) -> None:
     assert set(report["seconds"]) == {"fsx:DescribeFileSystems"}
     assert 0 < report["seconds"]["fsx:DescribeFileSystems"] < 10
     control(endpoint, "POST", "/calls/reset")
-    assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}}
+    assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}, "peak_in_flight": {}}
+
+
+def test_launches_in_flight_together_share_one_launch_bucket(
+    endpoint: str, network: dict[str, Any]
+) -> None:
+    """Two launches answered at once (each held half a second) cannot both spend a bucket that
+    holds one of them: one is refused, and the report shows both were in flight together."""
+    control(endpoint, "POST", "/config", {"launch_bucket_size": 3, "launch_refill_per_s": 0})
+    control(endpoint, "POST", "/faults", [{"service": "ec2", "action": "RunInstances", "latency_ms": 500}])
+    control(endpoint, "POST", "/calls/reset")
+    subnet = network["subnets"]["us-east-1a"]
+
+    def launch() -> str:
+        try:
+            client(endpoint, "ec2", NO_RETRIES).run_instances(
+                ImageId="ami-12345678", MinCount=2, MaxCount=2, SubnetId=subnet
+            )
+            return "launched"
+        except ClientError as err:
+            return str(err.response["Error"]["Code"])
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            answers = sorted(pool.map(lambda _: launch(), range(2)))
+    finally:
+        control(endpoint, "POST", "/config", {"launch_bucket_size": 1000, "launch_refill_per_s": 2})
+    assert answers == ["RequestLimitExceeded", "launched"]
+    assert control(endpoint, "GET", "/calls")["peak_in_flight"] == {"ec2:RunInstances": 2}
 
 
 def test_a_secret_scheduled_for_deletion_keeps_its_name_until_restored(endpoint: str) -> None:

@@ -378,6 +378,13 @@ impl Emulator {
             .unwrap_or_default()
     }
 
+    /// The most `service:Action` calls the emulator was answering at once since start or the
+    /// last reset (0 when none came).
+    pub fn peak_in_flight(&self, key: &str) -> u64 {
+        let v = self.control("GET", "/_emulator/calls", &Value::Null);
+        v["peak_in_flight"][key].as_u64().unwrap_or(0)
+    }
+
     /// Calls that change something (everything but Describe*, List*, Get*).
     pub fn mutating_calls(&self) -> BTreeMap<String, u64> {
         self.calls()

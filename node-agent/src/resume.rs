@@ -28,6 +28,9 @@ pub const CAPACITY_CODES: &[&str] = &[
 /// Most nodes one instant-fleet call asks for; larger resumes are split.
 pub const FLEET_BATCH: usize = 500;
 
+/// Most fleet calls one pool has in flight at once (four batches are twice EC2's launch burst).
+pub const PARALLEL_CALLS: usize = 4;
+
 /// EC2's answer when its launch rate is spent (a bucket of about 1,000 instances per account
 /// and region, refilled at about 2 a second): the call launched nothing and may be made again.
 pub const RATE_CODES: &[&str] = &["RequestLimitExceeded"];
@@ -142,6 +145,14 @@ impl Cooldowns {
         self.until.insert(key, now + seconds);
     }
 
+    /// Takes in the cool-downs another copy started (a cool-down only starts or lengthens).
+    pub fn merge(&mut self, other: Cooldowns) {
+        for (key, until) in other.until {
+            let mine = self.until.entry(key).or_insert(until);
+            *mine = (*mine).max(until);
+        }
+    }
+
     /// Writes the cool-downs back, dropping expired ones. Under the state directory's lock it
     /// merges with what other programs wrote since this one loaded the file (a cool-down only
     /// ever starts or lengthens, so the later end wins), then replaces the file atomically.
@@ -151,10 +162,7 @@ impl Cooldowns {
             return Ok(());
         };
         let _lock = statefile::lock_dir(path.parent().unwrap_or(Path::new(".")))?;
-        for (key, until) in Cooldowns::load(&path).until {
-            let mine = self.until.entry(key).or_insert(until);
-            *mine = (*mine).max(until);
-        }
+        self.merge(Cooldowns::load(&path));
         self.until.retain(|_, t| *t > now);
         let doc = serde_json::Value::from(serde_json::Map::from_iter(
             self.until.iter().map(|(k, v)| (k.clone(), serde_json::Value::from(*v))),
@@ -459,18 +467,19 @@ struct PoolLaunch<'a> {
 
 impl PoolLaunch<'_> {
     /// Takes whole units from `waiting` into fleet calls of at most FLEET_BATCH nodes (halved
-    /// while EC2's launch rate is spent) until they are launched or the pool fails; units it
-    /// could not launch go back to `waiting`. True when the pool reported no capacity.
+    /// while EC2's launch rate is spent), up to PARALLEL_CALLS of them sent at once, until they
+    /// are launched or the pool fails; units it could not launch go back to `waiting`. True
+    /// when the pool reported no capacity.
     async fn run(
         mut self,
         waiting: &mut Vec<Vec<String>>,
         outcome: &mut GroupOutcome,
         pacing: &mut Pacing,
     ) -> Result<bool, AwsError> {
-        let mut limit = FLEET_BATCH;
+        let (mut limit, mut parallel) = (FLEET_BATCH, PARALLEL_CALLS);
         loop {
-            let batch = take_units(waiting, limit, self.room);
-            if batch.is_empty() {
+            let batches = self.take_batches(waiting, limit, parallel);
+            if batches.is_empty() {
                 if let Some(r) = self.room {
                     let need = waiting.first().map_or(0, Vec::len);
                     let why = format!("{r} instance(s) left in the reservation, a job needs {need}");
@@ -480,47 +489,108 @@ impl PoolLaunch<'_> {
                 }
                 return Ok(false);
             }
-            let requested: usize = batch.iter().map(Vec::len).sum();
-            self.request.count = i32::try_from(requested).unwrap_or(i32::MAX);
-            let answer = self.ec2.launch_fleet(&self.request).await;
-            let fleet = match answer {
-                Ok(f) => {
-                    pacing.launched();
-                    f
+            let ec2 = self.ec2;
+            let calls = batches.iter().map(|batch| {
+                let mut request = self.request.clone();
+                request.count = i32::try_from(units_size(batch)).unwrap_or(i32::MAX);
+                async move { ec2.launch_fleet(&request).await }
+            });
+            let answers = futures::future::join_all(calls).await;
+            let round = self.settle(batches, answers, outcome).await?;
+            requeue(waiting, round.back);
+            if round.launched > 0 {
+                pacing.launched();
+            }
+            if round.no_capacity || round.short || waiting.is_empty() {
+                return Ok(round.no_capacity);
+            }
+            if round.throttled > 0 {
+                if !pacing.wait().await {
+                    // The launch rate outlasted the resume's patience: the next pool may be in
+                    // another region, with its own rate.
+                    return Ok(false);
                 }
-                Err(e) if e.code_is(RATE_CODES) && pacing.wait().await => {
+                // Smaller and one at a time until the bucket refills.
+                limit = (limit.min(round.throttled) / 2).max(1);
+                parallel = 1;
+            }
+        }
+    }
+
+    /// Up to `parallel` batches of whole units, each within `limit` and all within the
+    /// reservation's room.
+    fn take_batches(&self, waiting: &mut Vec<Vec<String>>, limit: usize, parallel: usize) -> Vec<Vec<Vec<String>>> {
+        let mut room = self.room;
+        let mut batches = Vec::new();
+        while batches.len() < parallel {
+            let batch = take_units(waiting, limit, room);
+            if batch.is_empty() {
+                break;
+            }
+            if let Some(r) = room.as_mut() {
+                *r = r.saturating_sub(units_size(&batch));
+            }
+            batches.push(batch);
+        }
+        batches
+    }
+
+    /// Places what a round of calls launched, releases partial units and says what is left.
+    /// Any error but capacity and the launch rate fails the resume (after the round is placed
+    /// and released, so nothing launched is left unaccounted for).
+    async fn settle(
+        &mut self,
+        batches: Vec<Vec<Vec<String>>>,
+        answers: Vec<Result<hpc_aws::ec2::FleetOutcome, AwsError>>,
+        outcome: &mut GroupOutcome,
+    ) -> Result<Round, AwsError> {
+        let mut round = Round::default();
+        let mut extra = Vec::new();
+        let mut failure = None;
+        for (batch, answer) in batches.into_iter().zip(answers) {
+            let requested = units_size(&batch);
+            let fleet = match answer {
+                Ok(fleet) => fleet,
+                Err(e) if e.code_is(RATE_CODES) => {
                     outcome
                         .attempts
                         .push(self.attempt(requested, 0, 0, vec![self.fleet_error(&e)]));
-                    limit = (requested / 2).max(1);
-                    requeue(waiting, batch);
+                    round.throttled += requested;
+                    round.back.extend(batch);
                     continue;
                 }
-                // A whole-call capacity error (RunInstances-style) fails the pool like fleet errors
-                // do; so does the launch rate once the resume has waited for it long enough.
-                Err(e) if e.code_is(CAPACITY_CODES) || e.code_is(RATE_CODES) => hpc_aws::ec2::FleetOutcome {
+                // A whole-call capacity error (RunInstances-style) fails the pool as fleet errors do.
+                Err(e) if e.code_is(CAPACITY_CODES) => hpc_aws::ec2::FleetOutcome {
                     instances: vec![],
                     errors: vec![self.fleet_error(&e)],
                 },
-                Err(e) => return Err(e),
+                Err(e) => {
+                    failure.get_or_insert(e);
+                    round.back.extend(batch);
+                    continue;
+                }
             };
             let launched = fleet.instances.len();
-            let (short, extra) = self.place(batch, fleet.instances, outcome);
-            // What could not complete a unit is released now, not left to the sweep.
-            if !extra.is_empty() {
-                self.ec2.request_termination(&extra).await?;
-            }
-            requeue(waiting, short);
+            let (short, released) = self.place(batch, fleet.instances, outcome);
+            round.launched += launched;
+            round.short |= launched < requested;
+            round.no_capacity |= fleet.errors.iter().any(|e| CAPACITY_CODES.contains(&e.code.as_str()));
             if let Some(r) = self.room.as_mut() {
                 *r = r.saturating_sub(launched);
             }
-            let no_capacity = fleet.errors.iter().any(|e| CAPACITY_CODES.contains(&e.code.as_str()));
             outcome
                 .attempts
-                .push(self.attempt(requested, launched, extra.len(), fleet.errors));
-            if no_capacity || launched < requested || waiting.is_empty() {
-                return Ok(no_capacity);
-            }
+                .push(self.attempt(requested, launched, released.len(), fleet.errors));
+            round.back.extend(short);
+            extra.extend(released);
+        }
+        // What could not complete a unit is released now, not left to the sweep.
+        if !extra.is_empty() {
+            self.ec2.request_termination(&extra).await?;
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(round),
         }
     }
 
@@ -570,6 +640,23 @@ impl PoolLaunch<'_> {
             subnet_id: None,
         }
     }
+}
+
+/// What one round of concurrent fleet calls left.
+#[derive(Default)]
+struct Round {
+    /// Units to launch again (short, throttled or failed), in their order.
+    back: Vec<Vec<String>>,
+    launched: usize,
+    /// Nodes asked for in calls refused for the launch rate.
+    throttled: usize,
+    /// A call launched fewer than it asked for.
+    short: bool,
+    no_capacity: bool,
+}
+
+fn units_size(units: &[Vec<String>]) -> usize {
+    units.iter().map(Vec::len).sum()
 }
 
 /// Puts `units` back at the front of `waiting`, in order.

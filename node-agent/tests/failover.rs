@@ -1198,6 +1198,59 @@ async fn a_job_one_pool_can_only_partly_launch_gets_all_its_nodes_from_the_next_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_resume_sends_its_fleet_batches_at_once_across_chunks_and_instance_types() {
+    let emu = Emulator::start();
+    let aws = connect(&emu).await;
+    let mut doc = partition(&aws, &emu).await;
+    doc.pools.truncate(1);
+    doc.max_nodes = 700;
+    doc.scaling_strategy = hpc_desired_state::ScalingStrategy::BestEffort;
+    let mut small = doc.shapes[0].clone();
+    small.instance_type = "c7i.2xlarge".into();
+    let (lt, _) = aws
+        .ec2()
+        .ensure_launch_template(&template("hpc-c-gpu-c7i"))
+        .await
+        .expect("launch template");
+    doc.pools[0].launch_templates.insert(small.instance_type.clone(), lt);
+    doc.shapes.push(small);
+    aws.ssm()
+        .put(
+            "/hpcforge/clusters/c/partitions/gpu",
+            &serde_json::to_string(&doc).expect("json"),
+            &[],
+        )
+        .await
+        .expect("publish");
+    // Every fleet call takes a second and a half: calls sent one after another never overlap.
+    emu.add_fault(json!({"service": "ec2", "action": "CreateFleet", "latency_ms": 1500}));
+    let state = std::env::temp_dir().join(format!("hpc-node-batches-{}", std::process::id()));
+    emu.reset_calls();
+    let out = hpc_node(&emu)
+        .args(["resume", "gpu-p5-48xl-[1-600],gpu-c7i-2xl-[1-2]"])
+        .args(["--cluster", "c", "--region", "us-east-1", "--state-dir"])
+        .arg(&state)
+        .output()
+        .expect("run hpc-node");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    // 600 nodes of one type are two batches (500 and 100); the other type is a third call.
+    assert_eq!(emu.calls().get("ec2:CreateFleet"), Some(&3), "{log}");
+    assert_eq!(
+        emu.peak_in_flight("ec2:CreateFleet"),
+        3,
+        "the batches went one by one: {log}"
+    );
+    let map = carriers(&state);
+    assert_eq!(map.len(), 602, "{log}");
+    assert!(
+        map.contains_key("gpu-c7i-2xl-2") && map.contains_key("gpu-p5-48xl-600"),
+        "{map:?}"
+    );
+    let _ = std::fs::remove_dir_all(state);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_past_ec2s_launch_rate_waits_for_it_and_launches_every_node() {
     let emu = Emulator::start();
     // A launch bucket of 3 instances, refilled at one a second.

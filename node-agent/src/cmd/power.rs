@@ -34,7 +34,8 @@ pub async fn resume(args: &HostsArgs, aws: &Aws) -> Result<()> {
     resume_nodes(&args.cluster, aws, &docs, &nodes, &jobs, &mut cooldowns).await
 }
 
-/// Launches instances for `nodes`, pool after pool, skipping pools in `cooldowns`.
+/// Launches instances for `nodes`: each group (partition and instance type) pool after pool,
+/// skipping pools in `cooldowns`, all groups at once.
 pub async fn resume_nodes(
     args: &ClusterArgs,
     aws: &Aws,
@@ -46,13 +47,61 @@ pub async fn resume_nodes(
     let (groups, unknown) = group_nodes(docs, nodes);
     let now = now_s();
     let clients = Regions { aws: aws.clone() };
-    let map = NodeMap::at(&args.state_dir);
     let mut down: Vec<(String, String)> = unknown
         .into_iter()
         .map(|n| (n, "hpc-node: not a node of this cluster".into()))
         .collect();
-    let mut budget = budget(aws, &args.cluster, docs).await?;
-    for group in &groups {
+    let admitted = admit(&mut budget(aws, &args.cluster, docs).await?, docs, groups, &mut down);
+    let launches = admitted.iter().map(|(doc, group)| {
+        let (clients, mut mine) = (&clients, cooldowns.clone());
+        async move {
+            let outcome = launch_group(clients, &args.cluster, doc, group, jobs, &mut mine, now).await;
+            (outcome, mine)
+        }
+    });
+    let results = futures::future::join_all(launches).await;
+    let mut placed = Vec::new();
+    let mut failure = None;
+    for ((doc, group), (outcome, mine)) in admitted.iter().zip(results) {
+        cooldowns.merge(mine);
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                failure.get_or_insert(e);
+                continue;
+            }
+        };
+        for a in &outcome.attempts {
+            log_attempt(group, a);
+        }
+        placed.push((*doc, outcome.placed));
+        down.extend(
+            outcome
+                .unplaced
+                .into_iter()
+                .map(|n| (n, "hpc-node: no capacity in any pool".into())),
+        );
+    }
+    record_and_address(&clients, &NodeMap::at(&args.state_dir), &placed).await?;
+    set_down(down);
+    cooldowns
+        .save(now)
+        .context(|| format!("saving cool-downs in {}", args.state_dir.display()))?;
+    match failure {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// The groups the run-time cost guardrail lets launch, cut to what fits; the rest go `down`.
+fn admit<'d>(
+    budget: &mut Budget,
+    docs: &'d [PartitionDoc],
+    groups: Vec<Group>,
+    down: &mut Vec<(String, String)>,
+) -> Vec<(&'d PartitionDoc, Group)> {
+    let mut admitted = Vec::new();
+    for mut group in groups {
         let Some(doc) = docs.iter().find(|d| d.name == group.partition) else {
             continue;
         };
@@ -60,7 +109,6 @@ pub async fn resume_nodes(
             continue;
         };
         let (fit, refused) = budget.admit(shape, group.nodes.len());
-        let mut group = group.clone();
         if let Some(why) = refused {
             eprintln!(
                 "hpc-node: guardrail: {} {}: {why}",
@@ -70,22 +118,15 @@ pub async fn resume_nodes(
                 down.push((n, "hpc-node: cluster cost guardrail".into()));
             }
         }
-        if group.nodes.is_empty() {
-            continue;
+        if !group.nodes.is_empty() {
+            admitted.push((doc, group));
         }
-        let group = &group;
-        let outcome = launch_group(&clients, &args.cluster, doc, group, jobs, cooldowns, now).await?;
-        for a in &outcome.attempts {
-            log_attempt(group, a);
-        }
-        record_and_address(&clients, &map, doc, &outcome.placed).await?;
-        down.extend(
-            outcome
-                .unplaced
-                .into_iter()
-                .map(|n| (n, "hpc-node: no capacity in any pool".into())),
-        );
     }
+    admitted
+}
+
+/// Tells Slurm the nodes no instance was launched for, one update per reason.
+fn set_down(down: Vec<(String, String)>) {
     let mut by_reason: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (node, reason) in down {
         by_reason.entry(reason).or_default().push(node);
@@ -103,9 +144,6 @@ pub async fn resume_nodes(
             format!("reason={reason}"),
         ]);
     }
-    cooldowns
-        .save(now)
-        .context(|| format!("saving cool-downs in {}", args.state_dir.display()))
 }
 
 fn log_attempt(group: &Group, a: &Attempt) {
@@ -137,11 +175,18 @@ fn log_attempt(group: &Group, a: &Attempt) {
 
 /// Records which instance carries each placed node (one write of the agent's node map), then
 /// reads their addresses in a few calls and tells Slurm in one update: no call per node.
-async fn record_and_address(clients: &Regions, map: &NodeMap, doc: &PartitionDoc, placed: &[Placement]) -> Result<()> {
+async fn record_and_address(
+    clients: &Regions,
+    map: &NodeMap,
+    placed: &[(&PartitionDoc, Vec<Placement>)],
+) -> Result<()> {
+    if placed.iter().all(|(_, p)| p.is_empty()) {
+        return Ok(());
+    }
     // Recorded first: an instance the map does not name is an orphan to the sweep.
     let now = now_s();
     map.update(|m| {
-        for p in placed {
+        for p in placed.iter().flat_map(|(_, p)| p) {
             m.insert(
                 p.node.clone(),
                 Carrier {
@@ -153,18 +198,20 @@ async fn record_and_address(clients: &Regions, map: &NodeMap, doc: &PartitionDoc
     })
     .context(|| "recording the launched nodes in the agent's node map".to_string())?;
     let mut addresses: Vec<(String, String)> = Vec::new();
-    for (i, pool) in doc.pools.iter().enumerate() {
-        let in_pool: Vec<&Placement> = placed.iter().filter(|p| p.pool == i).collect();
-        if in_pool.is_empty() {
-            continue;
+    for (doc, placed) in placed {
+        for (i, pool) in doc.pools.iter().enumerate() {
+            let in_pool: Vec<&Placement> = placed.iter().filter(|p| p.pool == i).collect();
+            if in_pool.is_empty() {
+                continue;
+            }
+            let ids: Vec<String> = in_pool.iter().map(|p| p.instance.id.clone()).collect();
+            let ips = clients.ec2_for(pool).private_ips(&ids).await?;
+            addresses.extend(
+                in_pool
+                    .iter()
+                    .filter_map(|p| ips.get(&p.instance.id).map(|ip| (p.node.clone(), ip.clone()))),
+            );
         }
-        let ids: Vec<String> = in_pool.iter().map(|p| p.instance.id.clone()).collect();
-        let ips = clients.ec2_for(pool).private_ips(&ids).await?;
-        addresses.extend(
-            in_pool
-                .iter()
-                .filter_map(|p| ips.get(&p.instance.id).map(|ip| (p.node.clone(), ip.clone()))),
-        );
     }
     if !addresses.is_empty() {
         let names: Vec<&str> = addresses.iter().map(|(n, _)| n.as_str()).collect();
