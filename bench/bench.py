@@ -378,10 +378,9 @@ def resume_many(bin_dir: Path, count: int, ice: bool = True) -> dict:
             "nodes": count,
             "pools": len(zones),
             "dispatch_s": round(max(told_at) - start_wall, 2),
-            # The emulator's own time answering the calls made before the dispatch (everything
-            # but the name tags): moto building 1,000 instances is not hpc-node's time.
-            "emulator_dispatch_s": round(sum(v for k, v in report.get("seconds", {}).items()
-                                             if k != "ec2:CreateTags"), 2),
+            # The wall time the emulator had calls in flight (overlapping calls count once):
+            # moto building 1,000 instances is not hpc-node's time.
+            "emulator_dispatch_s": round(report.get("busy_s", 0.0), 2),
             "wall_s": round(elapsed, 2),
             "aws_calls": sum(calls.values()),
             "create_fleet_calls": calls.get("ec2:CreateFleet", 0),
@@ -519,7 +518,7 @@ def write_markdown(results: dict) -> None:
         row("dispatch, first pool without capacity (s)",
             {"median": r["dispatch_s"], "min": min(r["dispatch_s_runs"]), "max": max(r["dispatch_s_runs"]),
              "runs": len(r["dispatch_s_runs"])}, "goal ≤ 2 s (issue 7)"),
-        row("of which the emulator answering (moto building the instances) (s)", r["emulator_dispatch_s"], "", "-"),
+        row("of which the emulator answering (wall time with a call in flight: moto building and describing the instances) (s)", r["emulator_dispatch_s"], "", "-"),
         row("hpc-node's own time in that dispatch (s)", round(r["dispatch_s"] - r["emulator_dispatch_s"], 2),
             "goal ≤ 1 s (issue 17)", "-"),
         row("dispatch, capacity in the first pool (s)",

@@ -209,16 +209,30 @@ class CallCounter:
         self._seconds: Counter[str] = Counter()
         self._in_flight: Counter[str] = Counter()
         self._peak: Counter[str] = Counter()
+        # Wall time with at least one call in flight: what the emulator took of a client's
+        # time when its calls overlap (summed seconds would count overlaps twice).
+        self._busy = 0.0
+        self._busy_since: float | None = None
 
     def add(self, key: str) -> None:
         with self._lock:
             self._counts[key] += 1
+            if self._busy_since is None:
+                self._busy_since = time.perf_counter()
             self._in_flight[key] += 1
             self._peak[key] = max(self._peak[key], self._in_flight[key])
 
     def done(self, key: str) -> None:
         with self._lock:
             self._in_flight[key] -= 1
+            if self._busy_since is not None and not +self._in_flight:
+                self._busy += time.perf_counter() - self._busy_since
+                self._busy_since = None
+
+    def busy(self) -> float:
+        with self._lock:
+            running = time.perf_counter() - self._busy_since if self._busy_since is not None else 0.0
+            return round(self._busy + running, 4)
 
     def peaks(self) -> dict[str, int]:
         with self._lock:
@@ -242,6 +256,8 @@ class CallCounter:
             self._seconds.clear()
             self._peak.clear()
             self._peak.update(+self._in_flight)
+            self._busy = 0.0
+            self._busy_since = time.perf_counter() if +self._in_flight else None
 
 
 class ControlError(Exception):
@@ -315,7 +331,7 @@ class EmulatorMiddleware:
         if route == "/health" and method == "GET":
             return 200, {"status": "ok", "moto_version": moto.__version__, "uptime_s": time.time() - self.started}
         if route == "/calls" and method == "GET":
-            return 200, {"calls": self.calls.snapshot(), "seconds": self.calls.seconds(), "peak_in_flight": self.calls.peaks()}
+            return 200, {"calls": self.calls.snapshot(), "seconds": self.calls.seconds(), "peak_in_flight": self.calls.peaks(), "busy_s": self.calls.busy()}
         if route == "/calls/reset" and method == "POST":
             self.calls.clear()
             return 200, {"calls": {}}

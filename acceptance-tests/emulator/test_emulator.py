@@ -560,7 +560,7 @@ def test_counts_rest_and_query_calls_and_resets(endpoint: str, ec2: Any) -> None
     calls = control(endpoint, "GET", "/calls")["calls"]
     assert calls == {"s3:CreateBucket": 1, "s3:PutObject": 1, "ec2:DescribeVpcs": 1}
     assert control(endpoint, "POST", "/calls/reset") == {"calls": {}}
-    assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}, "peak_in_flight": {}}
+    assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}, "peak_in_flight": {}, "busy_s": 0.0}
 
 
 def test_reset_clears_state_faults_and_counters(endpoint: str, fsx: Any, network: dict[str, Any]) -> None:
@@ -568,7 +568,7 @@ def test_reset_clears_state_faults_and_counters(endpoint: str, fsx: Any, network
     control(endpoint, "POST", "/faults", {"service": "sts", "code": "Throttling"})
     control(endpoint, "POST", "/reset")
     assert control(endpoint, "GET", "/faults") == {"faults": []}
-    assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}, "peak_in_flight": {}}
+    assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}, "peak_in_flight": {}, "busy_s": 0.0}
     assert fsx.describe_file_systems()["FileSystems"] == []
 
     create_persistent2(fsx, _default_network(endpoint))  # the VPC of `network` went with the reset
@@ -895,7 +895,7 @@ def test_calls_report_the_seconds_spent_answering_them(endpoint: str) -> None:
     assert set(report["seconds"]) == {"fsx:DescribeFileSystems"}
     assert 0 < report["seconds"]["fsx:DescribeFileSystems"] < 10
     control(endpoint, "POST", "/calls/reset")
-    assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}, "peak_in_flight": {}}
+    assert control(endpoint, "GET", "/calls") == {"calls": {}, "seconds": {}, "peak_in_flight": {}, "busy_s": 0.0}
 
 
 def test_launches_in_flight_together_share_one_launch_bucket(
@@ -918,12 +918,18 @@ def test_launches_in_flight_together_share_one_launch_bucket(
             return str(err.response["Error"]["Code"])
 
     try:
+        started = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             answers = sorted(pool.map(lambda _: launch(), range(2)))
+        elapsed = time.monotonic() - started
     finally:
         control(endpoint, "POST", "/config", {"launch_bucket_size": 1000, "launch_refill_per_s": 2})
     assert answers == ["RequestLimitExceeded", "launched"]
-    assert control(endpoint, "GET", "/calls")["peak_in_flight"] == {"ec2:RunInstances": 2}
+    report = control(endpoint, "GET", "/calls")
+    assert report["peak_in_flight"] == {"ec2:RunInstances": 2}
+    # Both were held half a second at once: busy counts the overlap once, so it fits in the
+    # time the two calls took together (a sum of both would not).
+    assert 0.5 <= report["busy_s"] <= elapsed, (report, elapsed)
 
 
 def test_a_secret_scheduled_for_deletion_keeps_its_name_until_restored(endpoint: str) -> None:
