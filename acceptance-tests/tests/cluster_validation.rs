@@ -214,6 +214,21 @@ fn bad_clusters_and_partitions_are_rejected_when_validated() {
             "security_group_ids",
             "is not a security group id",
         ),
+        (
+            partition("spot_strategy", "  allocation_strategy = \"price-capacity-optimized\""),
+            "hpc_partition.spot_strategy".into(),
+            "allocation_strategy",
+            "is for spot pools, and this partition has none",
+        ),
+        (
+            cluster(
+                "secret_by_name",
+                "  accounting {\n    mode = \"external\"\n    host = \"db.example.org\"\n    password_secret_arn = \"slurmdbd\"\n  }",
+            ),
+            "hpc_cluster.secret_by_name".into(),
+            "password_secret_arn",
+            "\"slurmdbd\" is not a Secrets Manager secret ARN",
+        ),
     ];
     assert!(resources.len() >= 45);
     ws.write(
@@ -270,7 +285,8 @@ provider "hpc" {
         partition("too_many_nodes", "  max_nodes = 500"),
         partition("too_many_gpus", "  instance_types = [\"p5.48xlarge\"]\n  max_nodes = 4"),
     ]
-    .join("\n");
+    .join("\n")
+    .replace("subnet-0123456789abcdef0", &subnet);
     ws.write_raw(&format!("{provider}\n{cluster}\n{parts}"));
     emu.reset_calls();
     let out = ws.tf(&["plan", "-no-color", "-input=false"]);
@@ -531,6 +547,88 @@ fn capacity_reservations_and_blocks_are_checked_at_plan_and_targeted_by_the_laun
 }
 
 #[test]
+fn pools_key_pairs_secrets_and_a_second_default_are_checked_against_aws_at_plan() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("aws-checks", &emu);
+    let subnet = emu.default_subnet();
+    let (zone_a, zone_e) = (subnet_in(&emu, "us-east-1a"), subnet_in(&emu, "us-east-1e"));
+    let head = |extra: &str| {
+        format!(
+            "resource \"hpc_cluster\" \"main\" {{\n  name = \"research\"\n  subnet_id = \"{subnet}\"\n  wait_for_ready = false\n  head_node {{\n    ami_id = \"{AMI}\"\n{extra}  }}\n}}\n"
+        )
+    };
+    let pool = |subnets: &[&str]| {
+        let quoted: Vec<String> = subnets.iter().map(|s| format!("\"{s}\"")).collect();
+        format!("  capacity_pool {{\n    subnet_ids = [{}]\n  }}", quoted.join(", "))
+    };
+    let first = partition("first", &format!("  default = true\n{}", pool(&[&zone_a])));
+    ws.write(&head(""));
+    ws.apply();
+    ws.write(&format!("{}{first}", head("")));
+    ws.apply();
+
+    // EC2 (moto's offerings) has trn1.32xlarge in us-east-1b, c and f only, and c7i.2xlarge
+    // everywhere but us-east-1e.
+    let parts = [
+        partition(
+            "not_offered",
+            &format!("  instance_types = [\"trn1.32xlarge\"]\n{}", pool(&[&zone_a])),
+        ),
+        partition("no_subnet", &pool(&["subnet-0123456789abcdef0"])),
+        partition("second", &format!("  default = true\n{}", pool(&[&zone_a, &zone_e]))),
+    ]
+    .join("\n");
+    let secret = "arn:aws:secretsmanager:us-west-2:123456789012:secret:slurmdbd-AbCdEf";
+    let cluster = head("    key_name = \"nobodys-key\"\n").replace(
+        "  head_node {",
+        &format!("  accounting {{\n    mode = \"external\"\n    host = \"db.example.org\"\n    password_secret_arn = \"{secret}\"\n  }}\n  head_node {{"),
+    );
+    ws.write(&format!("{cluster}{first}{parts}"));
+    let text = refused_plan(
+        &ws,
+        &emu,
+        &[
+            (
+                "hpc_partition.not_offered".into(),
+                "subnet_ids",
+                "trn1.32xlarge is not offered in any zone of capacity_pool 0",
+            ),
+            (
+                "hpc_partition.no_subnet".into(),
+                "subnet_ids",
+                "a subnet of the pool does not exist in us-east-1",
+            ),
+            (
+                "hpc_cluster.main".into(),
+                "key_name",
+                "there is no key pair \"nobodys-key\" in us-east-1",
+            ),
+            (
+                "hpc_cluster.main".into(),
+                "password_secret_arn",
+                "the password's secret is in us-west-2, the cluster in us-east-1",
+            ),
+        ],
+    );
+    for phrase in [
+        "trn1.32xlarge is offered in us-east-1b, us-east-1c, us-east-1f",
+        &format!("c7i.2xlarge is not offered in {zone_e} (us-east-1e) of capacity_pool 0"),
+        "partition first is the cluster's default partition now",
+    ] {
+        assert!(text.contains(phrase), "missing {phrase:?}:\n{text}");
+    }
+    // The partial zone and the second default are warnings: with the errors fixed, the plan goes.
+    let fixed = parts
+        .replace("trn1.32xlarge", "c7i.2xlarge")
+        .replace("subnet-0123456789abcdef0", &zone_a);
+    ws.write(&format!("{}{first}{fixed}", head("")));
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(out.success, "{}", out.text());
+    ws.write(&head(""));
+    ws.destroy();
+}
+
+#[test]
 fn a_partition_past_the_accounts_vcpu_quota_warns_with_numbers_or_fails_under_the_guardrail() {
     let emu = Emulator::start();
     emu.set_quotas("us-east-1", serde_json::json!({"L-417A185B": 192}));
@@ -551,7 +649,8 @@ fn a_partition_past_the_accounts_vcpu_quota_warns_with_numbers_or_fails_under_th
         "{}\n{}",
         partition("gpu", "  instance_types = [\"p5.48xlarge\"]\n  max_nodes = 2"),
         partition("cpu", "  instance_types = [\"c7i.2xlarge\"]\n  max_nodes = 8")
-    );
+    )
+    .replace("subnet-0123456789abcdef0", &subnet);
     ws.write_raw(&format!("{}{cluster}{parts}", provider(false)));
     let out = ws.tf(&["plan", "-no-color", "-input=false"]);
     assert!(out.success, "a quota is a warning by default:\n{}", out.text());
@@ -567,6 +666,29 @@ fn a_partition_past_the_accounts_vcpu_quota_warns_with_numbers_or_fails_under_th
     // Under the guardrail the plan fails, naming max_nodes, and changes nothing.
     ws.write_raw(&format!("{}{cluster}{parts}", provider(true)));
     refused_plan(&ws, &emu, &[("hpc_partition.gpu".into(), "max_nodes", "384 vCPUs")]);
+
+    // Partitions of the cluster share the quota: with 400 vCPUs, gpu (384) fits alone, and a
+    // second P partition of 192 that would fit alone is counted with it.
+    emu.set_quotas("us-east-1", serde_json::json!({"L-417A185B": 400}));
+    ws.write_raw(&format!("{}{cluster}{parts}", provider(false)));
+    ws.apply();
+    let more = partition("gpu_more", "  instance_types = [\"p5.48xlarge\"]\n  max_nodes = 1")
+        .replace("subnet-0123456789abcdef0", &subnet);
+    ws.write_raw(&format!("{}{cluster}{parts}{more}", provider(true)));
+    let text = refused_plan(
+        &ws,
+        &emu,
+        &[("hpc_partition.gpu_more".into(), "max_nodes", "576 vCPUs")],
+    );
+    for phrase in [
+        "partition gpu-more may need 576 vCPUs of the quota \"Running On-Demand P instances\" in us-east-1, which is 400 vCPUs",
+        "the cluster's other partitions may hold 384 (gpu 384) of the same quota",
+        "allows 0 of them",
+    ] {
+        assert!(text.contains(phrase), "missing {phrase:?}:\n{text}");
+    }
+    ws.write_raw(&format!("{}{cluster}", provider(false)));
+    ws.destroy();
 }
 
 #[test]
@@ -600,7 +722,8 @@ fn an_image_that_does_not_fit_the_instance_type_or_the_root_volume_is_refused_at
         partition("small_root", &format!("  ami_id = \"{big}\"\n  root_volume_size = 20")),
         partition("arm_nodes", "  instance_types = [\"c7g.large\"]"),
     ]
-    .join("\n");
+    .join("\n")
+    .replace("subnet-0123456789abcdef0", &subnet);
     ws.write(&format!("{}{parts}", cluster("    instance_type = \"c7g.large\"\n")));
     refused_plan(
         &ws,

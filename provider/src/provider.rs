@@ -151,7 +151,7 @@ impl Provider for HpcProvider {
                             "Most on-demand USD/hour a cluster may reach at full scale (head and login nodes included).",
                         ),
                         Attribute::optional("enforce_quotas", Type::Bool).description(
-                            "Refuse, rather than warn about, a partition whose max_nodes of its largest instance type need more vCPUs than the account's EC2 quota for that class (Service Quotas) in a pool's region.",
+                            "Refuse, rather than warn about, a partition whose max_nodes of each of its instance types, with the cluster's other published partitions, need more vCPUs than the account's EC2 quota for that class (Service Quotas) in a pool's region.",
                         ),
                         Attribute::optional("prices", Type::map(Type::Number)).description(
                             "On-demand USD/hour per instance type, replacing the built-in table (e.g. your negotiated rates).",

@@ -13,7 +13,7 @@ use aws_sdk_ec2::types::{
     LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
     LaunchTemplateIamInstanceProfileSpecificationRequest, LaunchTemplateInstanceMetadataEndpointState,
     LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
-    LaunchTemplatePlacementRequest, LaunchTemplateSpecification, LaunchTemplateTagSpecificationRequest,
+    LaunchTemplatePlacementRequest, LaunchTemplateSpecification, LaunchTemplateTagSpecificationRequest, LocationType,
     PlacementStrategy, RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, UserIdGroupPair, VolumeType,
 };
 use aws_sdk_ec2::Client;
@@ -385,6 +385,36 @@ impl Ec2 {
             }
         }
         Ok(out)
+    }
+
+    /// The availability zones of the region that offer each of `names` (a type offered nowhere
+    /// maps to an empty set).
+    pub async fn instance_type_zones(
+        &self,
+        names: &[String],
+    ) -> Result<std::collections::BTreeMap<String, BTreeSet<String>>> {
+        let mut zones: std::collections::BTreeMap<String, BTreeSet<String>> =
+            names.iter().map(|n| (n.clone(), BTreeSet::new())).collect();
+        let wanted: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut pages = self
+            .client
+            .describe_instance_type_offerings()
+            .location_type(LocationType::AvailabilityZone)
+            .filters(filter("instance-type", &wanted))
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| self.err("describing instance type offerings", &e))?;
+            for offer in page.instance_type_offerings() {
+                if let (Some(t), Some(zone)) = (offer.instance_type(), offer.location()) {
+                    zones
+                        .entry(t.as_str().to_string())
+                        .or_default()
+                        .insert(zone.to_string());
+                }
+            }
+        }
+        Ok(zones)
     }
 
     /// Availability zone names of the region, in order.

@@ -57,6 +57,25 @@ pub(crate) fn is_iam_arn(arn: &str, kind: &str) -> bool {
             && resource.strip_prefix(kind).and_then(|r| r.strip_prefix('/')).is_some_and(|n| !n.is_empty()))
 }
 
+/// The region of a Secrets Manager secret's ARN
+/// (`arn:<partition>:secretsmanager:<region>:<12-digit account>:secret:<name>`), or None when
+/// `arn` is not one.
+pub(crate) fn secret_arn_region(arn: &str) -> Option<&str> {
+    let parts: Vec<&str> = arn.splitn(7, ':').collect();
+    match parts.as_slice() {
+        ["arn", partition, "secretsmanager", region, account, "secret", name]
+            if partition.starts_with("aws")
+                && !region.is_empty()
+                && account.len() == 12
+                && account.chars().all(|c| c.is_ascii_digit())
+                && !name.is_empty() =>
+        {
+            Some(region)
+        }
+        _ => None,
+    }
+}
+
 /// Keys AWS or hpcforge own, lengths past EC2's limits, and too many tags.
 pub(crate) fn tags(v: &Value, at: AttributePath, diags: &mut Diagnostics) {
     let Some(tags) = pairs(v) else { return };

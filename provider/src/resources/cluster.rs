@@ -427,10 +427,21 @@ async fn head_image_checks(clients: &Clients, planned: &Value) -> Diagnostics {
     diags
 }
 
+/// The external database password's secret the user named (not the one the provider keeps for
+/// a write-only `password`).
+fn external_password_secret(doc: &ClusterDoc) -> Option<String> {
+    let generated = desired_state::db_password_secret(&doc.name);
+    doc.accounting
+        .password_secret_arn
+        .clone()
+        .filter(|arn| !arn.contains(&generated))
+}
+
 /// The IAM policy the cluster's instance profile needs, scoped to this cluster: its own
-/// parameters and secrets; tags only on what it launches; terminate only instances tagged with
-/// the cluster; pass only `node_roles` (any role when none are named) and only to EC2.
-fn instance_profile_policy(name: &str, node_roles: &[String]) -> String {
+/// parameters and secrets (and `external_secret`, an external database's password, when
+/// given); tags only on what it launches; terminate only instances tagged with the cluster;
+/// pass only `node_roles` (any role when none are named) and only to EC2.
+fn instance_profile_policy(name: &str, node_roles: &[String], external_secret: Option<&str>) -> String {
     let pass_roles = if node_roles.is_empty() {
         serde_json::json!("*")
     } else {
@@ -449,7 +460,9 @@ fn instance_profile_policy(name: &str, node_roles: &[String]) -> String {
                 "Sid": "ReadClusterSecrets",
                 "Effect": "Allow",
                 "Action": ["secretsmanager:GetSecretValue"],
-                "Resource": format!("arn:aws:secretsmanager:*:*:secret:{}/*", desired_state::secrets_prefix(name))
+                "Resource": std::iter::once(format!("arn:aws:secretsmanager:*:*:secret:{}/*", desired_state::secrets_prefix(name)))
+                    .chain(external_secret.map(str::to_string))
+                    .collect::<Vec<_>>()
             },
             {
                 "Sid": "LaunchComputeNodes",
@@ -592,6 +605,7 @@ impl Resource for HpcCluster {
         checks::login_nodes(c.attr("login_nodes"), &mut diags);
         checks::slurm_timers(c.attr("slurm"), &mut diags);
         checks::accounting_port(c.attr("accounting"), &mut diags);
+        checks::accounting_secret(c.attr("accounting"), &mut diags);
         checks::users(c.attr("user").elements(), &mut diags);
         checks::mount_points(c.attr("storage").elements(), &mut diags);
         let s = c.attr("slurm");
@@ -749,10 +763,23 @@ impl Resource for HpcCluster {
                 Value::string(desired_state::cluster_param(&name)),
             );
             let roles = strings(p.attr("head_node").attr("node_role_arns")).unwrap_or_default();
+            let secret = string(p.attr("accounting").attr("password_secret_arn"));
             p.set_attr(
                 "instance_profile_policy",
-                Value::string(instance_profile_policy(&name, &roles)),
+                Value::string(instance_profile_policy(&name, &roles, secret.as_deref())),
             );
+            let region = secret.as_deref().and_then(crate::resources::checks::secret_arn_region);
+            if let Some(region) = region.filter(|r| *r != clients.aws.region) {
+                req.diagnostics.error_at(
+                    AttributePath::root("accounting").attr("password_secret_arn"),
+                    format!(
+                        "the password's secret is in {region}, the cluster in {}",
+                        clients.aws.region
+                    ),
+                    "The head node reads it in the cluster's region: replicate the secret there (Secrets Manager \
+                     replica regions) and give the replica's ARN.",
+                );
+            }
         }
         p.set_attr("estimated_hourly_cost", fixed_cost(p, &clients.price_overrides));
         let munge = string(req.prior.attr("munge_key_secret_arn")).unwrap_or_default();
@@ -797,6 +824,18 @@ impl Resource for HpcCluster {
         if req.prior.is_null() || image(&req.planned) != image(&req.prior) {
             let diags = head_image_checks(clients, &req.planned).await;
             req.diagnostics.extend(diags);
+        }
+        let key = |v: &Value| string(v.attr("head_node").attr("key_name"));
+        if let Some(name) = key(&req.planned).filter(|k| key(&req.prior).as_ref() != Some(k)) {
+            match clients.ec2.key_pair_exists(&name).await {
+                Ok(true) => {}
+                Ok(false) => req.diagnostics.error_at(
+                    AttributePath::root("head_node").attr("key_name"),
+                    format!("there is no key pair {name:?} in {}", clients.aws.region),
+                    "Create or import it first (aws_key_pair), or give the name of one of this account's key pairs in the region.",
+                ),
+                Err(e) => req.diagnostics.extend(aws_diag("Cannot describe key pairs", &e)),
+            }
         }
         // A running cluster takes only the upgrades Slurm supports.
         let version = |v: &Value| string(v.attr("slurm").attr("version"));
@@ -1124,7 +1163,11 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
     v.set_attr("wait_for_ready", Value::Bool(true));
     v.set_attr(
         "instance_profile_policy",
-        Value::string(instance_profile_policy(&doc.name, &h.node_role_arns)),
+        Value::string(instance_profile_policy(
+            &doc.name,
+            &h.node_role_arns,
+            external_password_secret(doc).as_deref(),
+        )),
     );
     let list_or_null = |l: &[String]| if l.is_empty() { Value::Null } else { of_list(Some(l)) };
     v.set_attr(
@@ -1170,8 +1213,7 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
         );
     }
     let a = &doc.accounting;
-    let generated = desired_state::db_password_secret(&doc.name);
-    let external_password = a.password_secret_arn.clone().filter(|arn| !arn.contains(&generated));
+    let external_password = external_password_secret(doc);
     if a.mode != "local" || a.host.is_some() {
         v.set_attr(
             "accounting",
@@ -1577,7 +1619,8 @@ mod tests {
     fn policy_is_scoped_to_the_cluster() {
         let role = "arn:aws:iam::111122223333:role/hpc-nodes".to_string();
         let p: serde_json::Value =
-            serde_json::from_str(&instance_profile_policy("research", std::slice::from_ref(&role))).expect("json");
+            serde_json::from_str(&instance_profile_policy("research", std::slice::from_ref(&role), None))
+                .expect("json");
         assert!(p.to_string().contains("parameter/hpcforge/clusters/research/*"));
         assert!(p.to_string().contains("secret:hpcforge/research/*"));
         let statement = |sid: &str| {
@@ -1607,8 +1650,24 @@ mod tests {
             })
             .collect();
         assert!(unscoped.is_empty(), "{unscoped:?}");
-        let any: serde_json::Value = serde_json::from_str(&instance_profile_policy("research", &[])).expect("json");
+        let any: serde_json::Value =
+            serde_json::from_str(&instance_profile_policy("research", &[], None)).expect("json");
         assert!(any.to_string().contains(r#""Resource":"*""#));
+        // An external database's password secret is readable by its ARN, and only it.
+        let arn = "arn:aws:secretsmanager:us-east-1:111122223333:secret:slurmdbd-AbCdEf";
+        let external: serde_json::Value =
+            serde_json::from_str(&instance_profile_policy("research", &[], Some(arn))).expect("json");
+        let read = external["Statement"]
+            .as_array()
+            .and_then(|s| s.iter().find(|st| st["Sid"] == "ReadClusterSecrets"))
+            .map(|st| st["Resource"].clone());
+        assert_eq!(
+            read,
+            Some(serde_json::json!([
+                "arn:aws:secretsmanager:*:*:secret:hpcforge/research/*",
+                arn
+            ]))
+        );
     }
 
     #[test]

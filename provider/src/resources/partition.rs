@@ -21,6 +21,8 @@ use crate::pricing;
 use crate::provider::Clients;
 use crate::resources::{aws_diag, checks, image_fits, image_release, or_stop, planned_image, quotas, valid_name};
 
+mod pool_checks;
+
 pub struct HpcPartition;
 
 const CAPACITY_TYPES: &[&str] = &["on_demand", "spot", "capacity_block"];
@@ -69,7 +71,7 @@ fn schema() -> Schema {
             Attribute::required("max_nodes", Type::Number)
                 .description("Most nodes the partition runs at once, per instance type's node set."),
             Attribute::optional("allocation_strategy", Type::String)
-                .description("How a pool picks among instance types: `prioritized` (default), `lowest-price`, `capacity-optimized`, `price-capacity-optimized`.")
+                .description("How a pool picks among instance types: `prioritized` (default: instance_types in order), `lowest-price`, or for spot pools `capacity-optimized` and `price-capacity-optimized` (on-demand and capacity-block pools of the same partition then launch by priority; a partition without a spot pool is refused).")
                 .default(Value::string("prioritized")),
             Attribute::optional("scaling_strategy", Type::String)
                 .description(
@@ -691,6 +693,7 @@ impl Resource for HpcPartition {
             }
         }
         shared_checks(c, &mut diags);
+        pool_checks::strategy(c, &mut diags);
         if c.is_wholly_known() {
             diags.extend(slurm_checks(&doc_of(c, "check", &[], "")));
         }
@@ -753,12 +756,14 @@ impl Resource for HpcPartition {
                     },
                 )));
         }
-        req.diagnostics.extend(reservation_checks(clients, p, &types).await);
-        // The account's vCPU quotas, when what the partition may reach is new (refreshes of an
-        // unchanged partition ask nothing).
+        req.diagnostics
+            .extend(pool_checks::reservations(clients, p, &types).await);
+        // What the pools' zones offer and (below) the account's vCPU quotas, when what the
+        // partition may reach is new (refreshes of an unchanged partition ask nothing).
         let reach = ["instance_types", "max_nodes", "capacity_pool"];
-        if req.prior.is_null() || reach.iter().any(|a| p.attr(a) != req.prior.attr(a)) {
-            req.diagnostics.extend(quotas::quota_checks(clients, p, &infos).await);
+        let reach_changed = req.prior.is_null() || reach.iter().any(|a| p.attr(a) != req.prior.attr(a));
+        if reach_changed {
+            req.diagnostics.extend(pool_checks::offerings(clients, p, &types).await);
         }
         if req.diagnostics.has_errors() {
             return;
@@ -784,6 +789,16 @@ impl Resource for HpcPartition {
                 return;
             }
         };
+        if reach_changed {
+            let this = quotas::Reach::planned(&req.planned, &infos, &clients.aws.region);
+            let others: Vec<quotas::Reach> = published
+                .iter()
+                .flat_map(|p| p.other_partitions(&name))
+                .map(|d| quotas::Reach::published(&d))
+                .collect();
+            req.diagnostics
+                .extend(quotas::quota_checks(clients, &this, &others).await);
+        }
         let diags = set_derived(&mut req.planned, &doc, cdoc.as_ref(), &clients.price_overrides);
         req.diagnostics.extend(diags);
         if let Some(cdoc) = &cdoc {
@@ -801,6 +816,10 @@ impl Resource for HpcPartition {
                 let diags = node_image_checks(clients, &req.planned, &cdoc.slurm_version, &infos).await;
                 req.diagnostics.extend(diags);
             }
+        }
+        if let (true, Some(published)) = (doc.default, &published) {
+            req.diagnostics
+                .extend(pool_checks::one_default(&name, &published.other_partitions(&name)));
         }
         if let (Some(cluster), Some(published), Some(_)) = (&cluster_id, &published, &cdoc) {
             let mut all: Vec<(String, u32, u32, u32)> =
@@ -1084,96 +1103,6 @@ fn value_of_doc(doc: &PartitionDoc, version: i64, prior: &Value, default_tags: &
 }
 
 /// One EC2 client per region the partition's pools use.
-/// Each pool's capacity reservation exists in the pool's region, is for one of the partition's
-/// instance types in a zone of the pool's subnets, and is a Capacity Block exactly when the
-/// pool says `capacity_block` (reads only).
-async fn reservation_checks(clients: &Clients, planned: &Value, types: &[String]) -> Diagnostics {
-    let mut diags = Diagnostics::default();
-    let ec2s = pool_clients(clients, planned);
-    for (i, pool) in planned.attr("capacity_pool").elements().iter().enumerate() {
-        let Some(id) = string(pool.attr("capacity_reservation_id")) else {
-            continue;
-        };
-        let at = || {
-            AttributePath::root("capacity_pool")
-                .index(i)
-                .attr("capacity_reservation_id")
-        };
-        let region = string(pool.attr("region")).unwrap_or_else(|| clients.aws.region.clone());
-        let Some(ec2) = ec2s.get(&region) else { continue };
-        let found = match ec2.capacity_reservations(std::slice::from_ref(&id)).await {
-            Ok(found) => found,
-            Err(e)
-                if e.code_is(&[
-                    "InvalidCapacityReservationId.NotFound",
-                    "InvalidCapacityReservationId.Malformed",
-                ]) =>
-            {
-                diags.error_at(
-                    at(),
-                    format!("capacity reservation {id} does not exist in {region}"),
-                    "Give the id of a reservation or Capacity Block of this account in the pool's region.",
-                );
-                continue;
-            }
-            Err(e) => {
-                diags.extend(aws_diag("Cannot describe capacity reservations", &e));
-                continue;
-            }
-        };
-        let Some(r) = found.into_iter().next() else { continue };
-        if !types.contains(&r.instance_type) {
-            diags.error_at(
-                at(),
-                format!("{id} reserves {}, which is not in instance_types", r.instance_type),
-                format!(
-                    "Add {} to instance_types, or use a reservation for one of them.",
-                    r.instance_type
-                ),
-            );
-        }
-        let block = pool.attr("capacity_type").as_str() == Some("capacity_block");
-        if r.capacity_block != block {
-            diags.error_at(
-                AttributePath::root("capacity_pool").index(i).attr("capacity_type"),
-                format!(
-                    "{id} is {}, but the pool's capacity_type is {}",
-                    if r.capacity_block {
-                        "a Capacity Block"
-                    } else {
-                        "an On-Demand Capacity Reservation"
-                    },
-                    pool.attr("capacity_type").as_str().unwrap_or("on_demand")
-                ),
-                if r.capacity_block {
-                    "Set capacity_type = \"capacity_block\"."
-                } else {
-                    "Set capacity_type = \"on_demand\" (a reservation is on-demand capacity)."
-                },
-            );
-        }
-        let subnets = strings(pool.attr("subnet_ids")).unwrap_or_default();
-        match ec2.subnet_zones(&subnets).await {
-            Ok(zones) => {
-                let outside: Vec<String> = zones
-                    .iter()
-                    .filter(|(_, zone)| *zone != r.availability_zone)
-                    .map(|(subnet, zone)| format!("{subnet} ({zone})"))
-                    .collect();
-                if !outside.is_empty() {
-                    diags.error_at(
-                        AttributePath::root("capacity_pool").index(i).attr("subnet_ids"),
-                        format!("{id} is in {}, but {} is not", r.availability_zone, outside.join(", ")),
-                        format!("Give the pool only subnets in {}.", r.availability_zone),
-                    );
-                }
-            }
-            Err(e) => diags.extend(aws_diag("Cannot describe the pool's subnets", &e)),
-        }
-    }
-    diags
-}
-
 fn pool_clients(clients: &Clients, v: &Value) -> BTreeMap<String, Ec2> {
     let mut out = BTreeMap::new();
     out.insert(clients.aws.region.clone(), clients.ec2.clone());

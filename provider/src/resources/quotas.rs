@@ -1,6 +1,7 @@
-//! Capacity planning at plan time: a partition's largest shape against the account's EC2 vCPU
-//! quota (Service Quotas) in each pool's region. A partition that can never reach `max_nodes`
-//! gets a warning with the numbers, or an error under the `enforce_quotas` guardrail.
+//! Capacity planning at plan time: what a partition may run (`max_nodes` of each of its types),
+//! with the cluster's other published partitions, against the account's EC2 vCPU quota for
+//! each class (Service Quotas) in each pool's region. A partition that can never reach
+//! `max_nodes` gets a warning with the numbers, or an error under the `enforce_quotas` guardrail.
 
 use std::collections::BTreeMap;
 
@@ -9,56 +10,108 @@ use hpc_aws::quotas::{vcpu_quota, VcpuQuota};
 use tfplugin::{AttributePath, Diagnostic, Diagnostics, Value};
 
 use crate::convert::{int, string, strings};
+use crate::desired_state::PartitionDoc;
 use crate::provider::Clients;
 
-/// The most vCPUs a partition may hold against one quota: `max_nodes` of its largest type of
-/// that class.
+/// What a partition may run: `max_nodes` of each instance type (vCPUs each), in any of its
+/// pools (region, spot). Read from the planned partition or a published one.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Reach {
+    pub name: String,
+    pub max_nodes: u64,
+    pub types: Vec<(String, u64)>,
+    pub pools: Vec<(String, bool)>,
+}
+
+impl Reach {
+    /// The planned partition's reach (types EC2 does not describe are left out).
+    pub fn planned(planned: &Value, infos: &[InstanceTypeInfo], home_region: &str) -> Self {
+        let types = strings(planned.attr("instance_types")).unwrap_or_default();
+        Reach {
+            name: string(planned.attr("name")).unwrap_or_default(),
+            max_nodes: int(planned.attr("max_nodes")).unwrap_or(0).max(0) as u64,
+            types: types
+                .iter()
+                .filter_map(|t| infos.iter().find(|i| &i.instance_type == t))
+                .map(|i| (i.instance_type.clone(), u64::from(i.vcpus)))
+                .collect(),
+            pools: planned
+                .attr("capacity_pool")
+                .elements()
+                .iter()
+                .map(|pool| {
+                    let region = string(pool.attr("region")).unwrap_or_else(|| home_region.to_string());
+                    (region, pool.attr("capacity_type").as_str() == Some("spot"))
+                })
+                .collect(),
+        }
+    }
+
+    /// A published partition's reach.
+    pub fn published(doc: &PartitionDoc) -> Self {
+        Reach {
+            name: doc.name.clone(),
+            max_nodes: u64::from(doc.max_nodes),
+            types: doc
+                .shapes
+                .iter()
+                .map(|s| (s.instance_type.clone(), u64::from(s.vcpus)))
+                .collect(),
+            pools: doc
+                .pools
+                .iter()
+                .map(|p| (p.region.clone(), p.capacity_type == "spot"))
+                .collect(),
+        }
+    }
+}
+
+/// The most vCPUs a partition may hold against one quota in one region: `max_nodes` of each
+/// of its types of that class (every node set may be full at once).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct QuotaNeed {
     pub region: String,
     pub quota: VcpuQuota,
     pub vcpus: u64,
-    pub instance_type: String,
-    pub per_node: u64,
+    /// (instance type, vCPUs per node) that count against it.
+    pub types: Vec<(String, u64)>,
 }
 
 /// What the partition needs of each (region, quota); pools sharing one count once (a node is in
 /// one pool at a time).
-pub(crate) fn needs(planned: &Value, infos: &[InstanceTypeInfo], home_region: &str) -> Vec<QuotaNeed> {
-    let max_nodes = int(planned.attr("max_nodes")).unwrap_or(0).max(0) as u64;
-    let types = strings(planned.attr("instance_types")).unwrap_or_default();
+pub(crate) fn needs(reach: &Reach) -> Vec<QuotaNeed> {
     let mut needs: BTreeMap<(String, &'static str), QuotaNeed> = BTreeMap::new();
-    for pool in planned.attr("capacity_pool").elements() {
-        let region = string(pool.attr("region")).unwrap_or_else(|| home_region.to_string());
-        let spot = pool.attr("capacity_type").as_str() == Some("spot");
-        for t in &types {
-            let (Some(info), Some(quota)) = (infos.iter().find(|i| &i.instance_type == t), vcpu_quota(t, spot)) else {
+    for (region, spot) in &reach.pools {
+        for (t, per_node) in &reach.types {
+            let Some(quota) = vcpu_quota(t, *spot) else {
                 continue;
             };
-            let per_node = u64::from(info.vcpus);
-            let need = QuotaNeed {
+            let need = needs.entry((region.clone(), quota.code)).or_insert_with(|| QuotaNeed {
                 region: region.clone(),
                 quota,
-                vcpus: per_node * max_nodes,
-                instance_type: t.clone(),
-                per_node,
-            };
-            let entry = needs
-                .entry((region.clone(), quota.code))
-                .or_insert_with(|| need.clone());
-            if need.vcpus > entry.vcpus {
-                *entry = need;
+                vcpus: 0,
+                types: vec![],
+            });
+            if !need.types.iter().any(|(known, _)| known == t) {
+                need.vcpus += per_node * reach.max_nodes;
+                need.types.push((t.clone(), *per_node));
             }
         }
     }
     needs.into_values().collect()
 }
 
-/// Each need against the quota's value in its region; a quota that cannot be read is a warning.
-pub(crate) async fn quota_checks(clients: &Clients, planned: &Value, infos: &[InstanceTypeInfo]) -> Diagnostics {
+/// Each need of the partition, with what the cluster's other (published) partitions need of
+/// the same quota, against the quota's value in its region; a quota that cannot be read is a
+/// warning.
+pub(crate) async fn quota_checks(clients: &Clients, this: &Reach, others: &[Reach]) -> Diagnostics {
     let mut diags = Diagnostics::new();
-    let name = string(planned.attr("name")).unwrap_or_default();
-    for need in needs(planned, infos, &clients.aws.region) {
+    let name = &this.name;
+    let other_needs: Vec<(String, QuotaNeed)> = others
+        .iter()
+        .flat_map(|o| needs(o).into_iter().map(|n| (o.name.clone(), n)))
+        .collect();
+    for need in needs(this) {
         let value = match clients.aws.quotas_in(&need.region).ec2_value(need.quota.code).await {
             Ok(v) => v,
             Err(e) => {
@@ -69,30 +122,76 @@ pub(crate) async fn quota_checks(clients: &Clients, planned: &Value, infos: &[In
                 continue;
             }
         };
-        if (need.vcpus as f64) <= value {
+        let sharing: Vec<(&str, u64)> = other_needs
+            .iter()
+            .filter(|(_, n)| n.region == need.region && n.quota.code == need.quota.code)
+            .map(|(o, n)| (o.as_str(), n.vcpus))
+            .collect();
+        let total = need.vcpus + sharing.iter().map(|(_, v)| v).sum::<u64>();
+        if (total as f64) <= value {
             continue;
         }
-        let fits = (value / need.per_node as f64).floor() as u64;
-        let summary = format!(
-            "partition {name} may need {} vCPUs of the quota \"{}\" in {}, which is {value} vCPUs",
-            need.vcpus, need.quota.name, need.region
-        );
-        let detail = format!(
-            "max_nodes of {} ({} vCPUs each) would be {} vCPUs; the account's quota {} allows {fits} of them. \
-             Ask for an increase in Service Quotas, or lower max_nodes.",
-            need.instance_type, need.per_node, need.vcpus, need.quota.code
-        );
-        let diag = if clients.limits.enforce_quotas {
-            Diagnostic::error(
-                summary,
-                format!("{detail} (The provider's guardrails set enforce_quotas.)"),
-            )
-        } else {
-            Diagnostic::warning(summary, detail)
-        };
-        diags.push(diag.at(AttributePath::root("max_nodes")));
+        diags.push(over_quota(
+            this,
+            &need,
+            &sharing,
+            total,
+            value,
+            clients.limits.enforce_quotas,
+        ));
     }
     diags
+}
+
+/// The warning (or, under `enforce_quotas`, the error) for a partition past a quota.
+fn over_quota(
+    this: &Reach,
+    need: &QuotaNeed,
+    sharing: &[(&str, u64)],
+    total: u64,
+    value: f64,
+    enforce: bool,
+) -> Diagnostic {
+    let summary = format!(
+        "partition {} may need {} vCPUs of the quota \"{}\" in {}, which is {value} vCPUs",
+        this.name, total, need.quota.name, need.region
+    );
+    let each: Vec<String> = need
+        .types
+        .iter()
+        .map(|(t, per_node)| format!("{} of {t} ({per_node} vCPUs each)", this.max_nodes))
+        .collect();
+    let mut detail = format!("max_nodes {} would be {} vCPUs", each.join(" and "), need.vcpus);
+    if !sharing.is_empty() {
+        let others: Vec<String> = sharing.iter().map(|(n, v)| format!("{n} {v}")).collect();
+        detail.push_str(&format!(
+            ", and the cluster's other partitions may hold {} ({}) of the same quota",
+            total - need.vcpus,
+            others.join(", ")
+        ));
+    }
+    let left = (value - (total - need.vcpus) as f64).max(0.0);
+    let largest = need.types.iter().map(|(_, v)| *v).max().unwrap_or(1).max(1);
+    let fits = (left / largest as f64).floor() as u64;
+    detail.push_str(&format!(
+        "; the account's quota {} allows {fits} of them{}. Ask for an increase in Service Quotas, or lower max_nodes. \
+         Other clusters and instances of the account count against it too.",
+        need.quota.code,
+        if need.types.len() > 1 || !sharing.is_empty() {
+            format!(" ({} vCPUs each, in what the quota has left)", largest)
+        } else {
+            String::new()
+        }
+    ));
+    let diag = if enforce {
+        Diagnostic::error(
+            summary,
+            format!("{detail} (The provider's guardrails set enforce_quotas.)"),
+        )
+    } else {
+        Diagnostic::warning(summary, detail)
+    };
+    diag.at(AttributePath::root("max_nodes"))
 }
 
 #[cfg(test)]
@@ -109,7 +208,7 @@ mod tests {
     }
 
     #[test]
-    fn a_partition_needs_its_largest_type_per_quota_and_region() {
+    fn a_partition_needs_max_nodes_of_every_type_per_quota_and_region() {
         let pool = |region: Option<&str>, kind: &str| {
             let mut v = vec![("capacity_type", Value::string(kind))];
             if let Some(r) = region {
@@ -141,17 +240,18 @@ mod tests {
             info("g6e.12xlarge", 48),
             info("p4d.24xlarge", 96),
         ];
-        let got: Vec<(String, &str, u64, String)> = needs(&planned, &infos, "us-east-1")
+        let got: Vec<(String, &str, u64, usize)> = needs(&Reach::planned(&planned, &infos, "us-east-1"))
             .into_iter()
-            .map(|n| (n.region, n.quota.code, n.vcpus, n.instance_type))
+            .map(|n| (n.region, n.quota.code, n.vcpus, n.types.len()))
             .collect();
+        // p5 and p4d share the P quota: 4 x 192 + 4 x 96.
         assert_eq!(
             got,
             vec![
-                ("us-east-1".into(), "L-417A185B", 768, "p5.48xlarge".into()),
-                ("us-east-1".into(), "L-DB2E81BA", 192, "g6e.12xlarge".into()),
-                ("us-west-2".into(), "L-3819A6DF", 192, "g6e.12xlarge".into()),
-                ("us-west-2".into(), "L-7212CCBC", 768, "p5.48xlarge".into()),
+                ("us-east-1".into(), "L-417A185B", 1152, 2),
+                ("us-east-1".into(), "L-DB2E81BA", 192, 1),
+                ("us-west-2".into(), "L-3819A6DF", 192, 1),
+                ("us-west-2".into(), "L-7212CCBC", 1152, 2),
             ]
         );
     }

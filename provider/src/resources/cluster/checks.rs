@@ -198,6 +198,21 @@ pub(super) fn slurm_timers(slurm: &Value, diags: &mut Diagnostics) {
     );
 }
 
+/// An external database password's secret is named by its full ARN (the node reads it by that
+/// ARN, and the node policy grants exactly it).
+pub(super) fn accounting_secret(accounting: &Value, diags: &mut Diagnostics) {
+    if let Some(arn) = accounting.attr("password_secret_arn").as_str() {
+        if checks::secret_arn_region(arn).is_none() {
+            diags.error_at(
+                AttributePath::root("accounting").attr("password_secret_arn"),
+                format!("{arn:?} is not a Secrets Manager secret ARN"),
+                "Use the secret's full ARN, like arn:aws:secretsmanager:us-east-1:111122223333:secret:slurmdbd-AbCdEf \
+                 (aws_secretsmanager_secret.<name>.arn), not its name.",
+            );
+        }
+    }
+}
+
 pub(super) fn accounting_port(accounting: &Value, diags: &mut Diagnostics) {
     if let Some(port) = int(accounting.attr("port")) {
         if !(1..=65535).contains(&port) {
