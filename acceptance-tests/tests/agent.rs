@@ -30,7 +30,7 @@ fn status(emu: &Emulator) -> Option<Value> {
             ("X-Amz-Target", "AmazonSSM.GetParameter"),
             ("Authorization", auth),
         ],
-        &json!({"Name": "/hpcforge/clusters/research/status"}).to_string(),
+        &json!({"Name": hpc_desired_state::status_param("research")}).to_string(),
     );
     let v: Value = serde_json::from_str(&r.body).ok()?;
     serde_json::from_str(v["Parameter"]["Value"].as_str()?).ok()

@@ -299,7 +299,7 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         .to_string();
 
     let report = || {
-        emu.parameter_json("/hpcforge/clusters/alive/head")
+        emu.parameter_json(&hpc_desired_state::boot::head_param("alive"))
             .unwrap_or(Value::Null)
     };
     assert_eq!(
@@ -324,7 +324,7 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     // The users came from several shards of the published users.
     let last = format!("u{:04}", MANY_USERS - 1);
     let shards = emu
-        .parameter_json("/hpcforge/clusters/alive/cluster")
+        .parameter_json(&hpc_desired_state::cluster_param("alive"))
         .unwrap_or(Value::Null)["user_shards"]
         .clone();
     assert!(shards.as_u64() > Some(1), "user shards: {shards}");
@@ -794,7 +794,7 @@ resource "hpc_cluster" "main" {{
             assert!(said.contains(phrase), "the apply's error lacks {phrase:?}: {said}");
         }
         assert_eq!(
-            emu.parameter_json("/hpcforge/clusters/release/head")
+            emu.parameter_json(&hpc_desired_state::boot::head_param("release"))
                 .unwrap_or(Value::Null)["phase"],
             "failed"
         );

@@ -241,6 +241,8 @@ fn partitions_come_and_go_without_touching_the_cluster_or_each_other() {
     );
     let cpu = ws.resource("hpc_partition.cpu");
     assert_eq!(cpu["node_names"], json!(["cpu-c7i-2xl-[1-16]", "cpu-c7i-4xl-[1-16]"]));
+    // The published layout, spelled out here once: the wire format the agent reads (every other
+    // test names these paths through hpc_desired_state).
     assert_eq!(
         ssm_parameters(&emu),
         vec![
@@ -362,7 +364,7 @@ fn partition_drift_and_disappearance_are_detected() {
         &emu,
         "ssm",
         "AmazonSSM.GetParameter",
-        &json!({"Name": "/hpcforge/clusters/research/partitions/cpu"}),
+        &json!({"Name": &hpc_desired_state::partition_param("research", "cpu")}),
     );
     let v: Value = serde_json::from_str(&get.body).expect("json");
     let mut doc: Value = serde_json::from_str(v["Parameter"]["Value"].as_str().expect("value")).expect("doc");
@@ -371,7 +373,7 @@ fn partition_drift_and_disappearance_are_detected() {
         &emu,
         "ssm",
         "AmazonSSM.PutParameter",
-        &json!({"Name": "/hpcforge/clusters/research/partitions/cpu", "Value": doc.to_string(), "Type": "String", "Overwrite": true}),
+        &json!({"Name": &hpc_desired_state::partition_param("research", "cpu"), "Value": doc.to_string(), "Type": "String", "Overwrite": true}),
     );
     assert_eq!(put.status, 200, "{}", put.body);
     let plan = ws.plan();
@@ -385,7 +387,7 @@ fn partition_drift_and_disappearance_are_detected() {
         &emu,
         "ssm",
         "AmazonSSM.DeleteParameter",
-        &json!({"Name": "/hpcforge/clusters/research/partitions/cpu"}),
+        &json!({"Name": &hpc_desired_state::partition_param("research", "cpu")}),
     );
     assert_eq!(del.status, 200);
     let plan = ws.plan();
@@ -960,7 +962,7 @@ resource "hpc_partition" "p" {{
         &emu,
         "ssm",
         "AmazonSSM.DeleteParameter",
-        &json!({"Name": "/hpcforge/clusters/many-1/partitions/p2"}),
+        &json!({"Name": &hpc_desired_state::partition_param("many-1", "p2")}),
     );
     assert_eq!(del.status, 200, "{}", del.body);
     let head = ws.resource("hpc_cluster.c[2]")["head_node_instance_id"]
@@ -1037,7 +1039,7 @@ fn a_thousand_users_with_two_keys_each_publish_in_shards() {
     let ws = Workspace::new("cluster-users", &emu);
     ws.write(&format!("{}{}", network(), cluster(&many_users(1000))));
     ws.apply();
-    let shards = || parameters_under(&emu, "/hpcforge/clusters/research/users");
+    let shards = || parameters_under(&emu, &hpc_desired_state::users_path("research"));
     let published = shards();
     assert!(published.len() > 1, "{} shard(s)", published.len());
     let mut names = Vec::new();
@@ -1049,7 +1051,7 @@ fn a_thousand_users_with_two_keys_each_publish_in_shards() {
     assert_eq!(names.len(), 1001, "alice and the thousand");
     assert_eq!(names[0], "alice");
     let doc: Value = emu
-        .parameter_json("/hpcforge/clusters/research/cluster")
+        .parameter_json(&hpc_desired_state::cluster_param("research"))
         .expect("cluster document");
     assert_eq!(doc["user_shards"].as_u64(), Some(published.len() as u64));
     assert_eq!(doc["users"], json!([]));

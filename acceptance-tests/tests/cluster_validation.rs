@@ -349,7 +349,7 @@ fn a_provision_timeout_that_cannot_fail_over_before_slurms_resume_timeout_is_ref
         "only the head node's template may exist: {templates}"
     );
     assert!(emu
-        .parameter_json("/hpcforge/clusters/research/partitions/gpu")
+        .parameter_json(&hpc_desired_state::partition_param("research", "gpu"))
         .is_none());
     // With the cluster in place, the plan itself refuses it, changing nothing.
     refused_plan(&ws, &emu, &expected);
@@ -523,7 +523,7 @@ fn capacity_reservations_and_blocks_are_checked_at_plan_and_targeted_by_the_laun
     ws.apply();
     ws.assert_no_changes();
     let doc = emu
-        .parameter_json("/hpcforge/clusters/research/partitions/gpu")
+        .parameter_json(&hpc_desired_state::partition_param("research", "gpu"))
         .expect("published partition");
     assert_eq!(doc["scaling_strategy"], "all-or-nothing", "{doc}");
     let template = |pool: usize| {

@@ -12,9 +12,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hpc_aws::Aws;
-use hpc_desired_state::{cluster_param, cluster_prefix, partitions_path, ClusterDoc, PartitionDoc};
+use hpc_desired_state::{cluster_param, partitions_path, status_param, ClusterDoc, PartitionDoc, StatusDoc};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use slurm_model::{Accounting, Cluster};
 
 /// Where this head node keeps Slurm's files, and how it reaches the controller. Defaults are
@@ -127,14 +126,8 @@ pub enum Outcome {
     Applied { reconfigured: bool, restarted: bool },
 }
 
-/// The versions a reconcile worked from: cluster document and each partition's.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Versions {
-    pub cluster: i64,
-    pub partitions: BTreeMap<String, i64>,
-}
-
-async fn read_state(aws: &Aws, cluster: &str) -> Result<(ClusterDoc, Vec<PartitionDoc>, Versions), String> {
+/// The published documents and their versions (a status without its outcome yet).
+async fn read_state(aws: &Aws, cluster: &str) -> Result<(ClusterDoc, Vec<PartitionDoc>, StatusDoc), String> {
     let ssm = aws.ssm();
     let param = ssm
         .get(&cluster_param(cluster))
@@ -151,14 +144,14 @@ async fn read_state(aws: &Aws, cluster: &str) -> Result<(ClusterDoc, Vec<Partiti
     crate::cmd::fill_users(aws, &mut doc, None)
         .await
         .map_err(|e| e.to_string())?;
-    let mut versions = Versions {
-        cluster: param.version,
-        ..Versions::default()
+    let mut versions = StatusDoc {
+        cluster_version: param.version,
+        ..StatusDoc::default()
     };
     let mut parts = Vec::new();
     for p in ssm.list(&partitions_path(cluster)).await.map_err(|e| e.to_string())? {
         let d: PartitionDoc = serde_json::from_str(&p.value).map_err(|e| format!("{}: {e}", p.name))?;
-        versions.partitions.insert(d.name.clone(), p.version);
+        versions.partition_versions.insert(d.name.clone(), p.version);
         parts.push(d);
     }
     Ok((doc, parts, versions))
@@ -322,15 +315,15 @@ fn controller_listening(model: &Cluster) -> bool {
 }
 
 /// Writes what was applied (or the error) where the provider and people can read it.
-async fn report(aws: &Aws, cluster: &str, versions: &Versions, error: Option<&str>) -> Result<(), String> {
-    let status = json!({
-        "cluster_version": versions.cluster,
-        "partition_versions": versions.partitions,
-        "error": error,
-        "at": crate::resume::now_s(),
-    });
+async fn report(aws: &Aws, cluster: &str, versions: &StatusDoc, error: Option<&str>) -> Result<(), String> {
+    let status = StatusDoc {
+        error: error.map(str::to_string),
+        at: crate::resume::now_s(),
+        ..versions.clone()
+    };
+    let text = serde_json::to_string(&status).map_err(|e| e.to_string())?;
     aws.ssm()
-        .put(&format!("{}/status", cluster_prefix(cluster)), &status.to_string(), &[])
+        .put(&status_param(cluster), &text, &[])
         .await
         .map(|_| ())
         .map_err(|e| e.to_string())

@@ -130,14 +130,14 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
     };
     let ssm = aws.ssm();
     ssm.put(
-        "/hpcforge/clusters/lab/cluster",
+        &hpc_desired_state::cluster_param("lab"),
         &serde_json::to_string(&cluster).expect("json"),
         &[],
     )
     .await
     .expect("publish");
     ssm.put(
-        "/hpcforge/clusters/lab/partitions/cpu",
+        &hpc_desired_state::partition_param("lab", "cpu"),
         &serde_json::to_string(&part).expect("json"),
         &[],
     )

@@ -202,7 +202,7 @@ async fn the_binary_resumes_and_suspends_nodes_from_the_published_partition() {
     let doc = partition(&aws, &emu).await;
     aws.ssm()
         .put(
-            "/hpcforge/clusters/c/partitions/gpu",
+            &hpc_desired_state::partition_param("c", "gpu"),
             &serde_json::to_string(&doc).expect("json"),
             &[],
         )
@@ -304,7 +304,7 @@ async fn a_resume_past_the_gpu_guardrail_launches_what_fits_and_refuses_the_rest
     let doc = partition(&aws, &emu).await;
     let ssm = aws.ssm();
     ssm.put(
-        "/hpcforge/clusters/c/partitions/gpu",
+        &hpc_desired_state::partition_param("c", "gpu"),
         &serde_json::to_string(&doc).expect("json"),
         &[],
     )
@@ -316,7 +316,7 @@ async fn a_resume_past_the_gpu_guardrail_launches_what_fits_and_refuses_the_rest
         ..Default::default()
     };
     ssm.put(
-        "/hpcforge/clusters/c/cluster",
+        &hpc_desired_state::cluster_param("c"),
         &serde_json::to_string(&cluster).expect("json"),
         &[],
     )
@@ -367,7 +367,7 @@ async fn the_sweep_terminates_instances_of_nodes_the_desired_state_dropped() {
     let aws = connect(&emu).await;
     let mut doc = partition(&aws, &emu).await;
     let ssm = aws.ssm();
-    let param = "/hpcforge/clusters/c/partitions/gpu";
+    let param = &hpc_desired_state::partition_param("c", "gpu");
     ssm.put(param, &serde_json::to_string(&doc).expect("json"), &[])
         .await
         .expect("publish");
@@ -437,7 +437,7 @@ async fn a_node_that_does_not_register_in_time_is_replaced_from_the_next_pool() 
     let (zone_a, zone_b) = (doc.pools[0].subnet_ids[0].clone(), doc.pools[1].subnet_ids[0].clone());
     let ssm = aws.ssm();
     ssm.put(
-        "/hpcforge/clusters/c/partitions/gpu",
+        &hpc_desired_state::partition_param("c", "gpu"),
         &serde_json::to_string(&doc).expect("json"),
         &[],
     )
@@ -455,7 +455,7 @@ async fn a_node_that_does_not_register_in_time_is_replaced_from_the_next_pool() 
         ..Default::default()
     };
     ssm.put(
-        "/hpcforge/clusters/c/cluster",
+        &hpc_desired_state::cluster_param("c"),
         &serde_json::to_string(&cluster).expect("json"),
         &[],
     )
@@ -659,7 +659,7 @@ async fn the_health_check_drains_a_node_missing_its_gpus_or_mounts_and_passes_a_
     let ssm = aws.ssm();
     for d in [&gpu, &cpu] {
         ssm.put(
-            &format!("/hpcforge/clusters/c/partitions/{}", d.name),
+            &hpc_desired_state::partition_param("c", &d.name),
             &serde_json::to_string(d).expect("json"),
             &[],
         )
@@ -677,7 +677,7 @@ async fn the_health_check_drains_a_node_missing_its_gpus_or_mounts_and_passes_a_
             .expect("run hpc-node health")
     };
     ssm.put(
-        "/hpcforge/clusters/c/cluster",
+        &hpc_desired_state::cluster_param("c"),
         &serde_json::to_string(&cluster).expect("json"),
         &[],
     )
@@ -697,7 +697,7 @@ async fn the_health_check_drains_a_node_missing_its_gpus_or_mounts_and_passes_a_
         mount_point: "/hpcforge-test-not-mounted".into(),
     }];
     ssm.put(
-        "/hpcforge/clusters/c/cluster",
+        &hpc_desired_state::cluster_param("c"),
         &serde_json::to_string(&cluster).expect("json"),
         &[],
     )
@@ -761,7 +761,7 @@ async fn eviction_starts_a_release_task_when_a_file_system_passes_its_threshold(
     };
     aws.ssm()
         .put(
-            "/hpcforge/clusters/c/cluster",
+            &hpc_desired_state::cluster_param("c"),
             &serde_json::to_string(&cluster).expect("json"),
             &[],
         )
@@ -1216,7 +1216,7 @@ async fn a_large_resume_sends_its_fleet_batches_at_once_across_chunks_and_instan
     doc.shapes.push(small);
     aws.ssm()
         .put(
-            "/hpcforge/clusters/c/partitions/gpu",
+            &hpc_desired_state::partition_param("c", "gpu"),
             &serde_json::to_string(&doc).expect("json"),
             &[],
         )

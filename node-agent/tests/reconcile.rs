@@ -245,12 +245,13 @@ async fn desired_state_becomes_the_running_slurm_config_and_bad_state_is_refused
     });
     eprintln!("partition visible in sinfo {:?} after publishing", started.elapsed());
     let status = ssm
-        .get("/hpcforge/clusters/lab/status")
+        .get(&hpc_desired_state::status_param("lab"))
         .await
         .expect("status")
         .expect("status written");
+    let report: hpc_desired_state::StatusDoc = serde_json::from_str(&status.value).expect("status document");
     assert!(
-        status.value.contains("\"error\":null") && status.value.contains("\"gpu\":1"),
+        report.error.is_none() && report.partition_version("gpu") == 1,
         "{}",
         status.value
     );
@@ -329,7 +330,7 @@ async fn desired_state_becomes_the_running_slurm_config_and_bad_state_is_refused
     );
     assert_eq!(fs::read_to_string(&conf).expect("conf"), before, "slurm.conf untouched");
     let status = ssm
-        .get("/hpcforge/clusters/lab/status")
+        .get(&hpc_desired_state::status_param("lab"))
         .await
         .expect("status")
         .expect("status");

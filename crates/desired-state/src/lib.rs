@@ -34,6 +34,36 @@ pub fn cluster_param(cluster: &str) -> String {
     format!("{}/cluster", cluster_prefix(cluster))
 }
 
+/// Where the head node's agent reports each reconcile pass ([`StatusDoc`]).
+pub fn status_param(cluster: &str) -> String {
+    format!("{}/status", cluster_prefix(cluster))
+}
+
+/// The agent's report after each reconcile pass: the versions of the published documents it
+/// worked from, and why it kept the running configuration when it refused them. Written by
+/// hpc-node, read by the provider (which waits for its partition's version) and by tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusDoc {
+    /// The SSM version of the cluster document.
+    pub cluster_version: i64,
+    /// Partition name → the SSM version of its document.
+    #[serde(default)]
+    pub partition_versions: BTreeMap<String, i64>,
+    /// Why the pass left Slurm's configuration as it was; None when it applied.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// When the pass ended (unix seconds).
+    #[serde(default)]
+    pub at: u64,
+}
+
+impl StatusDoc {
+    /// The version of `partition` the pass worked from (0 when it had none).
+    pub fn partition_version(&self, partition: &str) -> i64 {
+        self.partition_versions.get(partition).copied().unwrap_or(0)
+    }
+}
+
 /// The prefix of the cluster's secrets in Secrets Manager (the node role may read below it).
 pub fn secrets_prefix(cluster: &str) -> String {
     format!("hpcforge/{cluster}")

@@ -1036,10 +1036,7 @@ impl Resource for HpcCluster {
             for shard in clients.ssm.list(&desired_state::users_path(&name)).await? {
                 clients.ssm.delete(&shard.name).await?;
             }
-            clients
-                .ssm
-                .delete(&format!("{}/status", desired_state::cluster_prefix(&name)))
-                .await?;
+            clients.ssm.delete(&desired_state::status_param(&name)).await?;
             clients.ssm.delete(&desired_state::boot::head_param(&name)).await?;
             let nodes = clients.ec2.instances_tagged(tag::CLUSTER, &name).await?;
             let ids: Vec<String> = nodes.into_iter().map(|i| i.id).collect();

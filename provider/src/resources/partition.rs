@@ -1328,7 +1328,7 @@ async fn wait_applied(
     version: i64,
     timeout: Duration,
 ) -> Result<Option<Diagnostic>, Diagnostics> {
-    let status = format!("{}/status", desired_state::cluster_prefix(cluster));
+    let status = desired_state::status_param(cluster);
     let ssm = clients.ssm.clone();
     if ssm
         .get(&status)
@@ -1349,12 +1349,13 @@ async fn wait_applied(
             let Some(p) = ssm.get(&status).await? else {
                 return Ok(hpc_aws::wait::Poll::Pending("no report".into()));
             };
-            let v: serde_json::Value = serde_json::from_str(&p.value).unwrap_or_default();
-            let seen = v["partition_versions"][name].as_i64().unwrap_or(0);
+            // A report this provider cannot read is one it waits past (an agent of another release).
+            let report: desired_state::StatusDoc = serde_json::from_str(&p.value).unwrap_or_default();
+            let seen = report.partition_version(name);
             if seen < version {
                 return Ok(hpc_aws::wait::Poll::Pending(format!("agent at version {seen}")));
             }
-            Ok(hpc_aws::wait::Poll::Done(v["error"].as_str().map(str::to_string)))
+            Ok(hpc_aws::wait::Poll::Done(report.error))
         }
     });
     match or_stop(ctx, "waiting for the node agent", poll).await {
