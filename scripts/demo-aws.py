@@ -1,8 +1,8 @@
 """What `make demo` makes in the account before Terraform runs, with boto3 against AWS_ENDPOINT_URL
-(the local emulator): the SSH key pair, the nodes' role and instance profile, the EFS for /home,
+(the local emulator): the SSH key pair, the nodes' role and instance profile,
 and afterwards the role's policy (the cluster's `instance_profile_policy` output).
 
-Usage: demo-aws.py key-pair NAME FILE | node-role NAME | efs TOKEN | role-policy ROLE FILE
+Usage: demo-aws.py key-pair NAME FILE | node-role NAME | role-policy ROLE FILE
 """
 
 import json
@@ -42,19 +42,13 @@ def node_role(name: str) -> None:
     print(profile["Arn"])
 
 
-def efs(token: str) -> None:
-    """An encrypted EFS file system; prints its id."""
-    made = client("efs").create_file_system(CreationToken=token, Encrypted=True)
-    print(made["FileSystemId"])
-
-
 def role_policy(role: str, path: str) -> None:
     with open(path, encoding="utf-8") as handle:
         policy = handle.read()
     client("iam").put_role_policy(RoleName=role, PolicyName="hpcforge", PolicyDocument=policy)
 
 
-COMMANDS = {"key-pair": (key_pair, 2), "node-role": (node_role, 1), "efs": (efs, 1), "role-policy": (role_policy, 2)}
+COMMANDS = {"key-pair": (key_pair, 2), "node-role": (node_role, 1), "role-policy": (role_policy, 2)}
 
 if __name__ == "__main__":
     command = COMMANDS.get(sys.argv[1] if len(sys.argv) > 1 else "")

@@ -186,17 +186,17 @@ publish_image() {
 
 aws_demo() { "$venv_python" "$root/scripts/demo-aws.py" "$@"; }
 
-# The key pair, node role and EFS the quickstart's variables name, and the demo user.
+# The key pair and node role the quickstart's variables name, and the demo user (the cluster
+# makes its own EFS for /home).
 boot_inputs() {
-  local ami=$1 profile efs
+  local ami=$1 profile
   aws_demo key-pair demo "$state/demo-key"
   profile=$(aws_demo node-role demo-node)
-  efs=$(aws_demo efs demo-home)
-  python3 - "$ami" "$profile" "$efs" "$(ssh-keygen -y -f "$state/demo-key")" "$demo_user" > "$state/demo.tfvars.json" <<'PY2'
+  python3 - "$ami" "$profile" "$(ssh-keygen -y -f "$state/demo-key")" "$demo_user" > "$state/demo.tfvars.json" <<'PY2'
 import json, sys
-ami, profile, efs, key, user = sys.argv[1:]
+ami, profile, key, user = sys.argv[1:]
 print(json.dumps({
-    "ami_id": ami, "instance_profile_arn": profile, "home_efs_id": efs,
+    "ami_id": ami, "instance_profile_arn": profile,
     "key_name": "demo", "allowed_ssh_cidrs": ["10.0.0.0/16"],
     # The default template's image carries Debian 12's Slurm; each booted node gets the host's cores.
     "slurm_version": "22.05", "cpu_instance_type": "c7i.large",

@@ -141,6 +141,10 @@ def _header_key(header: str) -> str:
     return key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{key}"
 
 
+# Signing names whose botocore model is named otherwise.
+MODEL_NAMES = {"elasticfilesystem": "efs"}
+
+
 @functools.cache
 def _rest_operations(service: str) -> tuple[str, tuple[RestOperation, ...]]:
     """The REST protocol and operations of a botocore service model (empty if unknown).
@@ -149,7 +153,7 @@ def _rest_operations(service: str) -> tuple[str, tuple[RestOperation, ...]]:
     its input requires (S3's PutObject and CopyObject share a path; CopyObject needs a header).
     """
     try:
-        model = BOTOCORE_LOADER.load_service_model(service, "service-2")
+        model = BOTOCORE_LOADER.load_service_model(MODEL_NAMES.get(service, service), "service-2")
     except Exception:  # noqa: BLE001 - any loader failure means "no model for this name"
         return PROTOCOL_REST_JSON, ()
     protocol = PROTOCOL_REST_XML if model["metadata"].get("protocol") == "rest-xml" else PROTOCOL_REST_JSON

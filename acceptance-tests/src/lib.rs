@@ -490,19 +490,33 @@ impl Emulator {
 
     /// Creates an encrypted EFS file system; returns its id.
     pub fn create_efs(&self, token: &str) -> String {
-        let auth = "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/elasticfilesystem/aws4_request, SignedHeaders=host, Signature=0";
-        let r = http(
-            self.port,
+        let (status, v) = self.efs(
             "POST",
             "/2015-02-01/file-systems",
-            &[("Content-Type", "application/json"), ("Authorization", auth)],
-            &serde_json::json!({ "CreationToken": token, "Encrypted": true }).to_string(),
+            &serde_json::json!({ "CreationToken": token, "Encrypted": true }),
         );
-        let v: Value = serde_json::from_str(&r.body).unwrap_or(Value::Null);
         v["FileSystemId"]
             .as_str()
-            .unwrap_or_else(|| panic!("CreateFileSystem: {} {}", r.status, r.body))
+            .unwrap_or_else(|| panic!("CreateFileSystem: {status} {v}"))
             .to_string()
+    }
+
+    /// An EFS API call (REST JSON, default account): the status and the answer.
+    pub fn efs(&self, method: &str, path: &str, body: &Value) -> (u16, Value) {
+        let auth = "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/elasticfilesystem/aws4_request, SignedHeaders=host, Signature=0";
+        let body = if body.is_null() {
+            String::new()
+        } else {
+            body.to_string()
+        };
+        let r = http(
+            self.port,
+            method,
+            path,
+            &[("Content-Type", "application/json"), ("Authorization", auth)],
+            &body,
+        );
+        (r.status, serde_json::from_str(&r.body).unwrap_or(Value::Null))
     }
 
     pub fn machines(&self) -> Vec<Value> {

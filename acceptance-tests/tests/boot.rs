@@ -104,7 +104,7 @@ fn many_users() -> String {
 
 const MANY_USERS: u32 = 100;
 
-fn config(ami: &str, profile: &str, key: &str, efs: &str, wait: bool) -> String {
+fn config(ami: &str, profile: &str, key: &str, wait: bool) -> String {
     let many = many_users();
     // node_role() names the role as its instance profile.
     let role = profile.replace(":instance-profile/", ":role/");
@@ -152,10 +152,6 @@ resource "hpc_cluster" "main" {{
   }}
   accounting {{
     mode = "local"
-  }}
-  home {{
-    storage = "efs"
-    efs_id  = "{efs}"
   }}
   user {{
     name            = "{USER}"
@@ -263,12 +259,11 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     let ami = boot::publish_test_image(&emu);
     let key = key_pair(&emu, "alive");
     let profile = node_role(&emu, "alive-node");
-    let efs = emu.create_efs("alive-home");
     let ws = Workspace::new("boot", &emu);
     let user_key = public_key(&key);
     // The node role gets exactly the policy the cluster says it needs (the local EC2 enforces
     // it), known once the cluster exists: a first apply without waiting for the head node.
-    ws.write(&config(&ami, &profile, &user_key, &efs, false));
+    ws.write(&config(&ami, &profile, &user_key, false));
     ws.ok(&["apply", "-auto-approve", "-target=hpc_cluster.main"]);
     let policy = ws.resource("hpc_cluster.main")["instance_profile_policy"]
         .as_str()
@@ -288,7 +283,7 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         "match": {"AvailabilityZone": "us-east-1a"},
     }));
     // Now the apply waits until the head node reports slurmctld running (an update, in place).
-    ws.write(&config(&ami, &profile, &user_key, &efs, true));
+    ws.write(&config(&ami, &profile, &user_key, true));
     let applied = ws.apply();
     assert!(applied.text().contains("0 destroyed"), "{}", applied.text());
     let cluster = ws.resource("hpc_cluster.main");
@@ -370,6 +365,23 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         "{}",
         text(&out)
     );
+    // That /home is the EFS the cluster made (no home block): mounted on the login node by its
+    // DNS name, with the file the compute node wrote.
+    let fs = ws.resource("hpc_cluster.main")["home_file_system_id"]
+        .as_str()
+        .expect("home_file_system_id")
+        .to_string();
+    let (_, made) = emu.efs(
+        "GET",
+        &format!("/2015-02-01/file-systems?FileSystemId={fs}"),
+        &serde_json::Value::Null,
+    );
+    assert_eq!(made["FileSystems"][0]["CreationToken"], "hpcforge-alive-home", "{made}");
+    let fstab = text(&ssh_as(&key, USER, &login_ip, "grep ' /home ' /etc/fstab"));
+    assert!(
+        fstab.contains(&format!("{fs}.efs.us-east-1.amazonaws.com:/")),
+        "{fstab}"
+    );
     // Local accounting: slurmdbd on the head recorded the job; the login node's sacct reads it.
     let sacct = || {
         text(&ssh_as(
@@ -415,7 +427,7 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     let grace = format!(
         "  user {{\n    name            = \"grace\"\n    uid             = 2002\n    ssh_public_keys = [\"{user_key}\"]\n  }}\n"
     );
-    let changed = config(&ami, &profile, &user_key, &efs, true).replacen("  user {", &format!("{grace}  user {{"), 1)
+    let changed = config(&ami, &profile, &user_key, true).replacen("  user {", &format!("{grace}  user {{"), 1)
         + &live_changes(&ami, &profile);
     ws.write(&changed);
     ws.apply();

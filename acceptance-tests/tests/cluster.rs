@@ -507,6 +507,103 @@ fn a_provider_killed_during_cluster_create_leaves_no_duplicates_on_rerun() {
     ws.destroy();
 }
 
+/// The mount targets of an EFS file system: (subnet, security groups).
+fn mount_targets(emu: &Emulator, fs: &str) -> Vec<(String, Vec<String>)> {
+    let (_, listed) = emu.efs(
+        "GET",
+        &format!("/2015-02-01/mount-targets?FileSystemId={fs}"),
+        &Value::Null,
+    );
+    listed["MountTargets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let id = m["MountTargetId"].as_str().unwrap_or_default();
+            let (_, groups) = emu.efs(
+                "GET",
+                &format!("/2015-02-01/mount-targets/{id}/security-groups"),
+                &Value::Null,
+            );
+            let groups = groups["SecurityGroups"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|g| g.as_str().map(str::to_string))
+                .collect();
+            (m["SubnetId"].as_str().unwrap_or_default().to_string(), groups)
+        })
+        .collect()
+}
+
+#[test]
+fn the_cluster_makes_its_home_on_efs_once_reaches_it_from_each_zone_and_deletes_it() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("home-efs", &emu);
+    ws.write(&format!("{}{}", network(), cluster("")));
+    ws.ok(&[
+        "apply",
+        "-auto-approve",
+        "-no-color",
+        "-input=false",
+        "-target=hpc_network.net",
+        "-target=hpc_lustre_fs.scratch",
+    ]);
+    // The provider dies while the file system is being made: the rerun finds it by its token.
+    ws.apply_killed_after(&emu, "elasticfilesystem:CreateFileSystem");
+    ws.apply();
+    let main = ws.resource("hpc_cluster.main");
+    let fs = main["home_file_system_id"]
+        .as_str()
+        .expect("home_file_system_id")
+        .to_string();
+    let (_, listed) = emu.efs("GET", "/2015-02-01/file-systems", &Value::Null);
+    let systems = listed["FileSystems"].as_array().cloned().unwrap_or_default();
+    assert_eq!(systems.len(), 1, "{listed}");
+    assert_eq!(systems[0]["FileSystemId"], fs.as_str());
+    assert_eq!(systems[0]["Encrypted"], true, "{listed}");
+    assert_eq!(systems[0]["CreationToken"], "hpcforge-research-home");
+    let net = ws.resource("hpc_network.net");
+    let subnet = |zone: &str| net["private_subnet_ids"][zone].as_str().unwrap_or_default().to_string();
+    let cluster_group = main["security_group_ids"][0].as_str().unwrap_or_default().to_string();
+    assert_eq!(
+        mount_targets(&emu, &fs),
+        vec![(subnet("us-east-1a"), vec![cluster_group.clone()])],
+        "one mount target, in the head's zone, in the cluster group"
+    );
+    let doc = emu
+        .parameter_json(&hpc_desired_state::cluster_param("research"))
+        .expect("published cluster");
+    assert_eq!(doc["home"], "efs", "{doc}");
+    assert_eq!(doc["home_efs_id"], fs.as_str(), "{doc}");
+    assert_eq!(doc["home_efs_managed"], true, "{doc}");
+
+    // A partition with a pool in another zone reaches /home there too.
+    ws.write(&format!(
+        "{}{}{}",
+        network(),
+        cluster(""),
+        partition("cpu", "\"c7i.2xlarge\"", 4, "")
+    ));
+    ws.apply();
+    let mut targets = mount_targets(&emu, &fs);
+    let mut expected = vec![
+        (subnet("us-east-1a"), vec![cluster_group.clone()]),
+        (subnet("us-east-1b"), vec![cluster_group]),
+    ];
+    targets.sort();
+    expected.sort();
+    assert_eq!(targets, expected);
+    ws.assert_no_changes();
+    ws.destroy();
+    let (_, listed) = emu.efs("GET", "/2015-02-01/file-systems", &Value::Null);
+    assert_eq!(
+        listed["FileSystems"],
+        serde_json::json!([]),
+        "destroy deletes the cluster's /home"
+    );
+}
+
 #[test]
 fn throttling_on_a_fifth_of_calls_still_builds_the_cluster() {
     let emu = Emulator::start();

@@ -113,7 +113,7 @@ fn bad_clusters_and_partitions_are_rejected_when_validated() {
             "cannot be a mount point",
         ),
                 (cluster("bad_extra", "  slurm {\n    extra = { FooBar = \"1\" }\n  }"), "hpc_cluster.bad_extra".into(), "extra", "FooBar"),
-        (cluster("efs_without_id", "  home {\n    storage = \"efs\"\n  }"), "hpc_cluster.efs_without_id".into(), "efs_id", "home on EFS needs efs_id"),
+        (cluster("home_on_head", "  home {\n    storage = \"head_node\"\n  }"), "hpc_cluster.home_on_head".into(), "storage", "/home on the head node is not available"),
         (partition("bad_pname", "  name = \"GPU!\""), "hpc_partition.bad_pname".into(), "name", "is not valid"),
         (partition("min_over_max", "  min_nodes = 8\n  max_nodes = 2"), "hpc_partition.min_over_max".into(), "min_nodes", "is more than max_nodes"),
         (

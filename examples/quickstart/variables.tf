@@ -64,7 +64,7 @@ variable "allowed_ssh_cidrs" {
 }
 
 variable "home_efs_id" {
-  description = "An EFS file system for /home (null: the head node's disk)."
+  description = "Your EFS file system for /home (null: the cluster makes an encrypted one, deleted with it)."
   type        = string
   default     = null
 }

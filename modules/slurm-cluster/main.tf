@@ -96,9 +96,12 @@ resource "hpc_cluster" "this" {
     instance_type = var.login_nodes.instance_type
   }
 
-  home {
-    storage = var.home_efs_id == null ? "head_node" : "efs"
-    efs_id  = var.home_efs_id
+  dynamic "home" {
+    for_each = var.home_efs_id == null ? [] : [var.home_efs_id]
+    content {
+      storage = "efs"
+      efs_id  = home.value
+    }
   }
 
   dynamic "user" {

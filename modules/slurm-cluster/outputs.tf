@@ -83,3 +83,8 @@ output "estimated_max_hourly_cost" {
     hpc_cluster.this.estimated_hourly_cost + sum(concat([0], [for p in hpc_partition.this : p.estimated_max_hourly_cost]))
   )
 }
+
+output "home_file_system_id" {
+  description = "EFS file system mounted at /home on every node (yours, or the one the cluster made)."
+  value       = hpc_cluster.this.home_file_system_id
+}

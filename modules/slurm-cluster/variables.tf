@@ -118,13 +118,13 @@ variable "login_nodes" {
 }
 
 variable "home_efs_id" {
-  description = "EFS file system for /home, which then outlives the head node (a new AMI or head node type replaces the head node). Null: /home is on the head node's encrypted root volume, NFS-exported to the nodes; it persists across reboots and cluster updates but not across a head node replacement."
+  description = "Your EFS file system for /home (with a mount target in each zone the nodes run in); it outlives the cluster. Null: the cluster makes its own encrypted EFS, deleted with the cluster."
   type        = string
   default     = null
 
   validation {
     condition     = var.home_efs_id == null || startswith(coalesce(var.home_efs_id, "x"), "fs-")
-    error_message = "home_efs_id must be an EFS file system id such as \"fs-0123456789abcdef0\", or null for /home on the head node."
+    error_message = "home_efs_id must be an EFS file system id such as \"fs-0123456789abcdef0\", or null for an EFS the cluster makes."
   }
 }
 

@@ -26,6 +26,7 @@ pub struct Clients {
     pub ec2: hpc_aws::ec2::Ec2,
     pub ssm: hpc_aws::ssm::Ssm,
     pub secrets: hpc_aws::secrets::Secrets,
+    pub efs: hpc_aws::efs::Efs,
     /// Tags added to every taggable resource (a resource's own tags win).
     pub default_tags: BTreeMap<String, String>,
     /// Cost guardrails checked at plan time.
@@ -299,6 +300,7 @@ impl Provider for HpcProvider {
             ec2: aws.ec2(),
             ssm: aws.ssm(),
             secrets: aws.secrets(),
+            efs: aws.efs(),
             aws,
             default_tags,
             limits,

@@ -34,6 +34,12 @@ pub fn cluster_param(cluster: &str) -> String {
     format!("{}/cluster", cluster_prefix(cluster))
 }
 
+/// The creation token of the EFS file system the provider makes for a cluster's /home (one per
+/// cluster name in an account and region; an interrupted create finds its file system by it).
+pub fn home_efs_token(cluster: &str) -> String {
+    format!("hpcforge-{cluster}-home")
+}
+
 /// Where the head node's agent reports each reconcile pass ([`StatusDoc`]).
 pub fn status_param(cluster: &str) -> String {
     format!("{}/status", cluster_prefix(cluster))
@@ -303,9 +309,14 @@ pub struct ClusterDoc {
     pub mfa_pam_module: Option<String>,
     pub mfa_config: Option<String>,
     pub mounts: Vec<MountDoc>,
-    /// Where /home lives: `head_node` (exported by the head node over NFS) or `efs`.
+    /// Where /home lives: `efs` (nodes mount `home_efs_id`); `head_node` in documents of
+    /// earlier releases, which left each node its own /home.
     pub home: String,
     pub home_efs_id: Option<String>,
+    /// The provider made `home_efs_id` for the cluster (and adds its mount targets as
+    /// partitions add zones); false for the user's own file system.
+    #[serde(default)]
+    pub home_efs_managed: bool,
     pub subnet_id: String,
     pub head_node: HeadNodeDoc,
     pub login_count: u32,

@@ -148,6 +148,14 @@ impl Aws {
         crate::ebs::Ebs::new(aws_sdk_ebs::Client::from_conf(conf.build()), region.to_string())
     }
 
+    pub fn efs(&self) -> crate::efs::Efs {
+        let mut conf = aws_sdk_efs::config::Builder::from(&self.sdk);
+        if let Some(url) = self.endpoint("elasticfilesystem") {
+            conf = conf.endpoint_url(url);
+        }
+        crate::efs::Efs::new(aws_sdk_efs::Client::from_conf(conf.build()), self.region.clone())
+    }
+
     pub fn ssm(&self) -> crate::ssm::Ssm {
         let mut conf = aws_sdk_ssm::config::Builder::from(&self.sdk);
         if let Some(url) = self.endpoint("ssm") {

@@ -6,6 +6,7 @@
 pub mod config;
 pub mod ebs;
 pub mod ec2;
+pub mod efs;
 pub mod error;
 pub mod fsx;
 pub mod image;

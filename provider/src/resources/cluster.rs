@@ -140,9 +140,12 @@ fn schema() -> Schema {
     ]);
     let home = Block::new(vec![
         Attribute::optional("storage", Type::String)
-            .description("`head_node` (default: the head node's disk, NFS-exported to the nodes) or `efs`.")
-            .default(Value::string("head_node")),
-        Attribute::optional("efs_id", Type::String).description("EFS file system id (`fs-...`) when storage is `efs`."),
+            .description("`efs` (the default and the only kind: the head node exports nothing).")
+            .default(Value::string("efs")),
+        Attribute::optional("efs_id", Type::String).description(
+            "Your EFS file system (`fs-...`), with a mount target in each zone the nodes run in. Without it the \
+             provider makes one for the cluster (`home_file_system_id`).",
+        ),
     ]);
     let mfa = Block::new(vec![
         Attribute::required("pam_module", Type::String)
@@ -201,6 +204,13 @@ fn schema() -> Schema {
                 Type::String,
                 "EBS volume with the cluster's state, attached to each head node.",
             ),
+            computed(
+                "home_file_system_id",
+                Type::String,
+                "EFS file system every node mounts at /home: `home.efs_id`, or the one the provider made \
+                 (encrypted, elastic throughput, a mount target in each zone of the cluster's and its partitions' \
+                 subnets in this region; deleted with the cluster, the users' files with it).",
+            ),
             Attribute::computed("login_node_ids", Type::list(Type::String)).description("Login node instances."),
             Attribute::computed("login_node_private_ips", Type::list(Type::String))
                 .description("Login node addresses."),
@@ -240,7 +250,7 @@ fn schema() -> Schema {
             NestedBlock::new("login_nodes", BlockNesting::Single, login.description("Login nodes users SSH to; their count changes in place.")),
             NestedBlock::new("user", BlockNesting::List, user.description("A Unix user on every node (same uid everywhere).")),
             NestedBlock::new("mfa", BlockNesting::Single, mfa.description("Multi-factor authentication for SSH logins (a PAM module and its configuration).")),
-            NestedBlock::new("home", BlockNesting::Single, home.description("Where /home lives: the head node's disk (NFS-exported) or an EFS file system.")),
+            NestedBlock::new("home", BlockNesting::Single, home.description("Where /home lives: an EFS file system, the cluster's own unless you give one.")),
             NestedBlock::new("storage", BlockNesting::List, storage.description("A Lustre file system every node mounts.")),
             timeouts::block(&["create", "update", "delete"]),
         ])
@@ -299,8 +309,9 @@ fn doc_of(v: &Value, clients_region: &str, munge_arn: &str, password_arn: Option
         users_digest: None,
         mfa_pam_module: string(v.attr("mfa").attr("pam_module")),
         mfa_config: string(v.attr("mfa").attr("config")),
-        home: string(v.attr("home").attr("storage")).unwrap_or_else(|| "head_node".into()),
-        home_efs_id: string(v.attr("home").attr("efs_id")),
+        home: "efs".into(),
+        home_efs_id: string(v.attr("home").attr("efs_id")).or_else(|| string(v.attr("home_file_system_id"))),
+        home_efs_managed: v.attr("home").attr("efs_id").is_null(),
         subnet_id: string(v.attr("subnet_id")).unwrap_or_default(),
         head_node: {
             let h = v.attr("head_node");
@@ -705,30 +716,7 @@ impl Resource for HpcCluster {
                 );
             }
         }
-        let home = c.attr("home");
-        match (home.attr("storage").as_str(), home.attr("efs_id").as_str()) {
-            (Some("efs"), None) => diags.error_at(
-                AttributePath::root("home").attr("efs_id"),
-                "home on EFS needs efs_id",
-                "Give the EFS file system id (fs-...), or use storage = \"head_node\".",
-            ),
-            (Some("efs"), Some(id)) if !id.starts_with("fs-") => diags.error_at(
-                AttributePath::root("home").attr("efs_id"),
-                format!("{id:?} is not an EFS file system id"),
-                "Use an id like fs-0123456789abcdef0.",
-            ),
-            (Some("head_node"), Some(_)) => diags.error_at(
-                AttributePath::root("home").attr("efs_id"),
-                "efs_id is only used with storage = \"efs\"",
-                "Remove efs_id, or set storage = \"efs\".",
-            ),
-            (Some(other), _) if other != "efs" && other != "head_node" => diags.error_at(
-                AttributePath::root("home").attr("storage"),
-                format!("unknown home storage {other:?}"),
-                "Use head_node or efs.",
-            ),
-            _ => {}
-        }
+        checks::home(c.attr("home"), &mut diags);
         for (i, m) in c.attr("storage").elements().iter().enumerate() {
             for attr in ["dns_name", "mount_name"] {
                 if m.attr(attr).is_null() {
@@ -845,6 +833,12 @@ impl Resource for HpcCluster {
                     .error_at(AttributePath::root("slurm").attr("version"), e.summary, e.detail);
             }
         }
+        // The file system for /home: the given one, or the cluster's own (made at apply).
+        match string(req.planned.attr("home").attr("efs_id")) {
+            Some(id) => req.planned.set_attr("home_file_system_id", Value::string(id)),
+            None if managed_home(&req.prior).is_none() => req.planned.set_attr("home_file_system_id", Value::Unknown),
+            None => {}
+        }
         if req.prior.is_null() {
             for a in [
                 "login_node_ids",
@@ -930,6 +924,7 @@ impl Resource for HpcCluster {
             state.set_attr("munge_key_secret_arn", Value::string(&munge));
             let password_arn = store_password(clients, &name, &req.config, &tags).await?;
             head::ensure_kept(clients, &mut state, &name, &sgs, &tags).await?;
+            ensure_home(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
             publish(clients, &mut state, &munge, password_arn).await?;
             head::launch(&req.ctx, clients, &mut state, &name, &tags, false, timeout).await?;
             sync_login_nodes(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
@@ -1002,6 +997,7 @@ impl Resource for HpcCluster {
             let munge = string(req.prior.attr("munge_key_secret_arn")).unwrap_or_default();
             let password_arn = store_password(clients, &name, &req.config, &tags).await?;
             head::ensure_kept(clients, &mut state, &name, &sgs, &tags).await?;
+            ensure_home(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
             publish(clients, &mut state, &munge, password_arn).await?;
             // A new image, type or root volume: a new head in place. A head lost outside
             // Terraform: its successor. Either way on the same interface and state volume.
@@ -1047,6 +1043,14 @@ impl Resource for HpcCluster {
             )
             .await?;
             head::delete_kept(clients, &req.prior, timeout).await?;
+            if let Some(fs) = managed_home(&req.prior) {
+                or_stop(
+                    &req.ctx,
+                    "deleting the cluster's /home",
+                    clients.efs.delete(&fs, timeout),
+                )
+                .await?;
+            }
             clients.ec2.delete_launch_template(&format!("hpc-{name}-head")).await?;
             clients.ec2.delete_launch_template(&format!("hpc-{name}-login")).await?;
             let adopted = string(req.prior.attr("security_group_id"));
@@ -1257,11 +1261,12 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
         })
         .collect();
     v.set_attr("user", Value::List(users));
-    if doc.home != "head_node" || doc.home_efs_id.is_some() {
+    v.set_attr("home_file_system_id", convert::of_string(doc.home_efs_id.clone()));
+    if !doc.home_efs_managed && doc.home_efs_id.is_some() {
         v.set_attr(
             "home",
             object(vec![
-                ("storage", Value::string(&doc.home)),
+                ("storage", Value::string("efs")),
                 ("efs_id", convert::of_string(doc.home_efs_id.clone())),
             ]),
         );
@@ -1408,6 +1413,53 @@ async fn store_password(
         .await
         .map(Some)
         .map_err(|e| aws_diag("Cannot store the database password", &e))
+}
+
+/// The EFS the provider made for the cluster's /home, per `state` (none when the user gave one).
+fn managed_home(state: &Value) -> Option<String> {
+    if state.attr("home").attr("efs_id").is_null() {
+        string(state.attr("home_file_system_id"))
+    } else {
+        None
+    }
+}
+
+/// /home's file system: the user's (`home.efs_id`, used as it is), or the cluster's own, made
+/// once (found again by its creation token after an interrupted apply) with a mount target in
+/// the cluster subnet's zone, reached through the cluster security group.
+async fn ensure_home(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    state: &mut Value,
+    name: &str,
+    sgs: &[String],
+    tags: &[(String, String)],
+    timeout: Duration,
+) -> Result<(), Diagnostics> {
+    if let Some(id) = string(state.attr("home").attr("efs_id")) {
+        state.set_attr("home_file_system_id", Value::string(id));
+        return Ok(());
+    }
+    let made = async {
+        let mut fs_tags = tags.to_vec();
+        fs_tags.push(("Name".into(), format!("hpc-{name}-home")));
+        let fs = clients
+            .efs
+            .ensure_file_system(&desired_state::home_efs_token(name), &fs_tags, timeout)
+            .await?;
+        let subnet = string(state.attr("subnet_id")).unwrap_or_default();
+        let zones = clients.ec2.subnet_zones(std::slice::from_ref(&subnet)).await?;
+        clients
+            .efs
+            .ensure_mount_targets(&fs, &zones, &sgs[..1], timeout)
+            .await?;
+        Ok::<String, hpc_aws::AwsError>(fs)
+    };
+    let fs = or_stop(ctx, "making the cluster's /home", made)
+        .await
+        .map_err(|e| aws_diag("Cannot make the EFS file system for /home", &e))?;
+    state.set_attr("home_file_system_id", Value::string(fs));
+    Ok(())
 }
 
 async fn publish(

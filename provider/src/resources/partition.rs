@@ -311,7 +311,7 @@ fn slurm_checks(doc: &PartitionDoc) -> Diagnostics {
             mode: "none".into(),
             ..Default::default()
         },
-        home: "head_node".into(),
+        home: "efs".into(),
         ..ClusterDoc::default()
     };
     let mut probe = doc.clone();
@@ -1195,6 +1195,7 @@ async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome
         let mut lts = Vec::new();
         let mut pgs = Vec::new();
         let mut keep = Vec::new();
+        let mut home_zones = Vec::new();
         for (i, pool) in planned.attr("capacity_pool").elements().iter().enumerate() {
             let region = string(pool.attr("region")).unwrap_or_else(|| clients.aws.region.clone());
             let ec2 = ec2s
@@ -1202,9 +1203,13 @@ async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome
                 .cloned()
                 .unwrap_or_else(|| clients.aws.ec2_in(&region));
             let subnets = strings(pool.attr("subnet_ids")).unwrap_or_default();
-            ec2.subnet_zones(&subnets)
+            let zones = ec2
+                .subnet_zones(&subnets)
                 .await
                 .map_err(|e| aws_diag(&format!("capacity_pool {i}: subnets"), &e))?;
+            if region == clients.aws.region {
+                home_zones.extend(zones);
+            }
             let pg = if pg_on {
                 let n = pg_name(&cluster, &name, i);
                 ec2.ensure_placement_group(&n, &tags)
@@ -1265,6 +1270,7 @@ async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome
         }
         state.set_attr("launch_template_ids", of_map(&lts));
         state.set_attr("placement_group_names", of_list(Some(&pgs)));
+        home_mount_targets(&ctx, clients, &cdoc, &home_zones).await?;
         let mut doc = doc_of(&state, &cluster, &infos, &clients.aws.region);
         for shape in &mut doc.shapes {
             shape.hourly_price =
@@ -1367,6 +1373,25 @@ async fn wait_applied(
         .into()),
         Err(e) => Err(aws_diag("The node agent did not apply the partition", &e)),
     }
+}
+
+/// The cluster's own /home file system gets a mount target in each zone of the partition's pools
+/// in the cluster's region, before any node there boots (the user's own file system is theirs
+/// to reach; pools in other regions cannot mount it).
+async fn home_mount_targets(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    cdoc: &ClusterDoc,
+    zones: &[(String, String)],
+) -> Result<(), Diagnostics> {
+    let (true, Some(fs)) = (cdoc.home_efs_managed, &cdoc.home_efs_id) else {
+        return Ok(());
+    };
+    let groups: Vec<String> = cdoc.security_group_ids.iter().take(1).cloned().collect();
+    let added = clients.efs.ensure_mount_targets(fs, zones, &groups, APPLY_TIMEOUT);
+    or_stop(ctx, "adding /home mount targets", added)
+        .await
+        .map_err(|e| aws_diag("Cannot reach the cluster's /home from the partition's zones", &e))
 }
 
 /// Compute nodes get the cluster group (not the head and login nodes' SSH group) and the pool's

@@ -213,6 +213,31 @@ pub(super) fn accounting_secret(accounting: &Value, diags: &mut Diagnostics) {
     }
 }
 
+/// /home is on EFS: the cluster's own, or the one `efs_id` names.
+pub(super) fn home(home: &Value, diags: &mut Diagnostics) {
+    match home.attr("storage").as_str() {
+        Some("head_node") => diags.error_at(
+            AttributePath::root("home").attr("storage"),
+            "/home on the head node is not available",
+            "The head node exports no file system, so every node would keep its own /home. Remove the home \
+             block (the provider makes an encrypted EFS for the cluster), or give efs_id.",
+        ),
+        Some(other) if other != "efs" => diags.error_at(
+            AttributePath::root("home").attr("storage"),
+            format!("unknown home storage {other:?}"),
+            "Use efs, or leave storage out.",
+        ),
+        _ => {}
+    }
+    if let Some(id) = home.attr("efs_id").as_str().filter(|id| !id.starts_with("fs-")) {
+        diags.error_at(
+            AttributePath::root("home").attr("efs_id"),
+            format!("{id:?} is not an EFS file system id"),
+            "Use an id like fs-0123456789abcdef0.",
+        );
+    }
+}
+
 pub(super) fn accounting_port(accounting: &Value, diags: &mut Diagnostics) {
     if let Some(port) = int(accounting.attr("port")) {
         if !(1..=65535).contains(&port) {
