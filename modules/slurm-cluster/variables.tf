@@ -72,7 +72,7 @@ variable "network" {
 # --- head and login nodes ------------------------------------------------------------------
 
 variable "head_node" {
-  description = "Head node (slurmctld, slurmdbd and MariaDB with local accounting, and /home unless `home_efs_id` is set). `root_volume_size` is GiB of encrypted gp3. `instance_profile_arn` should grant the cluster's `instance_profile_policy` output."
+  description = "Head node (slurmctld, and slurmdbd and MariaDB with local accounting). `root_volume_size` is GiB of encrypted gp3. `instance_profile_arn` should grant the cluster's `instance_profile_policy` output."
   type = object({
     instance_type        = optional(string, "c7i.2xlarge")
     root_volume_size     = optional(number, 200)

@@ -5,7 +5,9 @@
 
 use std::process::Command;
 
-use hpc_desired_state::{MountDoc, ShapeDoc};
+#[cfg(doc)]
+use hpc_desired_state::ClusterDoc;
+use hpc_desired_state::ShapeDoc;
 
 /// What the checks observed, each as a result (Err = the problem, for the drain reason).
 pub trait Probe {
@@ -54,7 +56,8 @@ impl Probe for System {
 }
 
 /// The problems of this node (empty: healthy).
-pub fn check(shape: &ShapeDoc, mounts: &[MountDoc], probe: &dyn Probe) -> Vec<String> {
+/// `mount_points` are the cluster's shared file systems ([`ClusterDoc::shared_mount_points`]).
+pub fn check(shape: &ShapeDoc, mount_points: &[String], probe: &dyn Probe) -> Vec<String> {
     let mut problems = Vec::new();
     if shape.gpus > 0 {
         match probe.gpu_count() {
@@ -70,9 +73,9 @@ pub fn check(shape: &ShapeDoc, mounts: &[MountDoc], probe: &dyn Probe) -> Vec<St
             Err(e) => problems.push(e),
         }
     }
-    for m in mounts {
-        if !probe.mounted(&m.mount_point) {
-            problems.push(format!("{} is not mounted", m.mount_point));
+    for point in mount_points {
+        if !probe.mounted(point) {
+            problems.push(format!("{point} is not mounted"));
         }
     }
     problems
@@ -115,13 +118,8 @@ mod tests {
         }
     }
 
-    fn mount(p: &str) -> MountDoc {
-        MountDoc {
-            lustre_id: None,
-            dns_name: None,
-            mount_name: None,
-            mount_point: p.into(),
-        }
+    fn points(p: &[&str]) -> Vec<String> {
+        p.iter().map(|s| s.to_string()).collect()
     }
 
     #[test]
@@ -131,17 +129,18 @@ mod tests {
             efa: true,
             mounts: vec!["/fsx"],
         };
-        assert!(check(&shape(8, true), &[mount("/fsx")], &ok).is_empty());
+        assert!(check(&shape(8, true), &points(&["/fsx"]), &ok).is_empty());
         let bad = Fake {
             gpus: Ok(7),
             efa: false,
             mounts: vec![],
         };
         assert_eq!(
-            check(&shape(8, true), &[mount("/fsx")], &bad),
+            check(&shape(8, true), &points(&["/home", "/fsx"]), &bad),
             vec![
                 "7 of 8 GPUs visible",
                 "no EFA device (fi_info -p efa found none)",
+                "/home is not mounted",
                 "/fsx is not mounted"
             ]
         );

@@ -503,6 +503,15 @@ impl PartitionDoc {
 }
 
 impl ClusterDoc {
+    /// Where every node has a shared file system mounted: /home when it is on EFS, then each
+    /// `storage` block's mount point.
+    pub fn shared_mount_points(&self) -> Vec<String> {
+        let home = (self.home == "efs").then(|| "/home".to_string());
+        home.into_iter()
+            .chain(self.mounts.iter().map(|m| m.mount_point.clone()))
+            .collect()
+    }
+
     /// A partition's failover timeout must leave Slurm's own room: slurmctld marks a node DOWN
     /// (and requeues its job) once `resume_timeout` passes, so a `provision_timeout` as long or
     /// longer never gets to replace the instance from the next pool.
@@ -635,6 +644,24 @@ mod tests {
             "{}",
             e.summary
         );
+    }
+
+    #[test]
+    fn nodes_check_home_on_efs_and_each_lustre_mount() {
+        let mut doc = ClusterDoc {
+            home: "efs".into(),
+            mounts: vec![MountDoc {
+                lustre_id: None,
+                dns_name: None,
+                mount_name: None,
+                mount_point: "/fsx".into(),
+            }],
+            ..ClusterDoc::default()
+        };
+        assert_eq!(doc.shared_mount_points(), ["/home", "/fsx"]);
+        // Documents of earlier releases kept /home on each node: nothing shared to check there.
+        doc.home = "head_node".into();
+        assert_eq!(doc.shared_mount_points(), ["/fsx"]);
     }
 
     #[test]

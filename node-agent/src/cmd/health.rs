@@ -21,7 +21,10 @@ pub async fn run(args: &HealthArgs, aws: &Aws) -> Result<()> {
         .find(|d| d.name == group.partition)
         .and_then(|d| d.shapes.iter().find(|s| s.instance_type == group.instance_type))
         .ok_or_else(|| Error::new(format!("no shape for {node}")))?;
-    let mounts = cluster_doc(aws, cluster).await?.map(|d| d.mounts).unwrap_or_default();
+    let mounts = cluster_doc(aws, cluster)
+        .await?
+        .map(|d| d.shared_mount_points())
+        .unwrap_or_default();
     let problems = crate::health::check(shape, &mounts, &crate::health::System);
     if problems.is_empty() {
         return Ok(());

@@ -1,0 +1,369 @@
+//! Networks: finding, describing and deleting a cluster network (its creation, which adopts
+//! what an interrupted run made, is in `network`).
+
+use super::*;
+
+impl Ec2 {
+    /// Removes a route table's subnet associations (it cannot be deleted while it has any).
+    async fn disassociate_all(&self, route_table: &str) -> Result<()> {
+        let out = match self
+            .client
+            .describe_route_tables()
+            .route_table_ids(route_table)
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) => {
+                let err = self.err("describing route table", &e);
+                return if err.code_is(&["InvalidRouteTableID.NotFound"]) {
+                    Ok(())
+                } else {
+                    Err(err)
+                };
+            }
+        };
+        for assoc in out.route_tables().iter().flat_map(|r| r.associations()) {
+            if assoc.main() == Some(true) {
+                continue;
+            }
+            if let Some(id) = assoc.route_table_association_id() {
+                if let Err(e) = self.client.disassociate_route_table().association_id(id).send().await {
+                    let err = self.err("disassociating route table", &e);
+                    if !err.code_is(&["InvalidAssociationID.NotFound"]) {
+                        return Err(err);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn wait_nat(&self, id: &str, want: &str, timeout: Duration) -> Result<()> {
+        wait::until(&format!("NAT gateway {id}"), timeout, Backoff::default(), || async {
+            let out = self
+                .client
+                .describe_nat_gateways()
+                .nat_gateway_ids(id)
+                .send()
+                .await
+                .map_err(|e| self.err("describing NAT gateway", &e))?;
+            let state = out
+                .nat_gateways()
+                .first()
+                .and_then(|n| n.state())
+                .map(|s| s.as_str().to_string());
+            match state.as_deref() {
+                Some(s) if s == want => Ok(Poll::Done(())),
+                None if want == "deleted" => Ok(Poll::Done(())),
+                Some("failed") if want != "deleted" => Err(AwsError::new(
+                    self.ctx("creating NAT gateway"),
+                    Some("failed"),
+                    format!("NAT gateway {id} failed"),
+                )),
+                Some(s) => Ok(Poll::Pending(s.to_string())),
+                None => Ok(Poll::Pending("not visible yet".into())),
+            }
+        })
+        .await
+    }
+
+    /// Finds the parts of a network that [`Ec2::create_network`] made, from the VPC id and the
+    /// names it tagged them with (`<name>-public-<zone>`, `<name>-cluster`, ...), for import.
+    /// Returns the name, the network, the VPC's CIDR and its tags (without `Name`).
+    pub async fn discover_network(
+        &self,
+        vpc_id: &str,
+    ) -> Result<Option<(String, Network, String, Vec<(String, String)>)>> {
+        let vpcs = match self.client.describe_vpcs().vpc_ids(vpc_id).send().await {
+            Ok(out) => out,
+            Err(e) => {
+                let err = self.err("describing VPC", &e);
+                return if err.code_is(&["InvalidVpcID.NotFound"]) {
+                    Ok(None)
+                } else {
+                    Err(err)
+                };
+            }
+        };
+        let Some(vpc) = vpcs.vpcs().first() else {
+            return Ok(None);
+        };
+        let tag = |tags: &[Tag], key: &str| {
+            tags.iter()
+                .find(|t| t.key() == Some(key))
+                .and_then(|t| t.value())
+                .map(str::to_string)
+        };
+        let Some(name) = tag(vpc.tags(), "Name").and_then(|n| n.strip_suffix("-vpc").map(str::to_string)) else {
+            return Err(AwsError::new(
+                self.ctx("importing network"),
+                None,
+                format!("VPC {vpc_id} has no Name tag ending in -vpc: it was not made by hpc_network"),
+            ));
+        };
+        let mut tags: Vec<(String, String)> = vpc
+            .tags()
+            .iter()
+            .filter(|t| t.key() != Some("Name"))
+            .map(|t| {
+                (
+                    t.key().unwrap_or_default().to_string(),
+                    t.value().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        tags.sort();
+        let in_vpc = || filter("vpc-id", &[vpc_id]);
+        let mut net = Network {
+            vpc_id: vpc_id.to_string(),
+            ..Network::default()
+        };
+        let igws = self
+            .client
+            .describe_internet_gateways()
+            .filters(filter("attachment.vpc-id", &[vpc_id]))
+            .send()
+            .await
+            .map_err(|e| self.err("describing internet gateways", &e))?;
+        net.internet_gateway_id = igws
+            .internet_gateways()
+            .first()
+            .and_then(|g| g.internet_gateway_id())
+            .unwrap_or_default()
+            .to_string();
+        let subnets = self
+            .client
+            .describe_subnets()
+            .filters(in_vpc())
+            .send()
+            .await
+            .map_err(|e| self.err("describing subnets", &e))?;
+        for s in subnets.subnets() {
+            let (Some(n), Some(az), Some(id)) = (tag(s.tags(), "Name"), s.availability_zone(), s.subnet_id()) else {
+                continue;
+            };
+            if n == format!("{name}-public-{az}") {
+                net.public_subnets.push((az.to_string(), id.to_string()));
+            } else if n == format!("{name}-private-{az}") {
+                net.private_subnets.push((az.to_string(), id.to_string()));
+            }
+        }
+        net.public_subnets.sort();
+        net.private_subnets.sort();
+        let tables = self
+            .client
+            .describe_route_tables()
+            .filters(in_vpc())
+            .send()
+            .await
+            .map_err(|e| self.err("describing route tables", &e))?;
+        for t in tables.route_tables() {
+            let id = t.route_table_id().unwrap_or_default().to_string();
+            match tag(t.tags(), "Name") {
+                Some(n) if n == format!("{name}-public") => net.public_route_table_id = id,
+                Some(n) if n == format!("{name}-private") => net.private_route_table_id = id,
+                _ => {}
+            }
+        }
+        let nats = self
+            .client
+            .describe_nat_gateways()
+            .filter(in_vpc())
+            .send()
+            .await
+            .map_err(|e| self.err("describing NAT gateways", &e))?;
+        if let Some(nat) = nats
+            .nat_gateways()
+            .iter()
+            .find(|n| n.state().is_some_and(|s| s.as_str() == "available"))
+        {
+            net.nat_gateway_id = nat.nat_gateway_id().map(str::to_string);
+            net.eip_allocation_id = nat
+                .nat_gateway_addresses()
+                .first()
+                .and_then(|a| a.allocation_id())
+                .map(str::to_string);
+        }
+        let endpoints = self
+            .client
+            .describe_vpc_endpoints()
+            .filters(in_vpc())
+            .send()
+            .await
+            .map_err(|e| self.err("describing VPC endpoints", &e))?;
+        net.s3_endpoint_id = endpoints
+            .vpc_endpoints()
+            .iter()
+            .find(|e| e.service_name().is_some_and(|s| s.ends_with(".s3")))
+            .and_then(|e| e.vpc_endpoint_id())
+            .map(str::to_string);
+        let groups = self
+            .client
+            .describe_security_groups()
+            .filters(in_vpc())
+            .filters(filter("group-name", &[&format!("{name}-cluster")]))
+            .send()
+            .await
+            .map_err(|e| self.err("describing security groups", &e))?;
+        net.security_group_id = groups
+            .security_groups()
+            .first()
+            .and_then(|g| g.group_id())
+            .unwrap_or_default()
+            .to_string();
+        let cidr = vpc.cidr_block().unwrap_or_default().to_string();
+        Ok(Some((name, net, cidr, tags)))
+    }
+
+    /// Deletes a network made by [`Ec2::create_network`], in reverse order; missing parts are skipped.
+    pub async fn delete_network(&self, net: &Network, timeout: Duration) -> Result<()> {
+        let gone = |e: &AwsError| {
+            e.code
+                .as_deref()
+                .is_some_and(|c| c.ends_with(".NotFound") || c == "InvalidAllocationID.NotFound")
+        };
+        if let Some(id) = &net.s3_endpoint_id {
+            let r = self.client.delete_vpc_endpoints().vpc_endpoint_ids(id).send().await;
+            if let Err(e) = r {
+                let err = self.err("deleting S3 endpoint", &e);
+                if !gone(&err) {
+                    return Err(err);
+                }
+            }
+        }
+        if let Some(id) = &net.nat_gateway_id {
+            match self.client.delete_nat_gateway().nat_gateway_id(id).send().await {
+                Ok(_) => self.wait_nat(id, "deleted", timeout).await?,
+                Err(e) => {
+                    let err = self.err("deleting NAT gateway", &e);
+                    if !gone(&err) {
+                        return Err(err);
+                    }
+                }
+            }
+        }
+        if let Some(id) = &net.eip_allocation_id {
+            if let Err(e) = self.client.release_address().allocation_id(id).send().await {
+                let err = self.err("releasing the NAT address", &e);
+                if !gone(&err) {
+                    return Err(err);
+                }
+            }
+        }
+        for rt in [&net.public_route_table_id, &net.private_route_table_id] {
+            if !rt.is_empty() {
+                self.disassociate_all(rt).await?;
+            }
+        }
+        for (_, subnet) in net.public_subnets.iter().chain(&net.private_subnets) {
+            if let Err(e) = self.client.delete_subnet().subnet_id(subnet).send().await {
+                let err = self.err(&format!("deleting subnet {subnet}"), &e);
+                if !gone(&err) {
+                    return Err(err);
+                }
+            }
+        }
+        for rt in [&net.public_route_table_id, &net.private_route_table_id] {
+            if rt.is_empty() {
+                continue;
+            }
+            if let Err(e) = self.client.delete_route_table().route_table_id(rt).send().await {
+                let err = self.err(&format!("deleting route table {rt}"), &e);
+                if !gone(&err) {
+                    return Err(err);
+                }
+            }
+        }
+        if !net.internet_gateway_id.is_empty() {
+            let _ = self
+                .client
+                .detach_internet_gateway()
+                .internet_gateway_id(&net.internet_gateway_id)
+                .vpc_id(&net.vpc_id)
+                .send()
+                .await;
+            if let Err(e) = self
+                .client
+                .delete_internet_gateway()
+                .internet_gateway_id(&net.internet_gateway_id)
+                .send()
+                .await
+            {
+                let err = self.err("deleting internet gateway", &e);
+                if !gone(&err) {
+                    return Err(err);
+                }
+            }
+        }
+        if !net.security_group_id.is_empty() {
+            self.delete_security_group(&net.security_group_id).await?;
+        }
+        if !net.vpc_id.is_empty() {
+            if let Err(e) = self.client.delete_vpc().vpc_id(&net.vpc_id).send().await {
+                let err = self.err("deleting VPC", &e);
+                if !gone(&err) {
+                    return Err(err);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the tags of every given resource go from `old` to `new`.
+    pub async fn retag(&self, ids: &[String], old: &[(String, String)], new: &[(String, String)]) -> Result<()> {
+        let _changing = self.tagged.changing();
+        let ids: Vec<String> = ids.iter().filter(|i| !i.is_empty()).cloned().collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let removed: Vec<Tag> = old
+            .iter()
+            .filter(|(k, _)| !new.iter().any(|(nk, _)| nk == k))
+            .map(|(k, _)| Tag::builder().key(k).build())
+            .collect();
+        let changed: Vec<(String, String)> = new.iter().filter(|kv| !old.contains(kv)).cloned().collect();
+        if !removed.is_empty() {
+            self.client
+                .delete_tags()
+                .set_resources(Some(ids.clone()))
+                .set_tags(Some(removed))
+                .send()
+                .await
+                .map_err(|e| self.err("removing tags", &e))?;
+        }
+        if !changed.is_empty() {
+            self.client
+                .create_tags()
+                .set_resources(Some(ids))
+                .set_tags(Some(sdk_tags(&changed)))
+                .send()
+                .await
+                .map_err(|e| self.err("tagging", &e))?;
+        }
+        Ok(())
+    }
+
+    /// The tags of a VPC, sorted (None when the VPC is gone).
+    pub async fn vpc_tags(&self, vpc_id: &str) -> Result<Option<Vec<(String, String)>>> {
+        match self.client.describe_vpcs().vpc_ids(vpc_id).send().await {
+            Ok(out) => Ok(out.vpcs().first().map(|v| {
+                let mut t: Vec<(String, String)> = v
+                    .tags()
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.key().unwrap_or_default().to_string(),
+                            t.value().unwrap_or_default().to_string(),
+                        )
+                    })
+                    .collect();
+                t.sort();
+                t
+            })),
+            Err(e) => self
+                .err("describing VPC", &e)
+                .or_ok_if(&["InvalidVpcID.NotFound"], None),
+        }
+    }
+}
