@@ -433,6 +433,23 @@ fn an_image_with_another_slurm_release_than_slurm_version_is_refused_at_plan() {
     );
     assert!(said.contains("23.02, 23.11, 24.05 come between"), "{said}");
     assert!(said.contains("22.05 → 23.11 → 24.11"), "{said}");
+    // A setting 22.05 does not have, on the 22.05 cluster: validation alone (which knows no
+    // cluster) lets it through; the plan, which reads the cluster's release, does not.
+    let newer = part.replace(
+        "  max_nodes = 4\n",
+        "  max_nodes = 4\n  slurm_extra = { PowerDownOnIdle = \"YES\" }\n",
+    );
+    assert_ne!(newer, part, "the partition got the setting");
+    ws.write(&format!("{}\n{newer}", cluster("22.05")));
+    refused_plan(
+        &ws,
+        &emu,
+        &[(
+            "hpc_partition.cpu".to_string(),
+            "slurm_extra",
+            "PowerDownOnIdle was added after Slurm 22.05",
+        )],
+    );
     ws.write(&format!("{}\n{part}", cluster("22.05")));
     ws.destroy();
 }

@@ -298,13 +298,17 @@ fn model_path(path: &[String]) -> AttributePath {
     p
 }
 
-/// Slurm's own rules for the partition, checked with the shared model.
-fn slurm_checks(doc: &PartitionDoc) -> Diagnostics {
+/// The Slurm release a partition is checked against before its cluster is known: the latest,
+/// which has every partition setting of the releases it supports.
+const PROBE_SLURM_VERSION: &str = "24.11";
+
+/// Slurm's own rules for the partition under Slurm `version`, checked with the shared model.
+fn slurm_checks(doc: &PartitionDoc, version: &str) -> Diagnostics {
     let mut diags = Diagnostics::new();
     let cluster = ClusterDoc {
         schema: SCHEMA,
         name: "check".into(),
-        slurm_version: "24.11".into(),
+        slurm_version: version.into(),
         scaledown_idletime_s: 600,
         resume_timeout_s: 600,
         accounting: desired_state::AccountingDoc {
@@ -424,11 +428,16 @@ fn shared_checks(c: &Value, diags: &mut Diagnostics) {
     }
 }
 
-/// The cluster's rules across the two resources (today: failover must fit in ResumeTimeout).
+/// The cluster's rules across the two resources: failover must fit in ResumeTimeout, and the
+/// partition's settings must be ones the cluster's Slurm release has (validation checked them
+/// against the latest release; an older cluster's is checked again here).
 fn cluster_checks(cluster: &ClusterDoc, doc: &PartitionDoc) -> Diagnostics {
     let mut diags = Diagnostics::new();
     if let Err(e) = cluster.check_timeouts(doc) {
         diags.error_at(model_path(&e.path), e.summary, e.detail);
+    }
+    if cluster.slurm_version != PROBE_SLURM_VERSION {
+        diags.extend(slurm_checks(doc, &cluster.slurm_version));
     }
     diags
 }
@@ -695,7 +704,7 @@ impl Resource for HpcPartition {
         shared_checks(c, &mut diags);
         pool_checks::strategy(c, &mut diags);
         if c.is_wholly_known() {
-            diags.extend(slurm_checks(&doc_of(c, "check", &[], "")));
+            diags.extend(slurm_checks(&doc_of(c, "check", &[], ""), PROBE_SLURM_VERSION));
         }
         diags
     }
