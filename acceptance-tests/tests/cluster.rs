@@ -168,6 +168,18 @@ fn secret_value_b64(emu: &Emulator, id: &str) -> String {
         .to_string()
 }
 
+/// Applies only the network and the Lustre file system of `cluster()`'s configuration.
+fn apply_network_and_lustre(ws: &Workspace) {
+    ws.ok(&[
+        "apply",
+        "-auto-approve",
+        "-no-color",
+        "-input=false",
+        "-target=hpc_network.net",
+        "-target=hpc_lustre_fs.scratch",
+    ]);
+}
+
 fn running_with_tag(emu: &Emulator, key: &str, value: &str) -> usize {
     let xml = emu.ec2(&format!(
         "Action=DescribeInstances&Filter.1.Name=tag:{key}&Filter.1.Value.1={value}&Filter.2.Name=instance-state-name&Filter.2.Value.1=running&Filter.2.Value.2=pending"
@@ -474,14 +486,7 @@ fn a_provider_killed_during_cluster_create_leaves_no_duplicates_on_rerun() {
     let emu = Emulator::start();
     let ws = Workspace::new("killed", &emu);
     ws.write(&format!("{}{}", network(), cluster("")));
-    ws.ok(&[
-        "apply",
-        "-auto-approve",
-        "-no-color",
-        "-input=false",
-        "-target=hpc_network.net",
-        "-target=hpc_lustre_fs.scratch",
-    ]);
+    apply_network_and_lustre(&ws);
     // The provider dies while the head node's launch is in flight; the launch lands anyway.
     ws.apply_killed_after(&emu, "ec2:RunInstances");
 
@@ -541,14 +546,7 @@ fn the_cluster_makes_its_home_on_efs_once_reaches_it_from_each_zone_and_deletes_
     let emu = Emulator::start();
     let ws = Workspace::new("home-efs", &emu);
     ws.write(&format!("{}{}", network(), cluster("")));
-    ws.ok(&[
-        "apply",
-        "-auto-approve",
-        "-no-color",
-        "-input=false",
-        "-target=hpc_network.net",
-        "-target=hpc_lustre_fs.scratch",
-    ]);
+    apply_network_and_lustre(&ws);
     // The provider dies while the file system is being made: the rerun finds it by its token.
     ws.apply_killed_after(&emu, "elasticfilesystem:CreateFileSystem");
     ws.apply();

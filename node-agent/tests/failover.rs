@@ -120,6 +120,18 @@ fn nodes(list: &str) -> Vec<String> {
     hpc_node::hostlist::expand(list).expect("host list")
 }
 
+/// Publishes a partition of cluster `c`, as the provider does.
+async fn publish(aws: &Aws, doc: &PartitionDoc) {
+    aws.ssm()
+        .put(
+            &hpc_desired_state::partition_param("c", &doc.name),
+            &serde_json::to_string(doc).expect("json"),
+            &[],
+        )
+        .await
+        .expect("publish");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_capacity_in_one_zone_fails_over_to_the_next_pool_and_cools_it_down() {
     let emu = Emulator::start();
@@ -200,14 +212,7 @@ async fn the_binary_resumes_and_suspends_nodes_from_the_published_partition() {
     let emu = Emulator::start();
     let aws = connect(&emu).await;
     let doc = partition(&aws, &emu).await;
-    aws.ssm()
-        .put(
-            &hpc_desired_state::partition_param("c", "gpu"),
-            &serde_json::to_string(&doc).expect("json"),
-            &[],
-        )
-        .await
-        .expect("publish");
+    publish(&aws, &doc).await;
     emu.add_fault(
         json!({"service": "ec2", "action": "CreateFleet", "code": "InsufficientInstanceCapacity",
                          "match": {"AvailabilityZone": "us-east-1a"}}),
@@ -302,14 +307,8 @@ async fn a_resume_past_the_gpu_guardrail_launches_what_fits_and_refuses_the_rest
     let emu = Emulator::start();
     let aws = connect(&emu).await;
     let doc = partition(&aws, &emu).await;
+    publish(&aws, &doc).await;
     let ssm = aws.ssm();
-    ssm.put(
-        &hpc_desired_state::partition_param("c", "gpu"),
-        &serde_json::to_string(&doc).expect("json"),
-        &[],
-    )
-    .await
-    .expect("publish");
     let cluster = hpc_desired_state::ClusterDoc {
         name: "c".into(),
         max_gpus: Some(16),
@@ -435,14 +434,8 @@ async fn a_node_that_does_not_register_in_time_is_replaced_from_the_next_pool() 
     doc.shapes[0].gpus = 0;
     doc.shapes[0].gpu_model = None;
     let (zone_a, zone_b) = (doc.pools[0].subnet_ids[0].clone(), doc.pools[1].subnet_ids[0].clone());
+    publish(&aws, &doc).await;
     let ssm = aws.ssm();
-    ssm.put(
-        &hpc_desired_state::partition_param("c", "gpu"),
-        &serde_json::to_string(&doc).expect("json"),
-        &[],
-    )
-    .await
-    .expect("publish");
     let cluster = hpc_desired_state::ClusterDoc {
         name: "c".into(),
         slurm_version: "22.05".into(),
@@ -658,13 +651,7 @@ async fn the_health_check_drains_a_node_missing_its_gpus_or_mounts_and_passes_a_
     cpu.shapes[0].gpus = 0;
     let ssm = aws.ssm();
     for d in [&gpu, &cpu] {
-        ssm.put(
-            &hpc_desired_state::partition_param("c", &d.name),
-            &serde_json::to_string(d).expect("json"),
-            &[],
-        )
-        .await
-        .expect("publish");
+        publish(&aws, d).await;
     }
     let mut cluster = hpc_desired_state::ClusterDoc {
         name: "c".into(),
@@ -1214,14 +1201,7 @@ async fn a_large_resume_sends_its_fleet_batches_at_once_across_chunks_and_instan
         .expect("launch template");
     doc.pools[0].launch_templates.insert(small.instance_type.clone(), lt);
     doc.shapes.push(small);
-    aws.ssm()
-        .put(
-            &hpc_desired_state::partition_param("c", "gpu"),
-            &serde_json::to_string(&doc).expect("json"),
-            &[],
-        )
-        .await
-        .expect("publish");
+    publish(&aws, &doc).await;
     // Every fleet call takes a second and a half: calls sent one after another never overlap.
     emu.add_fault(json!({"service": "ec2", "action": "CreateFleet", "latency_ms": 1500}));
     let state = std::env::temp_dir().join(format!("hpc-node-batches-{}", std::process::id()));
