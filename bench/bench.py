@@ -288,11 +288,12 @@ def quickstart_apply(provider_dir: Path, runs: int) -> dict:
             env = {**os.environ, "TF_CLI_CONFIG_FILE": str(work / "cli.tfrc"), "CHECKPOINT_DISABLE": "1",
                    "TF_IN_AUTOMATION": "1", "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
                    "AWS_ENDPOINT_URL": emu.url, "AWS_EC2_METADATA_DISABLED": "true"}
+            # No instance boots in the emulator's API-only mode: nothing to wait for.
             samples.append(terraform(work / "qs", env, "apply", "-auto-approve", "-input=false",
-                                     "-var", "ami_id=ami-03cf127a"))
+                                     "-var", "ami_id=ami-03cf127a", "-var", "wait_for_ready=false"))
             calls = emu.control("GET", "/_emulator/calls")["calls"]
             destroys.append(terraform(work / "qs", env, "destroy", "-auto-approve", "-input=false",
-                                      "-var", "ami_id=ami-03cf127a"))
+                                      "-var", "ami_id=ami-03cf127a", "-var", "wait_for_ready=false"))
         finally:
             emu.stop()
             shutil.rmtree(work, ignore_errors=True)
