@@ -503,6 +503,12 @@ impl PartitionDoc {
 }
 
 impl ClusterDoc {
+    /// The cluster security group (all traffic between its members): every node of the home
+    /// region is in it, and so are the /home mount targets.
+    pub fn cluster_group(&self) -> Option<&String> {
+        self.security_group_ids.first()
+    }
+
     /// Where every node has a shared file system mounted: /home when it is on EFS, then each
     /// `storage` block's mount point.
     pub fn shared_mount_points(&self) -> Vec<String> {

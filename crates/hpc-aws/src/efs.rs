@@ -161,7 +161,7 @@ impl Efs {
         let existing = self.mount_targets(id).await?;
         let mut covered: Vec<String> = existing.iter().filter_map(|m| m.zone.clone()).collect();
         for (subnet, zone) in subnets {
-            if covered.contains(zone) || existing.iter().any(|m| &m.subnet_id == subnet) {
+            if covered.contains(zone) {
                 continue;
             }
             let made = self

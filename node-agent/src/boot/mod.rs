@@ -353,7 +353,7 @@ pub fn mounts(doc: &ClusterDoc) -> Vec<Error> {
     if doc.home == "efs" {
         match &doc.home_efs_id {
             Some(id) => {
-                let source = format!("{id}.efs.{}.amazonaws.com:/", doc.region);
+                let source = format!("{}:/", hpc_aws::efs::dns_name(id, &doc.region));
                 let mounted = seed_home(&source).and_then(|()| mount(&source, "/home", "nfs4", EFS_OPTIONS));
                 if let Err(e) = mounted {
                     failed.push(e);

@@ -1451,7 +1451,7 @@ async fn ensure_home(
         let zones = clients.ec2.subnet_zones(std::slice::from_ref(&subnet)).await?;
         clients
             .efs
-            .ensure_mount_targets(&fs, &zones, &sgs[..1], timeout)
+            .ensure_mount_targets(&fs, &zones, sgs.get(..1).unwrap_or_default(), timeout)
             .await?;
         Ok::<String, hpc_aws::AwsError>(fs)
     };

@@ -1396,7 +1396,7 @@ async fn home_mount_targets(
     let (true, Some(fs)) = (cdoc.home_efs_managed, &cdoc.home_efs_id) else {
         return Ok(());
     };
-    let groups: Vec<String> = cdoc.security_group_ids.iter().take(1).cloned().collect();
+    let groups: Vec<String> = cdoc.cluster_group().into_iter().cloned().collect();
     let added = clients.efs.ensure_mount_targets(fs, zones, &groups, APPLY_TIMEOUT);
     or_stop(ctx, "adding /home mount targets", added)
         .await
@@ -1409,7 +1409,7 @@ fn pool_security_groups(doc: &ClusterDoc, pool: &Value, other_region: bool) -> V
     let mut sgs = if other_region {
         Vec::new()
     } else {
-        doc.security_group_ids.iter().take(1).cloned().collect()
+        doc.cluster_group().into_iter().cloned().collect()
     };
     sgs.extend(strings(pool.attr("security_group_ids")).unwrap_or_default());
     sgs
