@@ -19,6 +19,8 @@ use serde_json::{json, Value};
 
 pub mod boot;
 
+pub use hpc_test_daemons::{free_port, program, Daemon, MariaDb, Munge};
+
 pub const REGION: &str = "us-east-1";
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -166,56 +168,6 @@ pub fn missing_tools(tools: &[(&str, &str)]) -> Vec<String> {
         }
     }
     missing
-}
-
-/// A munged on a private socket with a fresh key (for real Slurm daemons in tests); stopped on drop.
-pub struct Munge {
-    child: Child,
-    pub socket: PathBuf,
-}
-
-impl Munge {
-    pub fn start(dir: &Path) -> Munge {
-        use std::os::unix::fs::PermissionsExt as _;
-        let munged = ["/usr/sbin/munged", "/usr/bin/munged"]
-            .iter()
-            .map(PathBuf::from)
-            .find(|p| p.exists())
-            .unwrap_or_else(|| panic!("munged is not installed: apt-get install munge (.ci/run does it)"));
-        std::fs::create_dir_all(dir.join("log")).expect("munge dir");
-        let key = dir.join("munge.key");
-        let mut bytes = vec![0u8; 1024];
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut bytes))
-            .expect("random key");
-        std::fs::write(&key, &bytes).expect("write key");
-        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o400)).expect("chmod key");
-        let socket = dir.join("munge.sock");
-        let child = Command::new(munged)
-            .arg("--foreground")
-            .arg(format!("--socket={}", socket.display()))
-            .arg(format!("--key-file={}", key.display()))
-            .arg(format!("--pid-file={}", dir.join("munged.pid").display()))
-            .arg(format!("--seed-file={}", dir.join("munged.seed").display()))
-            .arg(format!("--log-file={}", dir.join("log/munged.log").display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start munged");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "munged did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Munge { child, socket }
-    }
-}
-
-impl Drop for Munge {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn require_terraform() {
@@ -462,7 +414,6 @@ impl Emulator {
         r.body
     }
 
-    /// The booted machines (boot mode's control API).
     /// A JSON-protocol call (`X-Amz-Target: <target>`) and its decoded answer.
     pub fn json_call(&self, service: &str, target: &str, body: &Value) -> Value {
         let auth = format!(

@@ -12,30 +12,16 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use acceptance_tests::{Emulator, Munge};
+use acceptance_tests::{Daemon, Emulator, MariaDb, Munge};
 use hpc_aws::ec2::LaunchTemplateSpec;
 use hpc_aws::{Aws, Settings};
 use hpc_desired_state::{AccountingDoc, ClusterDoc, PartitionDoc, PoolDoc};
 use serde_json::json;
 
 fn program(name: &str) -> String {
-    ["/usr/sbin", "/usr/bin"]
-        .iter()
-        .map(|d| format!("{d}/{name}"))
-        .find(|p| std::path::Path::new(p).exists())
-        .unwrap_or_else(|| {
-            panic!("{name} is not installed: apt-get install slurmctld slurmd slurm-client munge (.ci/run does it)")
-        })
-}
-
-/// A child process stopped on drop (also when the test fails).
-struct Kill(std::process::Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    acceptance_tests::program(name, "slurmctld slurmd slurm-client slurmdbd munge")
+        .display()
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -212,51 +198,17 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
         .expect("reconcile");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // Accounting: a private MariaDB (socket only) and slurmdbd with the slurmdbd.conf hpc-node wrote.
-    let datadir = dir.join("db");
-    let installed = Command::new(program("mariadb-install-db"))
-        .arg("--no-defaults")
-        .arg(format!("--datadir={}", datadir.display()))
-        .args([
-            "--user=root",
-            "--auth-root-authentication-method=socket",
-            "--skip-test-db",
-        ])
-        .output()
-        .expect("mariadb-install-db");
-    assert!(
-        installed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&installed.stderr)
-    );
-    let db_socket = dir.join("mysql.sock");
-    let _mariadb = Kill(
-        Command::new(program("mariadbd"))
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", datadir.display()))
-            .arg(format!("--socket={}", db_socket.display()))
-            .arg(format!("--pid-file={}", p("run/mariadbd.pid")))
-            .args(["--skip-networking", "--user=root"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("mariadbd"),
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !db_socket.exists() {
-        assert!(Instant::now() < deadline, "MariaDB did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mariadb = MariaDb::start(&dir.join("mariadb"), None);
+    let db_socket = mariadb.socket.clone();
     assert!(std::fs::read_to_string(dir.join("etc/slurmdbd.conf"))
         .is_ok_and(|c| c.contains("StorageType=accounting_storage/mysql")));
-    let _slurmdbd = Kill(
+    let _slurmdbd = Daemon::spawn(
+        "slurmdbd",
         Command::new(program("slurmdbd"))
             .arg("-D")
             .env("SLURM_CONF", &conf)
-            .env("MYSQL_UNIX_PORT", &db_socket)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("slurmdbd"),
+            .env("MYSQL_UNIX_PORT", &db_socket),
+        &dir.join("slurmdbd.out"),
     );
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::net::TcpStream::connect(("127.0.0.1", 6819)).is_err() {
@@ -407,7 +359,7 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
     assert!(shown.contains("Reason=hpc-node: no capacity in any pool"), "{shown}");
     drop(_cleanup);
     drop(_slurmdbd);
-    drop(_mariadb);
+    drop(mariadb);
     drop(munge);
     let _ = std::fs::remove_dir_all(&dir);
 }

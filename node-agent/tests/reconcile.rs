@@ -7,28 +7,20 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use acceptance_tests::Emulator;
+use acceptance_tests::{free_port, Emulator, Munge};
 use hpc_aws::{Aws, Settings};
 use serde_json::json;
 
-const PACKAGES: &str = "apt-get install slurmctld slurm-client munge";
-
 fn program(name: &str) -> PathBuf {
-    for dir in ["/usr/sbin", "/usr/bin", "/sbin", "/bin"] {
-        let p = Path::new(dir).join(name);
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!("{name} is not installed: this test runs real Slurm ({PACKAGES}; .ci/run does it)");
+    acceptance_tests::program(name, "slurmctld slurm-client munge")
 }
 
-/// munged (a child) and slurmctld (a daemon found by its pid file), stopped on drop.
+/// slurmctld (a daemon found by its pid file, stopped on drop) and the munged it uses.
 struct Daemons {
-    munged: Child,
+    _munge: Munge,
     slurmctld_pid_file: PathBuf,
 }
 
@@ -38,16 +30,7 @@ impl Drop for Daemons {
             let _ = Command::new("kill").arg(pid.trim()).status();
             std::thread::sleep(Duration::from_millis(500));
         }
-        let _ = self.munged.kill();
-        let _ = self.munged.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
 }
 
 fn partition_doc(name: &str, max_time: &str) -> String {
@@ -111,7 +94,7 @@ fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn desired_state_becomes_the_running_slurm_config_and_bad_state_is_refused() {
-    let (slurmctld, munged, scontrol) = (program("slurmctld"), program("munged"), program("scontrol"));
+    let (slurmctld, scontrol) = (program("slurmctld"), program("scontrol"));
     let emu = Emulator::start();
     std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
     std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
@@ -130,25 +113,12 @@ async fn desired_state_becomes_the_running_slurm_config_and_bad_state_is_refused
     for sub in ["state", "spool", "log", "run", "etc"] {
         fs::create_dir_all(dir.join(sub)).expect("dirs");
     }
-    let key = dir.join("munge.key");
-    fs::write(&key, hpc_aws::secrets::random_bytes(1024).expect("random")).expect("key");
-    fs::set_permissions(&key, fs::Permissions::from_mode(0o400)).expect("chmod key");
-    let socket = dir.join("munge.sock");
+    let munge = Munge::start(&dir);
+    let socket = munge.socket.clone();
     let daemons = Daemons {
         slurmctld_pid_file: dir.join("run/slurmctld.pid"),
-        munged: Command::new(&munged)
-            .arg("--foreground")
-            .arg(format!("--socket={}", socket.display()))
-            .arg(format!("--key-file={}", key.display()))
-            .arg(format!("--pid-file={}", dir.join("munged.pid").display()))
-            .arg(format!("--seed-file={}", dir.join("munged.seed").display()))
-            .arg(format!("--log-file={}", dir.join("log/munged.log").display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("munged"),
+        _munge: munge,
     };
-    wait_for("munged socket", Duration::from_secs(10), || socket.exists());
 
     let p = |s: &str| dir.join(s).display().to_string();
     let layout = json!({

@@ -12,53 +12,36 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Read;
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+use hpc_test_daemons::{free_port, program, Daemon, MariaDb, Munge};
 
 use slurm_model::{
     partition_lines, render, render_unvalidated, validate, Accounting, Cluster, InstanceShape, NodeSet, Partition,
     PowerSave, Rendered, SlurmVersion, Storage, TimeLimit,
 };
 
-const PACKAGES: &str = "apt-get install slurmctld slurmd slurm-client munge";
-const DB_PACKAGES: &str = "apt-get install slurmdbd mariadb-server";
+const PACKAGES: &str = "slurmctld slurmd slurm-client munge";
+const DB_PACKAGES: &str = "slurmdbd mariadb-server";
 
 // ------------------------------------------------------------------ tools and processes
 
 /// Absolute paths of the programs the tests run.
 struct Tools {
     slurmctld: PathBuf,
-    munged: PathBuf,
     sinfo: PathBuf,
     scontrol: PathBuf,
     sbatch: PathBuf,
 }
 
-fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/usr/bin", "/sbin", "/bin"].map(PathBuf::from))
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
-}
-
 fn tools() -> Tools {
-    let find = |name: &str| {
-        find_program(name).unwrap_or_else(|| {
-            panic!(
-                "`{name}` is not installed. These tests run real Slurm 22.05 and MUNGE; on Debian 12 \
-                 install them with `{PACKAGES}` (as root)."
-            )
-        })
-    };
+    let find = |name: &str| program(name, PACKAGES);
     let tools = Tools {
         slurmctld: find("slurmctld"),
-        munged: find("munged"),
         sinfo: find("sinfo"),
         scontrol: find("scontrol"),
         sbatch: find("sbatch"),
@@ -76,68 +59,6 @@ fn tools() -> Tools {
     tools
 }
 
-/// A daemon we started; stopped (TERM, then KILL) when dropped.
-struct Daemon {
-    name: &'static str,
-    child: Child,
-}
-
-impl Daemon {
-    fn spawn(name: &'static str, cmd: &mut Command, log: &Path) -> Daemon {
-        let out = fs::File::create(log).unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
-        let err = out
-            .try_clone()
-            .unwrap_or_else(|e| panic!("cloning {}: {e}", log.display()));
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
-        Daemon { name, child }
-    }
-
-    /// The exit status if the daemon has exited.
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().ok().flatten()
-    }
-
-    /// Waits up to `timeout` for the daemon to exit by itself.
-    fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Some(status) = self.exited() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        None
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.exited().is_some() {
-            return;
-        }
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        if self.wait_exit(Duration::from_secs(5)).is_none() {
-            eprintln!("{} (pid {pid}) ignored SIGTERM; killing it", self.name);
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("binding a free port: {e}"));
-    listener
-        .local_addr()
-        .unwrap_or_else(|e| panic!("reading the bound port: {e}"))
-        .port()
-}
-
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// A temporary directory with a running munged; slurmctld is started per config.
@@ -148,8 +69,8 @@ struct Env {
     // Field order matters: slurmctld stops first, munged last.
     slurmctld: Option<Daemon>,
     slurmdbd: Option<Daemon>,
-    mariadb: Option<Daemon>,
-    _munged: Daemon,
+    mariadb: Option<MariaDb>,
+    _munge: Munge,
     conf: PathBuf,
 }
 
@@ -168,49 +89,17 @@ impl Env {
             fs::set_permissions(&d, fs::Permissions::from_mode(0o755))
                 .unwrap_or_else(|e| panic!("chmod {}: {e}", d.display()));
         }
-        // MUNGE key: random bytes, mode 400, owned by root (munged runs as root here).
-        let key_path = dir.join("munge.key");
-        let mut key = vec![0u8; 1024];
-        fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut key))
-            .unwrap_or_else(|e| panic!("reading /dev/urandom: {e}"));
-        fs::write(&key_path, &key).unwrap_or_else(|e| panic!("writing {}: {e}", key_path.display()));
-        fs::set_permissions(&key_path, fs::Permissions::from_mode(0o400)).unwrap_or_else(|e| panic!("chmod key: {e}"));
-
-        let socket = dir.join("munge.sock");
-        let munged = Daemon::spawn(
-            "munged",
-            Command::new(&tools.munged)
-                .arg("--foreground")
-                .arg(format!("--socket={}", socket.display()))
-                .arg(format!("--key-file={}", key_path.display()))
-                .arg(format!("--pid-file={}", dir.join("munged.pid").display()))
-                .arg(format!("--seed-file={}", dir.join("munged.seed").display()))
-                .arg(format!("--log-file={}", dir.join("log/munged.log").display())),
-            &dir.join("log/munged.out"),
-        );
+        let munge = Munge::start(&dir);
         let mut env = Env {
             tools,
             ports: (free_port(), free_port()),
             slurmctld: None,
             slurmdbd: None,
             mariadb: None,
-            _munged: munged,
+            _munge: munge,
             conf: dir.join("etc/slurm.conf"),
             dir,
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !socket.exists() {
-            if let Some(status) = env._munged.exited() {
-                panic!("munged exited ({status}):\n{}", env.read("log/munged.out"));
-            }
-            assert!(
-                Instant::now() < deadline,
-                "munged did not create {} within 10 s",
-                socket.display()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
         if env.ports.0 == env.ports.1 {
             env.ports.1 = free_port();
         }
@@ -390,60 +279,20 @@ impl Env {
 impl Env {
     /// Starts a private MariaDB (own data directory and socket, no TCP) and returns its
     /// socket. root connects through the socket without a password (unix_socket).
-    fn start_mariadb(&mut self, db: &DbTools) -> PathBuf {
-        let datadir = self.dir.join("db");
-        let out = Command::new(&db.install_db)
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", datadir.display()))
-            .args([
-                "--user=root",
-                "--auth-root-authentication-method=socket",
-                "--skip-test-db",
-            ])
-            .output()
-            .unwrap_or_else(|e| panic!("running mariadb-install-db: {e}"));
-        assert!(
-            out.status.success(),
-            "mariadb-install-db failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let socket = self.dir.join("mysql.sock");
-        self.mariadb = Some(Daemon::spawn(
-            "mariadbd",
-            Command::new(&db.mariadbd)
-                .arg("--no-defaults")
-                .arg(format!("--datadir={}", datadir.display()))
-                .arg(format!("--socket={}", socket.display()))
-                .arg(format!("--pid-file={}", self.path("run/mariadbd.pid")))
-                .args(["--skip-networking", "--user=root"]),
-            &self.dir.join("log/mariadbd.out"),
-        ));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !socket.exists() {
-            assert!(
-                Instant::now() < deadline,
-                "MariaDB did not start within 20 s:\n{}",
-                self.read("log/mariadbd.out")
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+    /// A private MariaDB (socket only); returns its socket.
+    fn start_mariadb(&mut self) -> PathBuf {
+        let db = MariaDb::start(&self.dir.join("mariadb"), None);
+        let socket = db.socket.clone();
+        self.mariadb = Some(db);
         socket
     }
 
     /// Runs SQL as the database's root user; returns the unformatted output.
-    fn sql(&self, db: &DbTools, socket: &Path, statement: &str) -> String {
-        let out = Command::new(&db.mariadb)
-            .arg("--no-defaults")
-            .arg(format!("--socket={}", socket.display()))
-            .args(["-u", "root", "-N", "-e", statement])
-            .output()
-            .unwrap_or_else(|e| panic!("running mariadb: {e}"));
-        assert!(
-            out.status.success(),
-            "{statement}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+    fn sql(&self, statement: &str) -> String {
+        self.mariadb
+            .as_ref()
+            .map(|db| db.sql(statement))
+            .unwrap_or_else(|| panic!("no MariaDB started for {statement}"))
     }
 
     /// Starts slurmdbd with the slurmdbd.conf beside slurm.conf; the MySQL client library
@@ -501,26 +350,12 @@ impl Env {
 struct DbTools {
     slurmdbd: PathBuf,
     sacctmgr: PathBuf,
-    mariadbd: PathBuf,
-    install_db: PathBuf,
-    mariadb: PathBuf,
 }
 
 fn db_tools() -> DbTools {
-    let find = |name: &str| {
-        find_program(name).unwrap_or_else(|| {
-            panic!(
-                "`{name}` is not installed. The accounting test runs slurmdbd with a private MariaDB; on \
-                 Debian 12 install them with `{DB_PACKAGES}` (as root)."
-            )
-        })
-    };
     DbTools {
-        slurmdbd: find("slurmdbd"),
-        sacctmgr: find("sacctmgr"),
-        mariadbd: find("mariadbd"),
-        install_db: find("mariadb-install-db"),
-        mariadb: find("mariadb"),
+        slurmdbd: program("slurmdbd", DB_PACKAGES),
+        sacctmgr: program("sacctmgr", DB_PACKAGES),
     }
 }
 
@@ -1177,7 +1012,7 @@ fn config_for_24_11_parses_and_shows_why_22_05_needs_its_own() {
 fn accounting_with_slurmdbd_and_mariadb() {
     let db = db_tools();
     let mut env = Env::new("acct");
-    let socket = env.start_mariadb(&db);
+    let socket = env.start_mariadb();
     let dbd_port = free_port();
     let p = partition(
         "q",
@@ -1206,7 +1041,7 @@ fn accounting_with_slurmdbd_and_mariadb() {
     expect(&config, "AccountingStoragePort", &dbd_port.to_string());
     expect(&config, "JobAcctGatherType", "jobacct_gather/cgroup");
     assert_eq!(
-        env.sql(&db, &socket, "SHOW TABLES FROM slurm_acct_db LIKE 't_job_table'")
+        env.sql("SHOW TABLES FROM slurm_acct_db LIKE 't_job_table'")
             .trim(),
         "t_job_table"
     );
@@ -1214,8 +1049,6 @@ fn accounting_with_slurmdbd_and_mariadb() {
     // External storage with a password: only slurmdbd_conf(.., Some(password)) holds it.
     let password = "Xk4-p9_q.Z7+w";
     env.sql(
-        &db,
-        &socket,
         &format!(
             "CREATE USER 'acct'@'localhost' IDENTIFIED BY '{password}'; GRANT ALL ON acct_db.* TO 'acct'@'localhost';"
         ),
@@ -1242,7 +1075,7 @@ fn accounting_with_slurmdbd_and_mariadb() {
     env.start(&r);
     env.wait_cluster_registered(&db, "t");
     assert_eq!(
-        env.sql(&db, &socket, "SHOW TABLES FROM acct_db LIKE 't_job_table'")
+        env.sql("SHOW TABLES FROM acct_db LIKE 't_job_table'")
             .trim(),
         "t_job_table",
         "slurmdbd logged in as acct with the password and created the cluster's tables"
