@@ -158,20 +158,49 @@ const SSH_OPTIONS: &[&str] = &[
     "StrictHostKeyChecking=no",
     "-o",
     "UserKnownHostsFile=/dev/null",
+    // Not BatchMode, which turns keyboard-interactive off: a login node with the cluster's
+    // second factor asks for it even of users who have not enrolled (and then asks nothing).
+    // Every prompt goes to SSH_ASKPASS (see `ssh_command`), never to a terminal.
     "-o",
-    "BatchMode=yes",
+    "BatchMode=no",
+    "-o",
+    "PasswordAuthentication=no",
+    "-o",
+    "NumberOfPasswordPrompts=1",
     "-o",
     "ConnectTimeout=5",
     "-o",
     "LogLevel=ERROR",
 ];
 
-/// `command` on `address` as `user`, by key, from the host.
-pub fn ssh_as(key: &Path, user: &str, address: &str, command: &str) -> Output {
-    Command::new("ssh")
+/// ssh with `key` and the tests' options, whose prompts (a second factor's code) `askpass`
+/// answers: a program printing the answer; `/bin/false` answers nothing.
+fn ssh_command(key: &Path, askpass: &Path) -> Command {
+    let mut ssh = Command::new("ssh");
+    ssh.env("SSH_ASKPASS", askpass)
+        .env("SSH_ASKPASS_REQUIRE", "force")
         .arg("-i")
         .arg(key)
-        .args(SSH_OPTIONS)
+        .args(SSH_OPTIONS);
+    ssh
+}
+
+/// `command` on `address` as `user`, by key, from the host.
+pub fn ssh_as(key: &Path, user: &str, address: &str, command: &str) -> Output {
+    ssh_command(key, Path::new("/bin/false"))
+        .arg(format!("{user}@{address}"))
+        .arg(command)
+        .output()
+        .expect("running ssh")
+}
+
+/// `command` on `address` as `user`, by key, answering the login's prompt with `code`.
+pub fn ssh_with_code(key: &Path, user: &str, address: &str, command: &str, code: &str) -> Output {
+    let askpass = crate::scratch_dir("askpass").join("code");
+    std::fs::write(&askpass, format!("#!/bin/sh\nprintf '%s\\n' '{code}'\n")).expect("writing askpass");
+    std::fs::set_permissions(&askpass, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .expect("chmod askpass");
+    ssh_command(key, &askpass)
         .arg(format!("{user}@{address}"))
         .arg(command)
         .output()
@@ -186,10 +215,7 @@ pub fn ssh_via(key: &Path, jump: &str, address: &str, command: &str) -> Output {
         key.display(),
         SSH_OPTIONS.join(" ")
     );
-    Command::new("ssh")
-        .arg("-i")
-        .arg(key)
-        .args(SSH_OPTIONS)
+    ssh_command(key, Path::new("/bin/false"))
         .args(["-o", &proxy])
         .arg(format!("{SSH_USER}@{address}"))
         .arg(command)

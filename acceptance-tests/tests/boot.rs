@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use acceptance_tests::boot::{self, key_pair, public_key, ssh_as, text};
-use acceptance_tests::{Emulator, Workspace};
+use acceptance_tests::{Emulator, MariaDb, Workspace};
 use serde_json::Value;
 
 const TRUST: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
@@ -41,6 +41,23 @@ fn node_role(emu: &Emulator, name: &str) -> String {
 }
 
 const USER: &str = "ada";
+
+/// The node role gets exactly the policy the cluster's state says it needs (the local EC2
+/// enforces it), as the module's aws_iam_role_policy would.
+fn grant_node_policy(emu: &Emulator, ws: &Workspace) {
+    let policy = ws.resource("hpc_cluster.main")["instance_profile_policy"]
+        .as_str()
+        .expect("instance_profile_policy")
+        .to_string();
+    emu.query(
+        "iam",
+        "2010-05-08",
+        &format!(
+            "Action=PutRolePolicy&RoleName=alive-node&PolicyName=hpcforge&PolicyDocument={}",
+            encode(&policy)
+        ),
+    );
+}
 
 /// The booted tests run one at a time: each boots machines that want the 2 cores.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -265,18 +282,7 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     // it), known once the cluster exists: a first apply without waiting for the head node.
     ws.write(&config(&ami, &profile, &user_key, false));
     ws.ok(&["apply", "-auto-approve", "-target=hpc_cluster.main"]);
-    let policy = ws.resource("hpc_cluster.main")["instance_profile_policy"]
-        .as_str()
-        .expect("instance_profile_policy")
-        .to_string();
-    emu.query(
-        "iam",
-        "2010-05-08",
-        &format!(
-            "Action=PutRolePolicy&RoleName=alive-node&PolicyName=hpcforge&PolicyDocument={}",
-            encode(&policy)
-        ),
-    );
+    grant_node_policy(&emu, &ws);
     // The first pool's zone has no capacity.
     emu.add_fault(serde_json::json!({
         "service": "ec2", "action": "CreateFleet", "code": "InsufficientInstanceCapacity",
@@ -427,7 +433,9 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     let grace = format!(
         "  user {{\n    name            = \"grace\"\n    uid             = 2002\n    ssh_public_keys = [\"{user_key}\"]\n  }}\n"
     );
-    let changed = config(&ami, &profile, &user_key, true).replacen("  user {", &format!("{grace}  user {{"), 1)
+    let changed = config(&ami, &profile, &user_key, true)
+        .replacen("  user {", &format!("{grace}  user {{"), 1)
+        .replacen("  accounting {", &format!("{MFA}  accounting {{"), 1)
         + &live_changes(&ami, &profile);
     ws.write(&changed);
     ws.apply();
@@ -439,6 +447,8 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     );
     let partitions = text(&ssh_as(&key, "grace", &login_ip, "sinfo -h -o %P"));
     assert!(partitions.contains("small"), "{partitions}");
+    second_factor(&key, &login_ip);
+    module_settings(&emu, &ws, &key, &login_ip, &changed);
     // The new partition's static node starts without a job and stays up.
     let small = || text(&ssh_as(&key, USER, &login_ip, "sinfo -h -p small -o '%t %N'"));
     eventually(
@@ -734,6 +744,149 @@ fn head_survives(
     assert_ne!(third, second, "a successor");
 }
 
+/// The second factor, added to the running cluster: TOTP codes, users not enrolled yet let in
+/// by their key alone (to enrol).
+const MFA: &str = "  mfa {\n    pam_module = \"pam_google_authenticator.so\"\n    config     = \"nullok\"\n  }\n";
+
+/// python3 (the host's standard library) prints what `program` computes from `arg`.
+fn python(program: &str, arg: &str) -> String {
+    let out = std::process::Command::new("python3")
+        .args(["-c", program, arg])
+        .output()
+        .expect("running python3");
+    assert!(out.status.success(), "python3: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The current TOTP code of a base32 `secret` (RFC 6238: HMAC-SHA1, 30 s steps, 6 digits), as
+/// an authenticator app shows it.
+fn totp(secret: &str) -> String {
+    python(
+        "import base64,hashlib,hmac,struct,sys,time\n\
+         d = hmac.new(base64.b32decode(sys.argv[1]), struct.pack('>Q', int(time.time()) // 30), hashlib.sha1).digest()\n\
+         o = d[-1] & 15\n\
+         print('%06d' % ((struct.unpack('>I', d[o:o + 4])[0] & 0x7fffffff) % 1000000))",
+        secret,
+    )
+}
+
+/// Once the sync put the cluster's `mfa` on the login node, the user enrols (a TOTP secret in
+/// ~/.google_authenticator, as `google-authenticator` writes it); from then on the key alone
+/// or a wrong code is refused and the key with the current code logs in. Unenrolled again,
+/// the key alone works, as it does for the cluster's other users throughout.
+fn second_factor(key: &std::path::Path, login_ip: &str) {
+    let settings = || {
+        text(&ssh_as(
+            key,
+            USER,
+            login_ip,
+            "cat /etc/ssh/sshd_config.d/10-hpcforge-mfa.conf /etc/pam.d/hpcforge-mfa",
+        ))
+    };
+    eventually(
+        "the login node's sshd asks for the cluster's second factor",
+        Duration::from_secs(90),
+        || {
+            let s = settings();
+            s.contains("AuthenticationMethods publickey,keyboard-interactive")
+                && s.contains("pam_google_authenticator.so nullok")
+        },
+        settings,
+    );
+    let secret = python("import base64,os; print(base64.b32encode(os.urandom(10)).decode())", "");
+    let enrol = ssh_as(
+        key,
+        USER,
+        login_ip,
+        &format!("umask 077 && printf '%s\\n' {secret} '\" TOTP_AUTH' > ~/.google_authenticator"),
+    );
+    assert!(enrol.status.success(), "enrolling by key alone (nullok): {}", text(&enrol));
+    let key_alone = ssh_as(key, USER, login_ip, "true");
+    assert!(!key_alone.status.success(), "an enrolled user got in by key alone");
+    assert!(text(&key_alone).contains("Permission denied"), "{}", text(&key_alone));
+    let right = totp(&secret);
+    let wrong = format!("{:06}", (right.parse::<u32>().expect("code") + 500_000) % 1_000_000);
+    let refused = boot::ssh_with_code(key, USER, login_ip, "true", &wrong);
+    assert!(!refused.status.success(), "a wrong code was let in");
+    let login = boot::ssh_with_code(key, USER, login_ip, "id -un && rm ~/.google_authenticator", &totp(&secret));
+    assert!(login.status.success(), "key and code: {}", text(&login));
+    assert_eq!(String::from_utf8_lossy(&login.stdout).trim(), USER);
+    assert!(ssh_as(key, USER, login_ip, "true").status.success(), "unenrolled again, by key");
+}
+
+/// pam_duo's settings: `[duo]` with keys of Duo's shape and an API host that refuses, so the
+/// module's `failmode` decides every login.
+fn duo_settings(failmode: &str) -> String {
+    format!(
+        "[duo]\nikey = DIWJ8X6AEYOR5OMC6TQ1\nskey = Zh5eGmUq9zpfQnyUIu5OL9iWoMMv5ZNmk3zLJ4Ep\nhost = localhost\nfailmode = {failmode}\n"
+    )
+}
+
+/// A module whose settings hold keys (Duo): the login node writes them root-only from the
+/// secret, follows the secret's new version, and removes them with the `mfa` block. The API
+/// host refuses, so `failmode = secure` refuses the user's key alone and `safe` lets it in.
+fn module_settings(emu: &Emulator, ws: &Workspace, key: &std::path::Path, login_ip: &str, config: &str) {
+    let made = emu.json_call(
+        "secretsmanager",
+        "secretsmanager.CreateSecret",
+        &serde_json::json!({"Name": "alive-duo", "SecretString": duo_settings("secure")}),
+    );
+    let arn = made["ARN"].as_str().expect("the secret's ARN").to_string();
+    let duo = format!(
+        "  mfa {{\n    pam_module          = \"pam_duo.so\"\n    settings_file       = \"/etc/security/pam_duo.conf\"\n    \
+         settings_secret_arn = \"{arn}\"\n  }}\n"
+    );
+    ws.write(&config.replacen(MFA, &duo, 1));
+    ws.apply();
+    // The policy now grants reading the settings' secret too.
+    grant_node_policy(emu, ws);
+    let key_alone = || ssh_as(key, USER, login_ip, "true");
+    let node_side = || {
+        text(&boot::ssh(
+            key,
+            login_ip,
+            "sudo ls -l /etc/security/pam_duo.conf; sudo cat /etc/pam.d/hpcforge-mfa; sudo journalctl --no-pager -n 40 -u hpc-node-sync -u ssh",
+        ))
+    };
+    eventually(
+        "Duo (unreachable, failmode secure) refuses the key alone",
+        Duration::from_secs(90),
+        || text(&key_alone()).contains("Permission denied"),
+        || format!("{}\n{}", text(&key_alone()), node_side()),
+    );
+    emu.json_call(
+        "secretsmanager",
+        "secretsmanager.PutSecretValue",
+        &serde_json::json!({"SecretId": arn, "SecretString": duo_settings("safe")}),
+    );
+    eventually(
+        "the secret's new version (failmode safe) lets the key alone in",
+        Duration::from_secs(90),
+        || key_alone().status.success(),
+        || text(&key_alone()),
+    );
+    let settings = text(&boot::ssh(key, login_ip, "sudo stat -c '%a %U' /etc/security/pam_duo.conf"));
+    assert_eq!(settings.trim(), "600 root", "{settings}");
+    ws.write(&config.replacen(MFA, "", 1));
+    ws.apply();
+    let gone = || {
+        text(&boot::ssh(
+            key,
+            login_ip,
+            "sudo ls /etc/security/pam_duo.conf /etc/ssh/sshd_config.d/10-hpcforge-mfa.conf 2>&1; grep -c common-auth /etc/pam.d/sshd",
+        ))
+    };
+    eventually(
+        "without mfa the settings and sshd's second factor are gone",
+        Duration::from_secs(90),
+        || {
+            let g = gone();
+            g.matches("No such file").count() == 2 && g.trim_end().ends_with('1')
+        },
+        gone,
+    );
+}
+
 /// SSH as the cluster's user works once login-init installed their key.
 fn wait_ssh_as(key: &std::path::Path, address: &str) {
     eventually(
@@ -747,9 +900,12 @@ fn wait_ssh_as(key: &std::path::Path, address: &str) {
 /// A head node that cannot start fails `terraform apply` with its own reason: first the image's
 /// Slurm (Debian 12's 22.05) is not the cluster's 24.11, both named (refused at plan while the
 /// image carries hpc-image's tag, at the head's boot without it); then, the release fixed, the
-/// node role may no longer read the cluster's secrets, so the munge key cannot be had.
+/// node role may no longer read the cluster's secrets, so the munge key cannot be had. Allowed
+/// again, the head starts with `external` accounting: slurmdbd logs in to the team's own
+/// database with the password their secret holds, and the cluster and the user's association
+/// are recorded there.
 #[test]
-fn a_head_node_that_cannot_start_fails_the_apply_with_its_own_reason() {
+fn a_head_node_that_cannot_start_fails_the_apply_with_its_own_reason_then_starts_on_an_external_database() {
     boot::require_prerequisites();
     let _turn = one_at_a_time();
     let emu = boot::booting_emulator(2);
@@ -772,7 +928,7 @@ fn a_head_node_that_cannot_start_fails_the_apply_with_its_own_reason() {
     };
     allow(r#""ssm:*","secretsmanager:GetSecretValue""#);
     let ws = Workspace::new("boot-release", &emu);
-    let config = |version: &str| {
+    let config = |version: &str, accounting: &str| {
         format!(
             r#"
 resource "hpc_network" "net" {{
@@ -792,12 +948,18 @@ resource "hpc_cluster" "main" {{
     version = "{version}"
   }}
   accounting {{
-    mode = "none"
+{accounting}
+  }}
+  user {{
+    name     = "{USER}"
+    uid      = 2001
+    accounts = ["physics"]
   }}
 }}
 "#
         )
     };
+    let no_accounting = "    mode = \"none\"";
     let failed_apply = |phrases: &[&str]| {
         let out = ws.tf(&["apply", "-auto-approve", "-input=false", "-no-color"]);
         assert!(!out.success, "the apply must fail: {}", out.text());
@@ -811,7 +973,7 @@ resource "hpc_cluster" "main" {{
             "failed"
         );
     };
-    ws.write(&config("24.11"));
+    ws.write(&config("24.11", no_accounting));
     // hpc-image publish recorded the image's Slurm in a tag: the plan refuses it, both named.
     let planned = ws.tf(&["plan", "-no-color", "-input=false"]);
     let said = planned.text().split_whitespace().collect::<Vec<_>>().join(" ");
@@ -832,8 +994,73 @@ resource "hpc_cluster" "main" {{
     ]);
     // The failed head is tainted: this apply replaces it with one on the right release.
     allow(r#""ssm:*""#);
-    ws.write(&config("22.05"));
+    ws.write(&config("22.05", no_accounting));
     failed_apply(&["failed at munge key", "the munge key", "AccessDenied"]);
+
+    // The team's own database, outside the cluster: on the VPC's client side (as one reached
+    // over a VPN would be; `vpcnet` gives the host the VPC's last address but one).
+    let port = acceptance_tests::free_port();
+    let db = MariaDb::start(&acceptance_tests::scratch_dir("external-db"), Some(port));
+    let password = python("import secrets; print(secrets.token_hex(16))", "");
+    db.sql(&format!(
+        "CREATE USER 'slurm_acct'@'%' IDENTIFIED BY '{password}'; GRANT ALL ON hpc_acct.* TO 'slurm_acct'@'%';"
+    ));
+    let secret = emu.json_call(
+        "secretsmanager",
+        "secretsmanager.CreateSecret",
+        &serde_json::json!({"Name": "release-accounting-db", "SecretString": password}),
+    );
+    let arn = secret["ARN"].as_str().expect("the secret's ARN");
+    let external = format!(
+        "    mode                = \"external\"\n    host                = \"10.9.255.254\"\n    port                = {port}\n    \
+         user                = \"slurm_acct\"\n    database            = \"hpc_acct\"\n    password_secret_arn = \"{arn}\""
+    );
+    allow(r#""ssm:*","secretsmanager:GetSecretValue""#);
+    // A partition (slurmctld starts with the first one; no node is launched without a job).
+    let partition = format!(
+        r#"
+resource "hpc_partition" "cpu" {{
+  cluster_id           = hpc_cluster.main.id
+  name                 = "cpu"
+  instance_types       = ["c7i.large"]
+  ami_id               = "{ami}"
+  instance_profile_arn = "{profile}"
+  max_nodes            = 1
+  allow_accounts       = ["physics"]
+  capacity_pool {{
+    subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1a"]]
+  }}
+}}
+"#
+    );
+    ws.write(&(config("22.05", &external) + &partition));
+    // The failed head is replaced again; the apply waits until the new one is ready and has
+    // taken the partition.
+    let applied = ws.tf(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    assert!(applied.success, "{}\n{}", applied.text(), db.log());
+    // slurmdbd made its tables at start; slurmctld registers the cluster when it connects.
+    let clusters = || db.sql("SELECT name FROM hpc_acct.cluster_table WHERE deleted = 0");
+    eventually(
+        "the cluster is registered in the external database",
+        Duration::from_secs(90),
+        || clusters().lines().any(|c| c == "release"),
+        || {
+            let head = ws.resource("hpc_cluster.main")["head_node_instance_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let tables = db.sql("SHOW TABLES FROM hpc_acct");
+            format!("clusters: {:?}\ntables: {tables}\n{}\n{}", clusters(), db.log(), console(&emu, &head))
+        },
+    );
+    let association = || db.sql(&format!("SELECT acct, user FROM hpc_acct.release_assoc_table WHERE deleted = 0 AND user = '{USER}'"));
+    eventually(
+        "the user's association is in the external database",
+        Duration::from_secs(90),
+        || association().trim() == format!("physics\t{USER}"),
+        association,
+    );
+    assert!(!ws.raw_state().contains(&password), "the database password is in the state");
     ws.destroy();
     let live = emu
         .machines()

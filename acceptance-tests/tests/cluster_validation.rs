@@ -114,6 +114,39 @@ fn bad_clusters_and_partitions_are_rejected_when_validated() {
         ),
                 (cluster("bad_extra", "  slurm {\n    extra = { FooBar = \"1\" }\n  }"), "hpc_cluster.bad_extra".into(), "extra", "FooBar"),
         (cluster("home_on_head", "  home {\n    storage = \"head_node\"\n  }"), "hpc_cluster.home_on_head".into(), "storage", "/home on the head node is not available"),
+        (
+            cluster("mfa_path", "  mfa {\n    pam_module = \"/tmp/pam_evil.so\"\n  }"),
+            "hpc_cluster.mfa_path".into(),
+            "pam_module",
+            "is not a PAM module's file name",
+        ),
+        (
+            cluster("mfa_permit", "  mfa {\n    pam_module = \"pam_permit.so\"\n  }"),
+            "hpc_cluster.mfa_permit".into(),
+            "pam_module",
+            "pam_permit.so is no second factor",
+        ),
+        (
+            cluster("mfa_half", "  mfa {\n    pam_module = \"pam_duo.so\"\n    settings_file = \"/etc/duo/pam_duo.conf\"\n  }"),
+            "hpc_cluster.mfa_half".into(),
+            "settings_file",
+            "settings_file needs settings_secret_arn",
+        ),
+        (
+            cluster(
+                "mfa_sshd",
+                "  mfa {\n    pam_module = \"pam_duo.so\"\n    settings_file = \"/etc/ssh/sshd_config\"\n    settings_secret_arn = \"arn:aws:secretsmanager:us-east-1:123456789012:secret:duo-AbCdEf\"\n  }",
+            ),
+            "hpc_cluster.mfa_sshd".into(),
+            "settings_file",
+            "cannot hold the module's settings",
+        ),
+        (
+            cluster("mfa_lines", "  mfa {\n    pam_module = \"pam_duo.so\"\n    config = \"nullok\\nauth sufficient pam_permit.so\"\n  }"),
+            "hpc_cluster.mfa_lines".into(),
+            "config",
+            "must stay on one PAM line",
+        ),
         (partition("bad_pname", "  name = \"GPU!\""), "hpc_partition.bad_pname".into(), "name", "is not valid"),
         (partition("min_over_max", "  min_nodes = 8\n  max_nodes = 2"), "hpc_partition.min_over_max".into(), "min_nodes", "is more than max_nodes"),
         (

@@ -258,6 +258,24 @@ pub const COMPONENTS: &[Component] = &[
         check: include_str!("../components/enroot-pyxis/check.sh"),
     },
     Component {
+        name: "mfa",
+        version: "1.0.0",
+        summary: "PAM modules for a second SSH factor on login nodes (the cluster's `mfa` block picks one)",
+        requires: &[],
+        args: &[
+            arg(
+                "google_authenticator",
+                ArgKind::Bool,
+                Some("true"),
+                "TOTP codes: pam_google_authenticator.so and its enrolment program",
+            ),
+            arg("duo", ArgKind::Bool, Some("true"), "Duo: pam_duo.so"),
+        ],
+        downloads: &[],
+        install: include_str!("../components/mfa/install.sh"),
+        check: include_str!("../components/mfa/check.sh"),
+    },
+    Component {
         name: "hpc-node",
         version: env!("CARGO_PKG_VERSION"),
         summary: "the hpcforge node agent (Slurm Resume/Suspend, config reconcile, health) and its units",

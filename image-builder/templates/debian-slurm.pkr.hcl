@@ -1,6 +1,6 @@
-# A CPU node image: Debian with Slurm, MUNGE, EFA userspace (distro path) and the hpcforge
-# node agent. Builds offline-capable with the local builder, boots it under qemu to verify,
-# and publishes to the regions below.
+# A CPU node image: Debian with Slurm, MUNGE, EFA userspace (distro path), PAM modules for a
+# second SSH factor and the hpcforge node agent. Builds offline-capable with the local builder,
+# boots it under qemu to verify, and publishes to the regions below.
 #
 #   hpc-image validate templates/debian-slurm.pkr.hcl
 #   sudo hpc-image build templates/debian-slurm.pkr.hcl --publish
@@ -50,6 +50,8 @@ build {
   component "efa" {
     method = "distro"
   }
+  # Second SSH factors a cluster's `mfa` block can name (TOTP, Duo); enabled only by it.
+  component "mfa" {}
   component "hpc-node" {}
   component "health-checks" {}
 

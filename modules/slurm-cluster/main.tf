@@ -104,6 +104,16 @@ resource "hpc_cluster" "this" {
     }
   }
 
+  dynamic "mfa" {
+    for_each = var.mfa == null ? [] : [var.mfa]
+    content {
+      pam_module          = mfa.value.pam_module
+      config              = mfa.value.config
+      settings_file       = mfa.value.settings_file
+      settings_secret_arn = mfa.value.settings_secret_arn
+    }
+  }
+
   dynamic "user" {
     for_each = var.users
     content {

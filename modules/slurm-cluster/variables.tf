@@ -209,6 +209,17 @@ variable "accounting_password" {
   ephemeral   = true
 }
 
+variable "mfa" {
+  description = "A second SSH factor on the login nodes, after the key: `pam_module` (e.g. `pam_google_authenticator.so`, or `pam_duo.so` with `settings_file = \"/etc/security/pam_duo.conf\"` and `settings_secret_arn` naming the secret that holds its `[duo]` section), `config` (the module's arguments, e.g. `nullok`). Null (default): the key alone."
+  type = object({
+    pam_module          = string
+    config              = optional(string)
+    settings_file       = optional(string)
+    settings_secret_arn = optional(string)
+  })
+  default = null
+}
+
 # --- storage -------------------------------------------------------------------------------
 
 variable "lustre" {

@@ -308,6 +308,12 @@ pub struct ClusterDoc {
     pub users_digest: Option<String>,
     pub mfa_pam_module: Option<String>,
     pub mfa_config: Option<String>,
+    /// Where login nodes write the module's settings (e.g. `/etc/duo/pam_duo.conf`), root-only.
+    #[serde(default)]
+    pub mfa_settings_file: Option<String>,
+    /// The secret whose text those settings are (a module's keys are never in this document).
+    #[serde(default)]
+    pub mfa_settings_secret_arn: Option<String>,
     pub mounts: Vec<MountDoc>,
     /// Where /home lives: `efs` (nodes mount `home_efs_id`); `head_node` in documents of
     /// earlier releases, which left each node its own /home.

@@ -8,6 +8,7 @@
 pub mod accounting;
 pub mod head;
 pub mod login;
+pub mod mfa;
 pub mod node;
 pub mod state;
 
@@ -51,10 +52,11 @@ pub async fn begin(args: &ClusterArgs, aws: &Aws, role: Role, partition: Option<
             identity.instance_id, identity.private_ip, args.cluster
         ),
     );
-    let role_name = format!("{role:?}").to_lowercase();
     let mut env = format!(
-        "HPC_CLUSTER={}\nAWS_REGION={}\nHPC_ROLE={role_name}\n",
-        args.cluster, aws.region
+        "HPC_CLUSTER={}\nAWS_REGION={}\nHPC_ROLE={}\n",
+        args.cluster,
+        aws.region,
+        role_name(role)
     );
     if let Some(p) = partition {
         env.push_str(&format!("HPC_PARTITION={p}\n"));
@@ -267,7 +269,23 @@ pub async fn sync(args: &ClusterArgs, aws: &Aws) -> Result<()> {
         .ok_or_else(|| Error::new(format!("cluster {} has no published desired state", args.cluster)))?;
     report_mounts(mounts(&doc));
     users(&doc.users)?;
+    if this_role().as_deref() == Some(role_name(Role::Login).as_str()) {
+        mfa::apply(aws, &doc).await?;
+    }
     Ok(())
+}
+
+/// A role as [`CLUSTER_ENV`] names it.
+fn role_name(role: Role) -> String {
+    format!("{role:?}").to_lowercase()
+}
+
+/// The role this node booted into (`HPC_ROLE` in [`CLUSTER_ENV`]), once its boot began.
+fn this_role() -> Option<String> {
+    let env = std::fs::read_to_string(CLUSTER_ENV).ok()?;
+    env.lines()
+        .find_map(|l| l.strip_prefix("HPC_ROLE="))
+        .map(|r| r.trim().to_string())
 }
 
 /// The head node's latest boot report.

@@ -149,8 +149,20 @@ fn schema() -> Schema {
     ]);
     let mfa = Block::new(vec![
         Attribute::required("pam_module", Type::String)
-            .description("PAM module for the second factor, e.g. `pam_google_authenticator.so`."),
-        Attribute::optional("config", Type::String).description("PAM line arguments."),
+            .description(
+                "PAM module for the second factor on login nodes' SSH, after the key, e.g. \
+                 `pam_google_authenticator.so` or `pam_duo.so` (hpc-image's `mfa` component bakes both).",
+            ),
+        Attribute::optional("config", Type::String)
+            .description("The module's arguments on its PAM line, e.g. `nullok` (users not enrolled yet log in by key)."),
+        Attribute::optional("settings_file", Type::String).description(
+            "Where login nodes write the module's settings, root-only (mode 0600), e.g. `/etc/security/pam_duo.conf`: \
+             a path under /etc. Requires `settings_secret_arn`.",
+        ),
+        Attribute::optional("settings_secret_arn", Type::String).description(
+            "A Secrets Manager secret whose text is the module's settings (e.g. pam_duo's host, ikey and skey). \
+             Login nodes fetch it (`instance_profile_policy` grants reading it) and follow its changes within a minute.",
+        ),
     ]);
     let storage = Block::new(vec![
         Attribute::optional("lustre_id", Type::String).description("An hpc_lustre_fs id."),
@@ -309,6 +321,8 @@ fn doc_of(v: &Value, clients_region: &str, munge_arn: &str, password_arn: Option
         users_digest: None,
         mfa_pam_module: string(v.attr("mfa").attr("pam_module")),
         mfa_config: string(v.attr("mfa").attr("config")),
+        mfa_settings_file: string(v.attr("mfa").attr("settings_file")),
+        mfa_settings_secret_arn: string(v.attr("mfa").attr("settings_secret_arn")),
         home: "efs".into(),
         home_efs_id: string(v.attr("home").attr("efs_id")).or_else(|| string(v.attr("home_file_system_id"))),
         home_efs_managed: v.attr("home").attr("efs_id").is_null(),
@@ -440,6 +454,8 @@ async fn head_image_checks(clients: &Clients, planned: &Value) -> Diagnostics {
 
 /// The external database password's secret the user named (not the one the provider keeps for
 /// a write-only `password`).
+/// An external database's password secret of the user's own (not the one the provider
+/// generates from the write-only password).
 fn external_password_secret(doc: &ClusterDoc) -> Option<String> {
     let generated = desired_state::db_password_secret(&doc.name);
     doc.accounting
@@ -448,11 +464,20 @@ fn external_password_secret(doc: &ClusterDoc) -> Option<String> {
         .filter(|arn| !arn.contains(&generated))
 }
 
+/// The secrets of the user's own that nodes read: an external database's password and the
+/// second factor's settings.
+fn external_secrets(doc: &ClusterDoc) -> Vec<String> {
+    external_password_secret(doc)
+        .into_iter()
+        .chain(doc.mfa_settings_secret_arn.clone())
+        .collect()
+}
+
 /// The IAM policy the cluster's instance profile needs, scoped to this cluster: its own
-/// parameters and secrets (and `external_secret`, an external database's password, when
-/// given); tags only on what it launches; terminate only instances tagged with the cluster;
-/// pass only `node_roles` (any role when none are named) and only to EC2.
-fn instance_profile_policy(name: &str, node_roles: &[String], external_secret: Option<&str>) -> String {
+/// parameters and secrets (and `external_secrets`, the user's own that nodes read); tags only
+/// on what it launches; terminate only instances tagged with the cluster; pass only
+/// `node_roles` (any role when none are named) and only to EC2.
+fn instance_profile_policy(name: &str, node_roles: &[String], external_secrets: &[String]) -> String {
     let pass_roles = if node_roles.is_empty() {
         serde_json::json!("*")
     } else {
@@ -472,7 +497,7 @@ fn instance_profile_policy(name: &str, node_roles: &[String], external_secret: O
                 "Effect": "Allow",
                 "Action": ["secretsmanager:GetSecretValue"],
                 "Resource": std::iter::once(format!("arn:aws:secretsmanager:*:*:secret:{}/*", desired_state::secrets_prefix(name)))
-                    .chain(external_secret.map(str::to_string))
+                    .chain(external_secrets.iter().cloned())
                     .collect::<Vec<_>>()
             },
             {
@@ -617,6 +642,7 @@ impl Resource for HpcCluster {
         checks::slurm_timers(c.attr("slurm"), &mut diags);
         checks::accounting_port(c.attr("accounting"), &mut diags);
         checks::accounting_secret(c.attr("accounting"), &mut diags);
+        checks::mfa(c.attr("mfa"), &mut diags);
         checks::users(c.attr("user").elements(), &mut diags);
         checks::mount_points(c.attr("storage").elements(), &mut diags);
         let s = c.attr("slurm");
@@ -751,23 +777,29 @@ impl Resource for HpcCluster {
                 Value::string(desired_state::cluster_param(&name)),
             );
             let roles = strings(p.attr("head_node").attr("node_role_arns")).unwrap_or_default();
-            let secret = string(p.attr("accounting").attr("password_secret_arn"));
+            let password = AttributePath::root("accounting").attr("password_secret_arn");
+            let settings = AttributePath::root("mfa").attr("settings_secret_arn");
+            let mut secrets = Vec::new();
+            for (at, arn) in [
+                (password, string(p.attr("accounting").attr("password_secret_arn"))),
+                (settings, string(p.attr("mfa").attr("settings_secret_arn"))),
+            ] {
+                let Some(arn) = arn else { continue };
+                let region = crate::resources::checks::secret_arn_region(&arn);
+                if let Some(region) = region.filter(|r| *r != clients.aws.region) {
+                    req.diagnostics.error_at(
+                        at,
+                        format!("the secret is in {region}, the cluster in {}", clients.aws.region),
+                        "Nodes read it in the cluster's region: replicate the secret there (Secrets Manager \
+                         replica regions) and give the replica's ARN.",
+                    );
+                }
+                secrets.push(arn);
+            }
             p.set_attr(
                 "instance_profile_policy",
-                Value::string(instance_profile_policy(&name, &roles, secret.as_deref())),
+                Value::string(instance_profile_policy(&name, &roles, &secrets)),
             );
-            let region = secret.as_deref().and_then(crate::resources::checks::secret_arn_region);
-            if let Some(region) = region.filter(|r| *r != clients.aws.region) {
-                req.diagnostics.error_at(
-                    AttributePath::root("accounting").attr("password_secret_arn"),
-                    format!(
-                        "the password's secret is in {region}, the cluster in {}",
-                        clients.aws.region
-                    ),
-                    "The head node reads it in the cluster's region: replicate the secret there (Secrets Manager \
-                     replica regions) and give the replica's ARN.",
-                );
-            }
         }
         p.set_attr("estimated_hourly_cost", fixed_cost(p, &clients.price_overrides));
         let munge = string(req.prior.attr("munge_key_secret_arn")).unwrap_or_default();
@@ -1167,7 +1199,7 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
         Value::string(instance_profile_policy(
             &doc.name,
             &h.node_role_arns,
-            external_password_secret(doc).as_deref(),
+            &external_secrets(doc),
         )),
     );
     let list_or_null = |l: &[String]| if l.is_empty() { Value::Null } else { of_list(Some(l)) };
@@ -1277,6 +1309,8 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
             object(vec![
                 ("pam_module", Value::string(m)),
                 ("config", convert::of_string(doc.mfa_config.clone())),
+                ("settings_file", convert::of_string(doc.mfa_settings_file.clone())),
+                ("settings_secret_arn", convert::of_string(doc.mfa_settings_secret_arn.clone())),
             ]),
         );
     }
@@ -1668,7 +1702,7 @@ mod tests {
     fn policy_is_scoped_to_the_cluster() {
         let role = "arn:aws:iam::111122223333:role/hpc-nodes".to_string();
         let p: serde_json::Value =
-            serde_json::from_str(&instance_profile_policy("research", std::slice::from_ref(&role), None))
+            serde_json::from_str(&instance_profile_policy("research", std::slice::from_ref(&role), &[]))
                 .expect("json");
         assert!(p.to_string().contains("parameter/hpcforge/clusters/research/*"));
         assert!(p.to_string().contains("secret:hpcforge/research/*"));
@@ -1700,12 +1734,12 @@ mod tests {
             .collect();
         assert!(unscoped.is_empty(), "{unscoped:?}");
         let any: serde_json::Value =
-            serde_json::from_str(&instance_profile_policy("research", &[], None)).expect("json");
+            serde_json::from_str(&instance_profile_policy("research", &[], &[])).expect("json");
         assert!(any.to_string().contains(r#""Resource":"*""#));
         // An external database's password secret is readable by its ARN, and only it.
         let arn = "arn:aws:secretsmanager:us-east-1:111122223333:secret:slurmdbd-AbCdEf";
         let external: serde_json::Value =
-            serde_json::from_str(&instance_profile_policy("research", &[], Some(arn))).expect("json");
+            serde_json::from_str(&instance_profile_policy("research", &[], &[arn.to_string()])).expect("json");
         let read = external["Statement"]
             .as_array()
             .and_then(|s| s.iter().find(|st| st["Sid"] == "ReadClusterSecrets"))

@@ -238,6 +238,90 @@ pub(super) fn home(home: &Value, diags: &mut Diagnostics) {
     }
 }
 
+/// The second factor: a PAM module by its file name (the node finds it in the image's module
+/// directories) that can say no, and arguments that stay on the one PAM line they are for.
+pub(super) fn mfa(mfa: &Value, diags: &mut Diagnostics) {
+    let at = |attr: &str| AttributePath::root("mfa").attr(attr);
+    if let Some(module) = mfa.attr("pam_module").as_str() {
+        let stem = module.strip_prefix("pam_").and_then(|m| m.strip_suffix(".so"));
+        let named = stem.is_some_and(|s| {
+            !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        });
+        if !named {
+            diags.error_at(
+                at("pam_module"),
+                format!("{module:?} is not a PAM module's file name"),
+                "Name the module's file without a folder, e.g. pam_google_authenticator.so or pam_duo.so \
+                 (hpc-image's mfa component bakes both); login nodes look for it where PAM keeps modules.",
+            );
+        } else if ["pam_permit.so", "pam_rootok.so", "pam_succeed_if.so"].contains(&module) {
+            diags.error_at(
+                at("pam_module"),
+                format!("{module} is no second factor: it lets logins in without asking"),
+                "Use a module that asks for a code, e.g. pam_google_authenticator.so or pam_duo.so.",
+            );
+        }
+    }
+    settings(mfa, diags);
+    if let Some(args) = mfa.attr("config").as_str() {
+        if args.chars().any(|c| c.is_control()) || args.contains('#') {
+            diags.error_at(
+                at("config"),
+                "the module's arguments must stay on one PAM line",
+                "Write the arguments separated by spaces, without line breaks, tabs or '#', \
+                 e.g. \"nullok\" or \"conf=/etc/security/pam_duo.conf\".",
+            );
+        }
+    }
+}
+
+/// The module's settings: a file under /etc and the secret it comes from, both or neither.
+fn settings(mfa: &Value, diags: &mut Diagnostics) {
+    let at = |attr: &str| AttributePath::root("mfa").attr(attr);
+    let file = mfa.attr("settings_file").as_str();
+    let secret = mfa.attr("settings_secret_arn").as_str();
+    match (file, secret) {
+        (Some(_), None) => diags.error_at(
+            at("settings_file"),
+            "settings_file needs settings_secret_arn",
+            "Give the secret whose text the file holds (the module's keys are never published in the desired state), \
+             or leave settings_file out.",
+        ),
+        (None, Some(_)) => diags.error_at(
+            at("settings_secret_arn"),
+            "settings_secret_arn needs settings_file",
+            "Name where the module reads its settings, e.g. settings_file = \"/etc/security/pam_duo.conf\".",
+        ),
+        _ => {}
+    }
+    if let Some(path) = file {
+        let normal = path.starts_with("/etc/")
+            && path.len() > "/etc/".len()
+            && !path.ends_with('/')
+            && path.split('/').skip(1).all(|c| !c.is_empty() && c != "." && c != "..")
+            && !path.chars().any(|c| c.is_control() || c.is_whitespace());
+        let owned = ["/etc/passwd", "/etc/shadow", "/etc/group", "/etc/sudoers", "/etc/fstab"].contains(&path)
+            || ["/etc/pam.d/", "/etc/ssh/", "/etc/slurm/", "/etc/munge/", "/etc/hpcforge/", "/etc/sudoers.d/"]
+                .iter()
+                .any(|dir| path.starts_with(dir));
+        if !normal || owned {
+            diags.error_at(
+                at("settings_file"),
+                format!("{path:?} cannot hold the module's settings"),
+                "Use an absolute path of a file under /etc that the system, sshd, Slurm and hpcforge do not own, \
+                 e.g. /etc/security/pam_duo.conf.",
+            );
+        }
+    }
+    if let Some(arn) = secret.filter(|arn| checks::secret_arn_region(arn).is_none()) {
+        diags.error_at(
+            at("settings_secret_arn"),
+            format!("{arn:?} is not a Secrets Manager secret ARN"),
+            "Use the secret's full ARN (aws_secretsmanager_secret.<name>.arn), not its name.",
+        );
+    }
+}
+
 pub(super) fn accounting_port(accounting: &Value, diags: &mut Diagnostics) {
     if let Some(port) = int(accounting.attr("port")) {
         if !(1..=65535).contains(&port) {
