@@ -24,6 +24,18 @@ EC2_VCPU_QUOTAS: dict[str, tuple[str, float]] = {
     "L-34B43A08": ("All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests", 4608.0),
     "L-3819A6DF": ("All G and VT Spot Instance Requests", 1536.0),
     "L-7212CCBC": ("All P Spot Instance Requests", 1536.0),
+    "L-2C3B7624": ("Running On-Demand Trn instances", 512.0),
+    "L-6B0D517C": ("All Trn Spot Instance Requests", 512.0),
+    "L-1945791B": ("Running On-Demand Inf instances", 384.0),
+    "L-B5D1601B": ("All Inf Spot Instance Requests", 384.0),
+    "L-6E869C2A": ("Running On-Demand DL instances", 96.0),
+    "L-85EED4F7": ("All DL Spot Instance Requests", 96.0),
+    "L-74FC7D96": ("Running On-Demand F instances", 128.0),
+    "L-88CF9481": ("All F Spot Instance Requests", 128.0),
+    "L-7295265B": ("Running On-Demand X instances", 512.0),
+    "L-E3A00192": ("All X Spot Instance Requests", 512.0),
+    "L-F7808C92": ("Running On-Demand HPC instances", 1536.0),
+    "L-43DA4232": ("Running On-Demand High Memory instances", 448.0),
 }
 
 

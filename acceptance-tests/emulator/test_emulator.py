@@ -952,6 +952,8 @@ def test_ec2_vcpu_quotas_are_served_and_set_per_region(endpoint: str) -> None:
     quotas = client(endpoint, "service-quotas")
     p = quotas.get_service_quota(ServiceCode="ec2", QuotaCode="L-417A185B")["Quota"]
     assert p["QuotaName"] == "Running On-Demand P instances" and p["Value"] == 1536.0
+    for code, name in [("L-2C3B7624", "Running On-Demand Trn instances"), ("L-E3A00192", "All X Spot Instance Requests")]:
+        assert quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["QuotaName"] == name
     control(endpoint, "POST", "/quotas", {"region": REGION, "quotas": {"L-417A185B": 192}})
     assert quotas.get_service_quota(ServiceCode="ec2", QuotaCode="L-417A185B")["Quota"]["Value"] == 192.0
     assert quotas.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode="L-417A185B")["Quota"]["Value"] == 1536.0

@@ -681,7 +681,7 @@ fn pools_key_pairs_secrets_and_a_second_default_are_checked_against_aws_at_plan(
 #[test]
 fn a_partition_past_the_accounts_vcpu_quota_warns_with_numbers_or_fails_under_the_guardrail() {
     let emu = Emulator::start();
-    emu.set_quotas("us-east-1", serde_json::json!({"L-417A185B": 192}));
+    emu.set_quotas("us-east-1", serde_json::json!({"L-417A185B": 192, "L-1945791B": 128}));
     let ws = Workspace::new("quotas", &emu);
     let subnet = emu.default_subnet();
     let provider = |enforce: bool| {
@@ -694,11 +694,13 @@ fn a_partition_past_the_accounts_vcpu_quota_warns_with_numbers_or_fails_under_th
     );
     ws.write_raw(&format!("{}{cluster}", provider(false)));
     ws.apply();
-    // 2 x p5.48xlarge = 384 vCPUs of the P quota, which is 192 here; the CPU partition fits.
+    // 2 x p5.48xlarge = 384 vCPUs of the P quota, which is 192 here; 64 x inf2.xlarge = 256 of
+    // the Inf quota, which is 128; the CPU partition fits.
     let parts = format!(
-        "{}\n{}",
+        "{}\n{}\n{}",
         partition("gpu", "  instance_types = [\"p5.48xlarge\"]\n  max_nodes = 2"),
-        partition("cpu", "  instance_types = [\"c7i.2xlarge\"]\n  max_nodes = 8")
+        partition("cpu", "  instance_types = [\"c7i.2xlarge\"]\n  max_nodes = 8"),
+        partition("infer", "  instance_types = [\"inf2.xlarge\"]\n  max_nodes = 64")
     )
     .replace("subnet-0123456789abcdef0", &subnet);
     ws.write_raw(&format!("{}{cluster}{parts}", provider(false)));
@@ -708,6 +710,8 @@ fn a_partition_past_the_accounts_vcpu_quota_warns_with_numbers_or_fails_under_th
     for phrase in [
         "partition gpu may need 384 vCPUs of the quota \"Running On-Demand P instances\" in us-east-1, which is 192 vCPUs",
         "L-417A185B allows 1 of them",
+        "partition infer may need 256 vCPUs of the quota \"Running On-Demand Inf instances\" in us-east-1, which is 128 vCPUs",
+        "L-1945791B allows 32 of them",
     ] {
         assert!(text.contains(phrase), "missing {phrase:?}:\n{text}");
     }
@@ -717,22 +721,30 @@ fn a_partition_past_the_accounts_vcpu_quota_warns_with_numbers_or_fails_under_th
     ws.write_raw(&format!("{}{cluster}{parts}", provider(true)));
     refused_plan(&ws, &emu, &[("hpc_partition.gpu".into(), "max_nodes", "384 vCPUs")]);
 
-    // Partitions of the cluster share the quota: with 400 vCPUs, gpu (384) fits alone, and a
-    // second P partition of 192 that would fit alone is counted with it.
+    // Partitions share the account's quota, the cluster's and other clusters': with 400 vCPUs,
+    // gpu (384) fits alone, another cluster's P partition of 192 is applied with a warning, and
+    // a second P partition of research that would fit alone is counted with both.
     emu.set_quotas("us-east-1", serde_json::json!({"L-417A185B": 400}));
-    ws.write_raw(&format!("{}{cluster}{parts}", provider(false)));
+    let lab = format!(
+        "{}{}",
+        cluster.replace("\"main\"", "\"lab\"").replace("\"research\"", "\"lab\""),
+        partition("lab_gpu", "  instance_types = [\"p5.48xlarge\"]\n  max_nodes = 1")
+            .replace("cluster_id = \"research\"", "cluster_id = hpc_cluster.lab.id")
+            .replace("subnet-0123456789abcdef0", &subnet)
+    );
+    ws.write_raw(&format!("{}{cluster}{parts}{lab}", provider(false)));
     ws.apply();
     let more = partition("gpu_more", "  instance_types = [\"p5.48xlarge\"]\n  max_nodes = 1")
         .replace("subnet-0123456789abcdef0", &subnet);
-    ws.write_raw(&format!("{}{cluster}{parts}{more}", provider(true)));
+    ws.write_raw(&format!("{}{cluster}{parts}{lab}{more}", provider(true)));
     let text = refused_plan(
         &ws,
         &emu,
-        &[("hpc_partition.gpu_more".into(), "max_nodes", "576 vCPUs")],
+        &[("hpc_partition.gpu_more".into(), "max_nodes", "768 vCPUs")],
     );
     for phrase in [
-        "partition gpu-more may need 576 vCPUs of the quota \"Running On-Demand P instances\" in us-east-1, which is 400 vCPUs",
-        "the cluster's other partitions may hold 384 (gpu 384) of the same quota",
+        "partition gpu-more may need 768 vCPUs of the quota \"Running On-Demand P instances\" in us-east-1, which is 400 vCPUs",
+        "the other published partitions may hold 576 (gpu 384, lab/lab-gpu 192) of the same quota",
         "allows 0 of them",
     ] {
         assert!(text.contains(phrase), "missing {phrase:?}:\n{text}");

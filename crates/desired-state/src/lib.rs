@@ -26,8 +26,19 @@ pub const SCHEMA: u32 = 1;
 /// messages only from it.
 pub const SLURM_USER: &str = "slurm";
 
+/// Where every cluster of an account and region publishes (one folder per cluster).
+pub const CLUSTERS_ROOT: &str = "/hpcforge/clusters";
+
 pub fn cluster_prefix(cluster: &str) -> String {
-    format!("/hpcforge/clusters/{cluster}")
+    format!("{CLUSTERS_ROOT}/{cluster}")
+}
+
+/// The cluster and partition a parameter name is the document of (None for any other name).
+pub fn partition_of_param(name: &str) -> Option<(&str, &str)> {
+    let rest = name.strip_prefix(CLUSTERS_ROOT)?.strip_prefix('/')?;
+    let (cluster, rest) = rest.split_once('/')?;
+    let partition = rest.strip_prefix("partitions/")?;
+    (!cluster.is_empty() && !partition.is_empty() && !partition.contains('/')).then_some((cluster, partition))
 }
 
 pub fn cluster_param(cluster: &str) -> String {
@@ -603,6 +614,15 @@ impl ClusterDoc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partition_documents_are_told_apart_by_name() {
+        assert_eq!(partition_of_param(&partition_param("lab", "gpu")), Some(("lab", "gpu")));
+        assert_eq!(partition_of_param(&cluster_param("lab")), None);
+        assert_eq!(partition_of_param(&status_param("lab")), None);
+        assert_eq!(partition_of_param("/hpcforge/clusters/lab/users/0001"), None);
+        assert_eq!(partition_of_param("/other/clusters/lab/partitions/gpu"), None);
+    }
 
     /// A small partition for the tests.
     fn partition(name: &str) -> PartitionDoc {

@@ -800,13 +800,12 @@ impl Resource for HpcPartition {
         };
         if reach_changed {
             let this = quotas::Reach::planned(&req.planned, &infos, &clients.aws.region);
-            let others: Vec<quotas::Reach> = published
-                .iter()
-                .flat_map(|p| p.other_partitions(&name))
-                .map(|d| quotas::Reach::published(&d))
-                .collect();
-            req.diagnostics
-                .extend(quotas::quota_checks(clients, &this, &others).await);
+            match quotas::published_reaches(clients, cluster_id.as_deref().unwrap_or(""), &name).await {
+                Ok(others) => req
+                    .diagnostics
+                    .extend(quotas::quota_checks(clients, &this, &others).await),
+                Err(d) => req.diagnostics.extend(d),
+            }
         }
         let diags = set_derived(&mut req.planned, &doc, cdoc.as_ref(), &clients.price_overrides);
         req.diagnostics.extend(diags);

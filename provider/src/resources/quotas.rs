@@ -1,6 +1,7 @@
 //! Capacity planning at plan time: what a partition may run (`max_nodes` of each of its types),
-//! with the cluster's other published partitions, against the account's EC2 vCPU quota for
-//! each class (Service Quotas) in each pool's region. A partition that can never reach
+//! with every other partition published in the account and region (this cluster's and other
+//! clusters'), against the account's EC2 vCPU quota for each class (Service Quotas) in each
+//! pool's region. A partition that can never reach
 //! `max_nodes` gets a warning with the numbers, or an error under the `enforce_quotas` guardrail.
 
 use std::collections::BTreeMap;
@@ -10,7 +11,7 @@ use hpc_aws::quotas::{vcpu_quota, VcpuQuota};
 use tfplugin::{AttributePath, Diagnostic, Diagnostics, Value};
 
 use crate::convert::{int, string, strings};
-use crate::desired_state::PartitionDoc;
+use crate::desired_state::{self, PartitionDoc};
 use crate::provider::Clients;
 
 /// What a partition may run: `max_nodes` of each instance type (vCPUs each), in any of its
@@ -66,6 +67,32 @@ impl Reach {
     }
 }
 
+/// What every other partition published in the provider's region may run: this cluster's by
+/// name, other clusters' as `cluster/partition` (they draw on the same account quotas).
+pub(crate) async fn published_reaches(clients: &Clients, cluster: &str, partition: &str) -> Result<Vec<Reach>, Diagnostics> {
+    let params = clients
+        .ssm
+        .view(desired_state::CLUSTERS_ROOT)
+        .await
+        .map_err(|e| crate::resources::aws_diag("Cannot read the published partitions for the quota check", &e))?;
+    let mut reaches: Vec<(bool, Reach)> = params
+        .values()
+        .filter_map(|p| desired_state::partition_of_param(&p.name).map(|at| (at, p)))
+        .filter(|((c, n), _)| (*c, *n) != (cluster, partition))
+        .filter_map(|((c, _), p)| {
+            let doc = serde_json::from_str::<PartitionDoc>(&p.value).ok()?;
+            let mut reach = Reach::published(&doc);
+            if c != cluster {
+                reach.name = format!("{c}/{}", reach.name);
+            }
+            Some((c != cluster, reach))
+        })
+        .collect();
+    // This cluster's first, then other clusters', each by name.
+    reaches.sort_by(|a, b| (a.0, &a.1.name).cmp(&(b.0, &b.1.name)));
+    Ok(reaches.into_iter().map(|(_, r)| r).collect())
+}
+
 /// The most vCPUs a partition may hold against one quota in one region: `max_nodes` of each
 /// of its types of that class (every node set may be full at once).
 #[derive(Debug, Clone, PartialEq)]
@@ -101,8 +128,8 @@ pub(crate) fn needs(reach: &Reach) -> Vec<QuotaNeed> {
     needs.into_values().collect()
 }
 
-/// Each need of the partition, with what the cluster's other (published) partitions need of
-/// the same quota, against the quota's value in its region; a quota that cannot be read is a
+/// Each need of the partition, with what the other published partitions need of the same
+/// quota, against the quota's value in its region; a quota that cannot be read is a
 /// warning.
 pub(crate) async fn quota_checks(clients: &Clients, this: &Reach, others: &[Reach]) -> Diagnostics {
     let mut diags = Diagnostics::new();
@@ -165,7 +192,7 @@ fn over_quota(
     if !sharing.is_empty() {
         let others: Vec<String> = sharing.iter().map(|(n, v)| format!("{n} {v}")).collect();
         detail.push_str(&format!(
-            ", and the cluster's other partitions may hold {} ({}) of the same quota",
+            ", and the other published partitions may hold {} ({}) of the same quota",
             total - need.vcpus,
             others.join(", ")
         ));
@@ -175,7 +202,7 @@ fn over_quota(
     let fits = (left / largest as f64).floor() as u64;
     detail.push_str(&format!(
         "; the account's quota {} allows {fits} of them{}. Ask for an increase in Service Quotas, or lower max_nodes. \
-         Other clusters and instances of the account count against it too.",
+         Instances not launched by a cluster published in this region count against it too.",
         need.quota.code,
         if need.types.len() > 1 || !sharing.is_empty() {
             format!(" ({} vCPUs each, in what the quota has left)", largest)
