@@ -49,7 +49,14 @@ pub fn write_file(path: &Path, contents: &[u8], mode: u32, owner: Option<&str>) 
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.hpc-node"));
+    // Unique per writer: on a shared file system (/home) other nodes may write the same file
+    // (their processes may have the same pid: the time tells them apart), and threads here.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_file_name(format!(".{name}.hpc-node.{}.{nanos}.{write}", std::process::id()));
     std::fs::write(&tmp, contents).context(|| format!("writing {}", tmp.display()))?;
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
         .context(|| format!("setting the mode of {}", tmp.display()))?;
@@ -204,4 +211,36 @@ pub fn listening(addr: &str, port: u16) -> bool {
 /// Logs a boot step on the console (cloud-init copies the user data's output there).
 pub fn log(step: &str, message: &str) {
     eprintln!("hpc-node[{step}]: {message}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nodes sharing /home write the same files at once (a user's keys at boot): every write
+    /// lands whole and none fails on another writer's temporary file.
+    #[test]
+    fn writers_of_one_file_on_a_shared_folder_do_not_trip_over_each_other() {
+        let dir = std::env::temp_dir().join(format!("hpc-node-write-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("authorized_keys");
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for i in 0..200 {
+                        let text = format!("writer {w} pass {i}\n");
+                        write_file(&path, text.as_bytes(), 0o600, None).map_err(|e| e.to_string())?;
+                    }
+                    Ok::<(), String>(())
+                })
+            })
+            .collect();
+        for w in writers {
+            assert_eq!(w.join().expect("writer thread"), Ok(()));
+        }
+        let last = std::fs::read_to_string(&path).expect("the file");
+        assert!(last.starts_with("writer ") && last.ends_with('\n'), "{last:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -238,12 +238,16 @@ fn user(u: &UserDoc, known: bool) -> Result<bool> {
         }
     } else {
         let (uid, gid) = (u.uid.to_string(), u.gid.to_string());
+        let home = home_of(u);
+        let home = home.to_string_lossy();
         let args = [
             "--uid",
             &uid,
             "--gid",
             &gid,
-            "--create-home",
+            "--no-create-home",
+            "--home-dir",
+            &home,
             "--shell",
             "/bin/bash",
             &u.name,
@@ -251,7 +255,8 @@ fn user(u: &UserDoc, known: bool) -> Result<bool> {
         system::run("useradd", &args)?;
         changed = true;
     }
-    let ssh = Path::new("/home").join(&u.name).join(".ssh");
+    changed |= make_home(u)?;
+    let ssh = home_of(u).join(".ssh");
     std::fs::create_dir_all(&ssh).context(|| format!("creating {}", ssh.display()))?;
     std::os::unix::fs::chown(&ssh, Some(u.uid), Some(u.gid)).context(|| format!("chown {}", ssh.display()))?;
     std::fs::set_permissions(&ssh, std::os::unix::fs::PermissionsExt::from_mode(0o700))
@@ -259,6 +264,35 @@ fn user(u: &UserDoc, known: bool) -> Result<bool> {
     let keys = u.ssh_public_keys.join("\n") + "\n";
     changed |= write_file(&ssh.join("authorized_keys"), keys.as_bytes(), 0o600, Some(&u.name))?;
     Ok(changed)
+}
+
+fn home_of(u: &UserDoc) -> std::path::PathBuf {
+    Path::new("/home").join(&u.name)
+}
+
+/// The user's home on the shared /home, made (mode 0700, the skeleton's files, owned by the
+/// user) by the first node that gets there: nodes booting together race for it, and the others
+/// find it made. Returns whether this node made it.
+fn make_home(u: &UserDoc) -> Result<bool> {
+    let home = home_of(u);
+    match std::fs::create_dir(&home) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+        Err(e) => return Err(Error::new(format!("creating {}: {e}", home.display()))),
+    }
+    let owned = |path: &Path| {
+        std::os::unix::fs::chown(path, Some(u.uid), Some(u.gid)).context(|| format!("chown {}", path.display()))
+    };
+    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .context(|| format!("chmod {}", home.display()))?;
+    owned(&home)?;
+    let skeleton = std::fs::read_dir("/etc/skel").into_iter().flatten().flatten();
+    for entry in skeleton.filter(|e| e.file_type().is_ok_and(|t| t.is_file())) {
+        let to = home.join(entry.file_name());
+        std::fs::copy(entry.path(), &to).context(|| format!("copying {} to {}", entry.path().display(), to.display()))?;
+        owned(&to)?;
+    }
+    Ok(true)
 }
 
 /// Every role's periodic pass (`hpc-node sync`, on a timer): users and mounts follow the
