@@ -117,19 +117,19 @@ fn bake_verify_rebake_and_publish_a_debian_slurm_image() {
     let r1 = report(&out);
     let ids: Vec<String> = statuses(&r1).into_iter().map(|(id, _)| id).collect();
     assert_eq!(
-        ids[..6],
-        ["base", "munge", "slurm", "efa", "hpc-node", "health-checks"],
+        ids[..7],
+        ["base", "munge", "slurm", "efa", "mfa", "hpc-node", "health-checks"],
         "{r1}"
     );
-    assert!(ids[6].starts_with("shell@"), "{r1}");
-    assert_eq!(ids[7..], ["finalize", "disk"], "{r1}");
+    assert!(ids[7].starts_with("shell@"), "{r1}");
+    assert_eq!(ids[8..], ["finalize", "disk"], "{r1}");
     assert_eq!(r1["layers_reused"], 0, "a fresh cache reused layers: {r1}");
-    assert_eq!(r1["layers_built"], 7, "{r1}");
+    assert_eq!(r1["layers_built"], 8, "{r1}");
     let checks = r1["verify"]["checks"].as_array().expect("verification ran");
     let names: Vec<&str> = checks.iter().filter_map(|c| c["name"].as_str()).collect();
     assert_eq!(
         names,
-        ["base", "munge", "slurm", "efa", "hpc-node", "health-checks"],
+        ["base", "munge", "slurm", "efa", "mfa", "hpc-node", "health-checks"],
         "{r1}"
     );
     for c in checks {
@@ -160,13 +160,13 @@ fn bake_verify_rebake_and_publish_a_debian_slurm_image() {
     assert!(second.status.success(), "the re-bake failed:\n{}", text(&second));
     let r2 = report(&out);
     let st = statuses(&r2);
-    for (id, status) in &st[..6] {
+    for (id, status) in &st[..7] {
         assert_eq!(status, "cached", "{id} was rebuilt: {r2}");
     }
-    assert!(st[6].0.starts_with("shell@") && st[6].1 == "built", "{r2}");
+    assert!(st[7].0.starts_with("shell@") && st[7].1 == "built", "{r2}");
     assert_eq!(
         (r2["layers_reused"].as_u64(), r2["layers_built"].as_u64()),
-        (Some(6), Some(1)),
+        (Some(7), Some(1)),
         "{r2}"
     );
     assert!(
@@ -269,7 +269,7 @@ fn bake_verify_rebake_and_publish_a_debian_slurm_image() {
         .as_array()
         .map(|a| a.iter().filter_map(|c| c["name"].as_str()).collect())
         .unwrap_or_default();
-    assert_eq!(components, ["munge", "slurm", "efa", "hpc-node", "health-checks"]);
+    assert_eq!(components, ["munge", "slurm", "efa", "mfa", "hpc-node", "health-checks"]);
     eprintln!(
         "bake {:.0}s (verify {:.0}s), re-bake {:.0}s, upload {sent}/{total} blocks in {:.1}s",
         r1["seconds"].as_f64().unwrap_or(0.0),

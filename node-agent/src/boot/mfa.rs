@@ -89,7 +89,7 @@ pub async fn apply(aws: &Aws, doc: &ClusterDoc) -> Result<bool> {
             )));
         }
         system::systemctl(&["reload-or-restart", "ssh.service"])?;
-        let what = published(doc).map_or("the key alone".to_string(), |m| format!("the key, then {}", m.module));
+        let what = mfa.map_or("the key alone".to_string(), |m| format!("the key, then {}", m.module));
         log("mfa", &format!("SSH logins need {what}"));
     }
     Ok(changed)

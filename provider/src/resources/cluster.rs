@@ -780,16 +780,16 @@ impl Resource for HpcCluster {
             let password = AttributePath::root("accounting").attr("password_secret_arn");
             let settings = AttributePath::root("mfa").attr("settings_secret_arn");
             let mut secrets = Vec::new();
-            for (at, arn) in [
-                (password, string(p.attr("accounting").attr("password_secret_arn"))),
-                (settings, string(p.attr("mfa").attr("settings_secret_arn"))),
+            for (at, what, arn) in [
+                (password, "the password's", string(p.attr("accounting").attr("password_secret_arn"))),
+                (settings, "the second factor's settings'", string(p.attr("mfa").attr("settings_secret_arn"))),
             ] {
                 let Some(arn) = arn else { continue };
                 let region = crate::resources::checks::secret_arn_region(&arn);
                 if let Some(region) = region.filter(|r| *r != clients.aws.region) {
                     req.diagnostics.error_at(
                         at,
-                        format!("the secret is in {region}, the cluster in {}", clients.aws.region),
+                        format!("{what} secret is in {region}, the cluster in {}", clients.aws.region),
                         "Nodes read it in the cluster's region: replicate the secret there (Secrets Manager \
                          replica regions) and give the replica's ARN.",
                     );
