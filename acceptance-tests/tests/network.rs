@@ -359,7 +359,10 @@ output "capacity" { value = data.hpc_capacity.gpus }
     assert_eq!(west["used_vcpus"], 0);
     assert_eq!(west["free_gpus"], 64);
     assert!(west["hourly_price"].is_null(), "other regions are unpriced: {west}");
+    // Trainium has its own quota (512 vCPUs in the emulator's starting account): 4 of 128.
     let trn = pool("us-east-1", "trn1.32xlarge");
-    assert!(trn["quota_code"].is_null() && trn["free_instances"].is_null(), "{trn}");
+    assert_eq!(trn["quota_code"], "L-2C3B7624", "{trn}");
+    assert_eq!(trn["quota_vcpus"], 512, "{trn}");
+    assert_eq!(trn["free_instances"], 4, "{trn}");
     assert_eq!(capacity["total_free_gpus"], 72);
 }

@@ -44,7 +44,7 @@ fn schema() -> Schema {
             Attribute::optional("spot", Type::Bool).description("Spot quotas and use instead of on-demand. Default false."),
             Attribute::computed("id", Type::String).description("The regions and types asked for."),
             Attribute::computed("pools", Type::list(pool_type())).description(
-                "One entry per region and type: `vcpus` and `gpus` per instance; the quota (`quota_code`, `quota_name`, `quota_vcpus`; null for classes not checked: X, Inf, Trn, DL, HPC) and the vCPUs of pending and running instances of its class (`used_vcpus`); `free_instances` and `free_gpus` that leaves; `hourly_price` (on-demand USD from the guardrails' table or prices, known for us-east-1 only; null elsewhere and for spot, which has no fixed price).",
+                "One entry per region and type: `vcpus` and `gpus` per instance; the quota (`quota_code`, `quota_name`, `quota_vcpus`; null for types of no vCPU quota class, such as mac hosts, and for spot of HPC and High Memory types, which have no spot) and the vCPUs of pending and running instances of its class (`used_vcpus`); `free_instances` and `free_gpus` that leaves; `hourly_price` (on-demand USD from the guardrails' table or prices, known for us-east-1 only; null elsewhere and for spot, which has no fixed price).",
             ),
             Attribute::computed("total_free_gpus", Type::Number).description("The sum of `free_gpus` over `pools`."),
         ])
