@@ -198,8 +198,7 @@ pub fn ssh_as(key: &Path, user: &str, address: &str, command: &str) -> Output {
 pub fn ssh_with_code(key: &Path, user: &str, address: &str, command: &str, code: &str) -> Output {
     let askpass = crate::scratch_dir("askpass").join("code");
     std::fs::write(&askpass, format!("#!/bin/sh\nprintf '%s\\n' '{code}'\n")).expect("writing askpass");
-    std::fs::set_permissions(&askpass, std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .expect("chmod askpass");
+    std::fs::set_permissions(&askpass, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod askpass");
     ssh_command(key, &askpass)
         .arg(format!("{user}@{address}"))
         .arg(command)

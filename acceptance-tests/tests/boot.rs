@@ -800,7 +800,11 @@ fn second_factor(key: &std::path::Path, login_ip: &str) {
         login_ip,
         &format!("umask 077 && printf '%s\\n' {secret} '\" TOTP_AUTH' > ~/.google_authenticator"),
     );
-    assert!(enrol.status.success(), "enrolling by key alone (nullok): {}", text(&enrol));
+    assert!(
+        enrol.status.success(),
+        "enrolling by key alone (nullok): {}",
+        text(&enrol)
+    );
     let key_alone = ssh_as(key, USER, login_ip, "true");
     assert!(!key_alone.status.success(), "an enrolled user got in by key alone");
     assert!(text(&key_alone).contains("Permission denied"), "{}", text(&key_alone));
@@ -808,10 +812,19 @@ fn second_factor(key: &std::path::Path, login_ip: &str) {
     let wrong = format!("{:06}", (right.parse::<u32>().expect("code") + 500_000) % 1_000_000);
     let refused = boot::ssh_with_code(key, USER, login_ip, "true", &wrong);
     assert!(!refused.status.success(), "a wrong code was let in");
-    let login = boot::ssh_with_code(key, USER, login_ip, "id -un && rm ~/.google_authenticator", &totp(&secret));
+    let login = boot::ssh_with_code(
+        key,
+        USER,
+        login_ip,
+        "id -un && rm ~/.google_authenticator",
+        &totp(&secret),
+    );
     assert!(login.status.success(), "key and code: {}", text(&login));
     assert_eq!(String::from_utf8_lossy(&login.stdout).trim(), USER);
-    assert!(ssh_as(key, USER, login_ip, "true").status.success(), "unenrolled again, by key");
+    assert!(
+        ssh_as(key, USER, login_ip, "true").status.success(),
+        "unenrolled again, by key"
+    );
 }
 
 /// pam_duo's settings: `[duo]` with keys of Duo's shape and an API host that refuses, so the
@@ -865,7 +878,11 @@ fn module_settings(emu: &Emulator, ws: &Workspace, key: &std::path::Path, login_
         || key_alone().status.success(),
         || text(&key_alone()),
     );
-    let settings = text(&boot::ssh(key, login_ip, "sudo stat -c '%a %U' /etc/security/pam_duo.conf"));
+    let settings = text(&boot::ssh(
+        key,
+        login_ip,
+        "sudo stat -c '%a %U' /etc/security/pam_duo.conf",
+    ));
     assert_eq!(settings.trim(), "600 root", "{settings}");
     ws.write(&config.replacen(MFA, "", 1));
     ws.apply();
@@ -1050,17 +1067,29 @@ resource "hpc_partition" "cpu" {{
                 .unwrap_or_default()
                 .to_string();
             let tables = db.sql("SHOW TABLES FROM hpc_acct");
-            format!("clusters: {:?}\ntables: {tables}\n{}\n{}", clusters(), db.log(), console(&emu, &head))
+            format!(
+                "clusters: {:?}\ntables: {tables}\n{}\n{}",
+                clusters(),
+                db.log(),
+                console(&emu, &head)
+            )
         },
     );
-    let association = || db.sql(&format!("SELECT acct, user FROM hpc_acct.release_assoc_table WHERE deleted = 0 AND user = '{USER}'"));
+    let association = || {
+        db.sql(&format!(
+            "SELECT acct, user FROM hpc_acct.release_assoc_table WHERE deleted = 0 AND user = '{USER}'"
+        ))
+    };
     eventually(
         "the user's association is in the external database",
         Duration::from_secs(90),
         || association().trim() == format!("physics\t{USER}"),
         association,
     );
-    assert!(!ws.raw_state().contains(&password), "the database password is in the state");
+    assert!(
+        !ws.raw_state().contains(&password),
+        "the database password is in the state"
+    );
     ws.destroy();
     let live = emu
         .machines()

@@ -727,7 +727,9 @@ fn a_partition_past_the_accounts_vcpu_quota_warns_with_numbers_or_fails_under_th
     emu.set_quotas("us-east-1", serde_json::json!({"L-417A185B": 400}));
     let lab = format!(
         "{}{}",
-        cluster.replace("\"main\"", "\"lab\"").replace("\"research\"", "\"lab\""),
+        cluster
+            .replace("\"main\"", "\"lab\"")
+            .replace("\"research\"", "\"lab\""),
         partition("lab_gpu", "  instance_types = [\"p5.48xlarge\"]\n  max_nodes = 1")
             .replace("cluster_id = \"research\"", "cluster_id = hpc_cluster.lab.id")
             .replace("subnet-0123456789abcdef0", &subnet)

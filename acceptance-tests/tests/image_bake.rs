@@ -269,7 +269,10 @@ fn bake_verify_rebake_and_publish_a_debian_slurm_image() {
         .as_array()
         .map(|a| a.iter().filter_map(|c| c["name"].as_str()).collect())
         .unwrap_or_default();
-    assert_eq!(components, ["munge", "slurm", "efa", "mfa", "hpc-node", "health-checks"]);
+    assert_eq!(
+        components,
+        ["munge", "slurm", "efa", "mfa", "hpc-node", "health-checks"]
+    );
     eprintln!(
         "bake {:.0}s (verify {:.0}s), re-bake {:.0}s, upload {sent}/{total} blocks in {:.1}s",
         r1["seconds"].as_f64().unwrap_or(0.0),

@@ -234,5 +234,8 @@ fn shipped_templates_validate() {
         (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned())
     };
     assert!(ok, "{out}");
-    assert!(out.contains("munge → slurm → efa → mfa → hpc-node → health-checks"), "{out}");
+    assert!(
+        out.contains("munge → slurm → efa → mfa → hpc-node → health-checks"),
+        "{out}"
+    );
 }

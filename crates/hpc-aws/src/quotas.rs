@@ -56,17 +56,30 @@ const CLASSES: &[(&[&str], VcpuQuota, Option<VcpuQuota>)] = &[
         Some(quota("L-E3A00192", "All X Spot Instance Requests")),
     ),
     (&["hpc"], quota("L-F7808C92", "Running On-Demand HPC instances"), None),
-    (&["u"], quota("L-43DA4232", "Running On-Demand High Memory instances"), None),
+    (
+        &["u"],
+        quota("L-43DA4232", "Running On-Demand High Memory instances"),
+        None,
+    ),
 ];
 
-const STANDARD: VcpuQuota = quota("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances");
-const STANDARD_SPOT: VcpuQuota = quota("L-34B43A08", "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests");
+const STANDARD: VcpuQuota = quota(
+    "L-1216C47A",
+    "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
+);
+const STANDARD_SPOT: VcpuQuota = quota(
+    "L-34B43A08",
+    "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests",
+);
 
 /// The vCPU quota `instance_type` counts against, on-demand or spot; None for a type of no
 /// vCPU quota class (mac hosts) and for spot of a class without spot (HPC, high memory).
 pub fn vcpu_quota(instance_type: &str, spot: bool) -> Option<VcpuQuota> {
     let family: String = instance_type.chars().take_while(|c| c.is_ascii_lowercase()).collect();
-    let (on_demand, on_spot) = match CLASSES.iter().find(|(families, _, _)| families.contains(&family.as_str())) {
+    let (on_demand, on_spot) = match CLASSES
+        .iter()
+        .find(|(families, _, _)| families.contains(&family.as_str()))
+    {
         Some((_, on_demand, on_spot)) => (*on_demand, *on_spot),
         // One or two letters (c, m, r, im, is, ...).
         None if family.len() <= 2 && family.starts_with(['a', 'c', 'd', 'h', 'i', 'm', 'r', 't', 'z']) => {

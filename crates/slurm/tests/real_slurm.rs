@@ -1041,18 +1041,15 @@ fn accounting_with_slurmdbd_and_mariadb() {
     expect(&config, "AccountingStoragePort", &dbd_port.to_string());
     expect(&config, "JobAcctGatherType", "jobacct_gather/cgroup");
     assert_eq!(
-        env.sql("SHOW TABLES FROM slurm_acct_db LIKE 't_job_table'")
-            .trim(),
+        env.sql("SHOW TABLES FROM slurm_acct_db LIKE 't_job_table'").trim(),
         "t_job_table"
     );
 
     // External storage with a password: only slurmdbd_conf(.., Some(password)) holds it.
     let password = "Xk4-p9_q.Z7+w";
-    env.sql(
-        &format!(
-            "CREATE USER 'acct'@'localhost' IDENTIFIED BY '{password}'; GRANT ALL ON acct_db.* TO 'acct'@'localhost';"
-        ),
-    );
+    env.sql(&format!(
+        "CREATE USER 'acct'@'localhost' IDENTIFIED BY '{password}'; GRANT ALL ON acct_db.* TO 'acct'@'localhost';"
+    ));
     cluster.accounting = Accounting::Slurmdbd {
         host: "localhost".into(),
         port: dbd_port,
@@ -1075,8 +1072,7 @@ fn accounting_with_slurmdbd_and_mariadb() {
     env.start(&r);
     env.wait_cluster_registered(&db, "t");
     assert_eq!(
-        env.sql("SHOW TABLES FROM acct_db LIKE 't_job_table'")
-            .trim(),
+        env.sql("SHOW TABLES FROM acct_db LIKE 't_job_table'").trim(),
         "t_job_table",
         "slurmdbd logged in as acct with the password and created the cluster's tables"
     );

@@ -34,13 +34,24 @@ pub fn free_port() -> u16 {
 
 /// Polls `ready` every 20 ms for up to `limit`; panics with `what` and `context()` when it never
 /// holds or when `daemon` exits first.
-fn wait_ready(daemon: &mut Daemon, what: &str, limit: Duration, ready: impl Fn() -> bool, context: impl Fn() -> String) {
+fn wait_ready(
+    daemon: &mut Daemon,
+    what: &str,
+    limit: Duration,
+    ready: impl Fn() -> bool,
+    context: impl Fn() -> String,
+) {
     let deadline = Instant::now() + limit;
     while !ready() {
         if let Some(status) = daemon.exited() {
             panic!("{} exited ({status}) before {what}:\n{}", daemon.name, context());
         }
-        assert!(Instant::now() < deadline, "{what} within {} s:\n{}", limit.as_secs(), context());
+        assert!(
+            Instant::now() < deadline,
+            "{what} within {} s:\n{}",
+            limit.as_secs(),
+            context()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -164,7 +175,11 @@ impl MariaDb {
         let installed = Command::new(program("mariadb-install-db", PACKAGES))
             .arg("--no-defaults")
             .arg(format!("--datadir={}", datadir.display()))
-            .args(["--user=root", "--auth-root-authentication-method=socket", "--skip-test-db"])
+            .args([
+                "--user=root",
+                "--auth-root-authentication-method=socket",
+                "--skip-test-db",
+            ])
             .output()
             .unwrap_or_else(|e| panic!("running mariadb-install-db: {e}"));
         assert!(
@@ -181,7 +196,11 @@ impl MariaDb {
             .arg(format!("--pid-file={}", dir.join("mariadbd.pid").display()))
             .arg("--user=root");
         match tcp_port {
-            Some(port) => cmd.args(["--bind-address=0.0.0.0", "--skip-name-resolve", &format!("--port={port}")]),
+            Some(port) => cmd.args([
+                "--bind-address=0.0.0.0",
+                "--skip-name-resolve",
+                &format!("--port={port}"),
+            ]),
             None => cmd.arg("--skip-networking"),
         };
         let mut daemon = Daemon::spawn("mariadbd", &mut cmd, &log);
@@ -207,7 +226,11 @@ impl MariaDb {
             .args(["-u", "root", "-N", "-B", "-e", statement])
             .output()
             .unwrap_or_else(|e| panic!("running mariadb: {e}"));
-        assert!(out.status.success(), "{statement}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{statement}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 

@@ -289,7 +289,8 @@ fn make_home(u: &UserDoc) -> Result<bool> {
     let skeleton = std::fs::read_dir("/etc/skel").into_iter().flatten().flatten();
     for entry in skeleton.filter(|e| e.file_type().is_ok_and(|t| t.is_file())) {
         let to = home.join(entry.file_name());
-        std::fs::copy(entry.path(), &to).context(|| format!("copying {} to {}", entry.path().display(), to.display()))?;
+        std::fs::copy(entry.path(), &to)
+            .context(|| format!("copying {} to {}", entry.path().display(), to.display()))?;
         owned(&to)?;
     }
     Ok(true)

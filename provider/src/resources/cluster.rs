@@ -781,8 +781,16 @@ impl Resource for HpcCluster {
             let settings = AttributePath::root("mfa").attr("settings_secret_arn");
             let mut secrets = Vec::new();
             for (at, what, arn) in [
-                (password, "the password's", string(p.attr("accounting").attr("password_secret_arn"))),
-                (settings, "the second factor's settings'", string(p.attr("mfa").attr("settings_secret_arn"))),
+                (
+                    password,
+                    "the password's",
+                    string(p.attr("accounting").attr("password_secret_arn")),
+                ),
+                (
+                    settings,
+                    "the second factor's settings'",
+                    string(p.attr("mfa").attr("settings_secret_arn")),
+                ),
             ] {
                 let Some(arn) = arn else { continue };
                 let region = crate::resources::checks::secret_arn_region(&arn);
@@ -1310,7 +1318,10 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections:
                 ("pam_module", Value::string(m)),
                 ("config", convert::of_string(doc.mfa_config.clone())),
                 ("settings_file", convert::of_string(doc.mfa_settings_file.clone())),
-                ("settings_secret_arn", convert::of_string(doc.mfa_settings_secret_arn.clone())),
+                (
+                    "settings_secret_arn",
+                    convert::of_string(doc.mfa_settings_secret_arn.clone()),
+                ),
             ]),
         );
     }
@@ -1702,8 +1713,7 @@ mod tests {
     fn policy_is_scoped_to_the_cluster() {
         let role = "arn:aws:iam::111122223333:role/hpc-nodes".to_string();
         let p: serde_json::Value =
-            serde_json::from_str(&instance_profile_policy("research", std::slice::from_ref(&role), &[]))
-                .expect("json");
+            serde_json::from_str(&instance_profile_policy("research", std::slice::from_ref(&role), &[])).expect("json");
         assert!(p.to_string().contains("parameter/hpcforge/clusters/research/*"));
         assert!(p.to_string().contains("secret:hpcforge/research/*"));
         let statement = |sid: &str| {

@@ -69,7 +69,11 @@ impl Reach {
 
 /// What every other partition published in the provider's region may run: this cluster's by
 /// name, other clusters' as `cluster/partition` (they draw on the same account quotas).
-pub(crate) async fn published_reaches(clients: &Clients, cluster: &str, partition: &str) -> Result<Vec<Reach>, Diagnostics> {
+pub(crate) async fn published_reaches(
+    clients: &Clients,
+    cluster: &str,
+    partition: &str,
+) -> Result<Vec<Reach>, Diagnostics> {
     let params = clients
         .ssm
         .view(desired_state::CLUSTERS_ROOT)

@@ -244,9 +244,8 @@ pub(super) fn mfa(mfa: &Value, diags: &mut Diagnostics) {
     let at = |attr: &str| AttributePath::root("mfa").attr(attr);
     if let Some(module) = mfa.attr("pam_module").as_str() {
         let stem = module.strip_prefix("pam_").and_then(|m| m.strip_suffix(".so"));
-        let named = stem.is_some_and(|s| {
-            !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        });
+        let named =
+            stem.is_some_and(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
         if !named {
             diags.error_at(
                 at("pam_module"),
@@ -301,9 +300,16 @@ fn settings(mfa: &Value, diags: &mut Diagnostics) {
             && path.split('/').skip(1).all(|c| !c.is_empty() && c != "." && c != "..")
             && !path.chars().any(|c| c.is_control() || c.is_whitespace());
         let owned = ["/etc/passwd", "/etc/shadow", "/etc/group", "/etc/sudoers", "/etc/fstab"].contains(&path)
-            || ["/etc/pam.d/", "/etc/ssh/", "/etc/slurm/", "/etc/munge/", "/etc/hpcforge/", "/etc/sudoers.d/"]
-                .iter()
-                .any(|dir| path.starts_with(dir));
+            || [
+                "/etc/pam.d/",
+                "/etc/ssh/",
+                "/etc/slurm/",
+                "/etc/munge/",
+                "/etc/hpcforge/",
+                "/etc/sudoers.d/",
+            ]
+            .iter()
+            .any(|dir| path.starts_with(dir));
         if !normal || owned {
             diags.error_at(
                 at("settings_file"),
