@@ -128,13 +128,9 @@ async fn settings_text(aws: &Aws, arn: &str) -> Result<String> {
         .map_err(|_| Error::new(format!("the second factor's settings in {arn} are not text")))
 }
 
-/// The settings, root-only, where the module reads them (its folder made if missing).
+/// The settings, root-only, where the module reads them (write_file makes a missing folder).
 fn write_settings(file: &str, text: &str) -> Result<()> {
-    let path = Path::new(file);
-    if let Some(dir) = path.parent().filter(|d| !d.exists()) {
-        std::fs::create_dir_all(dir).context(|| format!("creating {}", dir.display()))?;
-    }
-    if write_file(path, text.as_bytes(), 0o600, None)? {
+    if write_file(Path::new(file), text.as_bytes(), 0o600, None)? {
         log("mfa", &format!("the module's settings are in {file}"));
     }
     write_file(Path::new(SETTINGS_RECORD), format!("{file}\n").as_bytes(), 0o600, None)?;
