@@ -5,12 +5,14 @@
 //! - [`schema`], [`plan`]: schemas with plan behaviour (defaults, replace rules, unknowns).
 //! - [`resource`]: the traits a provider implements.
 //! - [`diag`]: diagnostics with attribute paths.
+//! - [`model`]: typed models of values ([`model!`]), defaults taken from the schema.
 //!
 //! This crate knows nothing of AWS or of any particular provider.
 
 pub mod diag;
 pub mod json;
 pub mod logging;
+pub mod model;
 pub mod msgpack;
 pub mod plan;
 pub mod resource;
