@@ -7,7 +7,7 @@ use std::path::Path;
 
 use tokio::process::Command;
 
-use crate::local::{copy_sparse, run, BuildError, Result};
+use crate::host::{copy_sparse, run, BuildError, Result};
 
 const MIB: u64 = 1 << 20;
 /// The ESP starts at 1 MiB and is 64 MiB; the root partition follows.

@@ -12,7 +12,8 @@ use hpc_aws::image::most_recent;
 use hpc_aws::Aws;
 use tokio::process::Command;
 
-use crate::local::{BuildError, Result, CLEANUP_SCRIPT};
+use crate::host::{BuildError, Result};
+use crate::local::CLEANUP_SCRIPT;
 use crate::plan::{sh_quote, EbsSource, PublishConfig, Step};
 use crate::progress::Progress;
 

@@ -8,6 +8,7 @@
 pub mod catalog;
 pub mod disk;
 pub mod ebs_builder;
+pub mod host;
 pub mod local;
 pub mod plan;
 pub mod progress;

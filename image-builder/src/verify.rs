@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio::process::Command;
 
-use crate::local::{BuildError, Result};
+use crate::host::{BuildError, Result};
 
 pub const OVMF_CODE: &str = "/usr/share/OVMF/OVMF_CODE_4M.fd";
 pub const OVMF_VARS: &str = "/usr/share/OVMF/OVMF_VARS_4M.fd";
@@ -70,7 +70,7 @@ fn kvm_usable() -> bool {
 }
 
 pub fn missing_tools() -> Vec<String> {
-    let mut missing = crate::local::missing_tools(&[("qemu-system-x86_64", "qemu-system-x86")]);
+    let mut missing = crate::host::missing_tools(&[("qemu-system-x86_64", "qemu-system-x86")]);
     for f in [OVMF_CODE, OVMF_VARS] {
         if !Path::new(f).is_file() {
             missing.push(format!("{f} (Debian package ovmf)"));
