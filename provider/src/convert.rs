@@ -36,6 +36,14 @@ pub fn pairs(v: &Value) -> Option<Vec<(String, String)>> {
     }
 }
 
+/// The tags of `all` that the provider's `default_tags` do not give (a resource's own `tags`).
+pub fn user_tags(all: &BTreeMap<String, String>, defaults: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    all.iter()
+        .filter(|(k, v)| defaults.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 pub fn of_string(s: Option<impl Into<String>>) -> Value {
     s.map(|s| Value::String(s.into())).unwrap_or(Value::Null)
 }

@@ -1,5 +1,6 @@
 //! terraform-provider-hpc: the `hpc` provider (registry address `hpcforge/hpc`).
 
+pub mod clients;
 pub mod convert;
 pub use hpc_desired_state as desired_state;
 pub mod pricing;

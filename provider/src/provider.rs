@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use hpc_aws::{AssumeRole, Aws, Settings};
+use tfplugin::model::Model;
 use tfplugin::{
     Attribute, AttributePath, Block, BlockNesting, ConfigureRequest, DataSource, Diagnostic, Diagnostics, NestedBlock,
     Provider, ProviderData, Resource, Schema, Type, ValidateRequest, Value,
 };
 
-use crate::convert;
+use crate::clients::Clients;
 use crate::pricing::Limits;
 use crate::resources::capacity::CapacityData;
 use crate::resources::cluster::HpcCluster;
@@ -19,50 +20,94 @@ use crate::resources::lustre_fs::LustreFs;
 use crate::resources::network::HpcNetwork;
 use crate::resources::partition::HpcPartition;
 
-/// What every resource gets once the provider is configured.
-pub struct Clients {
-    pub aws: Aws,
-    pub fsx: hpc_aws::fsx::Fsx,
-    pub ec2: hpc_aws::ec2::Ec2,
-    pub ssm: hpc_aws::ssm::Ssm,
-    pub secrets: hpc_aws::secrets::Secrets,
-    pub efs: hpc_aws::efs::Efs,
-    /// Tags added to every taggable resource (a resource's own tags win).
-    pub default_tags: BTreeMap<String, String>,
-    /// Cost guardrails checked at plan time.
-    pub limits: Limits,
-    /// On-demand prices (USD/hour) that replace the built-in table.
-    pub price_overrides: Vec<(String, f64)>,
-}
-
-impl Clients {
-    /// Plans `tags_all` from a planned value's `tags`: merged over the default tags, unknown
-    /// while `tags` is.
-    pub fn plan_tags_all(&self, planned: &mut Value) {
-        let tags = planned.attr("tags").clone();
-        let all = match convert::pairs(&tags) {
-            Some(t) => convert::of_map(&self.tags_all(&t)),
-            None if tags.is_null() => convert::of_map(&self.tags_all(&[])),
-            None => Value::Unknown,
-        };
-        planned.set_attr("tags_all", all);
-    }
-
-    /// `tags` merged over the provider's default tags, sorted by key.
-    pub fn tags_all(&self, tags: &[(String, String)]) -> Vec<(String, String)> {
-        let mut all = self.default_tags.clone();
-        all.extend(tags.iter().cloned());
-        all.into_iter().collect()
-    }
-}
-
 pub struct HpcProvider;
 
 const DEFAULT_MAX_RETRIES: i64 = 10;
 
+tfplugin::model! {
+    /// The provider block.
+    #[derive(Debug, Clone)]
+    struct ProviderConfig {
+        region: Option<String>,
+        profile: Option<String>,
+        max_retries: Option<i64>,
+        assume_role: Option<AssumeRoleConfig>,
+        endpoints: BTreeMap<String, Option<String>>,
+        default_tags: DefaultTags,
+        guardrails: Guardrails,
+    }
+}
+
+tfplugin::model! {
+    #[derive(Debug, Clone)]
+    struct AssumeRoleConfig {
+        role_arn: String,
+        session_name: Option<String>,
+        external_id: Option<String>,
+    }
+}
+
+tfplugin::model! {
+    #[derive(Debug, Clone)]
+    struct DefaultTags {
+        tags: Option<BTreeMap<String, String>>,
+    }
+}
+
+tfplugin::model! {
+    /// Whole numbers stay signed so that validation, not the reader, words a negative one.
+    #[derive(Debug, Clone)]
+    struct Guardrails {
+        allowed_instance_types: Option<Vec<String>>,
+        max_nodes_per_partition: Option<i64>,
+        max_vcpus_per_cluster: Option<i64>,
+        max_gpus_per_cluster: Option<i64>,
+        max_hourly_cost_per_cluster: Option<f64>,
+        enforce_quotas: Option<bool>,
+        prices: Option<BTreeMap<String, f64>>,
+    }
+}
+
+impl ProviderConfig {
+    fn of(config: &Value) -> Result<ProviderConfig, tfplugin::model::ModelError> {
+        ProviderConfig::from_value(&HpcProvider.schema().block.with_defaults(config))
+    }
+
+    fn settings(&self) -> Settings {
+        Settings {
+            region: self.region.clone(),
+            profile: self.profile.clone(),
+            assume_role: self.assume_role.as_ref().map(|r| AssumeRole {
+                role_arn: r.role_arn.clone(),
+                session_name: r.session_name.clone(),
+                external_id: r.external_id.clone(),
+            }),
+            endpoints: self
+                .endpoints
+                .iter()
+                .filter_map(|(service, url)| Some((service.clone(), url.clone()?)))
+                .collect(),
+            max_retries: u32::try_from(self.max_retries.unwrap_or(DEFAULT_MAX_RETRIES)).unwrap_or(0),
+        }
+    }
+
+    fn limits(&self) -> Limits {
+        let g = &self.guardrails;
+        let count = |n: Option<i64>| n.and_then(|n| u64::try_from(n).ok());
+        Limits {
+            allowed_instance_types: g.allowed_instance_types.clone().unwrap_or_default(),
+            max_nodes_per_partition: count(g.max_nodes_per_partition),
+            max_vcpus_per_cluster: count(g.max_vcpus_per_cluster),
+            max_gpus_per_cluster: count(g.max_gpus_per_cluster),
+            max_hourly_cost_per_cluster: g.max_hourly_cost_per_cluster,
+            enforce_quotas: g.enforce_quotas.unwrap_or(false),
+        }
+    }
+}
+
 fn settings(config: &Value) -> Result<Settings, Diagnostics> {
-    let mut diags = Diagnostics::new();
     if !config.is_wholly_known() {
+        let mut diags = Diagnostics::new();
         diags.error(
             "Provider configuration depends on values not known yet",
             "The hpc provider block uses values that are only known after apply (for example another \
@@ -70,28 +115,58 @@ fn settings(config: &Value) -> Result<Settings, Diagnostics> {
         );
         return Err(diags);
     }
-    let role = config.attr("assume_role");
-    let assume_role = (!role.is_null()).then(|| AssumeRole {
-        role_arn: convert::string(role.attr("role_arn")).unwrap_or_default(),
-        session_name: convert::string(role.attr("session_name")),
-        external_id: convert::string(role.attr("external_id")),
-    });
-    let mut endpoints = BTreeMap::new();
-    if let Some(entries) = config.attr("endpoints").entries() {
-        for (service, url) in entries {
-            if let Some(u) = url.as_str() {
-                endpoints.insert(service.clone(), u.to_string());
-            }
+    config_of(config).map(|c| c.settings())
+}
+
+fn config_of(config: &Value) -> Result<ProviderConfig, Diagnostics> {
+    ProviderConfig::of(config).map_err(|e| e.into_diagnostics("The provider configuration cannot be read"))
+}
+
+/// A region code's shape: `us-east-1`, `eu-west-2`, `us-gov-west-1`.
+fn region_name(region: &str) -> bool {
+    !region.is_empty()
+        && region.split('-').count() >= 3
+        && region
+            .chars()
+            .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-')
+}
+
+/// The guardrails' numbers are limits and prices: none is negative.
+fn guardrail_checks(g: &Guardrails, diags: &mut Diagnostics) {
+    let at = || AttributePath::root("guardrails");
+    let limits = [
+        ("max_nodes_per_partition", g.max_nodes_per_partition.map(|n| n as f64)),
+        ("max_vcpus_per_cluster", g.max_vcpus_per_cluster.map(|n| n as f64)),
+        ("max_gpus_per_cluster", g.max_gpus_per_cluster.map(|n| n as f64)),
+        ("max_hourly_cost_per_cluster", g.max_hourly_cost_per_cluster),
+    ];
+    for (name, n) in limits {
+        if n.is_some_and(|n| n < 0.0) {
+            diags.error_at(
+                at().attr(name),
+                format!("{name} cannot be negative"),
+                "Use 0 or more; leave it unset for no limit.",
+            );
         }
     }
-    let max_retries = convert::int(config.attr("max_retries")).unwrap_or(DEFAULT_MAX_RETRIES);
-    Ok(Settings {
-        region: convert::string(config.attr("region")),
-        profile: convert::string(config.attr("profile")),
-        assume_role,
-        endpoints,
-        max_retries: u32::try_from(max_retries).unwrap_or(0),
-    })
+    for (t, p) in g.prices.iter().flatten() {
+        if *p < 0.0 {
+            diags.error_at(
+                at().attr("prices").key(t),
+                format!("price of {t} cannot be negative"),
+                "Give the on-demand USD per hour, e.g. 55.04.",
+            );
+        }
+    }
+    for (i, glob) in g.allowed_instance_types.iter().flatten().enumerate() {
+        if glob.trim().is_empty() || glob.contains(char::is_whitespace) {
+            diags.error_at(
+                at().attr("allowed_instance_types").index(i),
+                format!("{glob:?} is not an instance type pattern"),
+                "Use an instance type or a glob such as p5.* or g6e.*xlarge.",
+            );
+        }
+    }
 }
 
 #[async_trait]
@@ -165,32 +240,29 @@ impl Provider for HpcProvider {
     }
 
     async fn validate(&self, req: ValidateRequest) -> Diagnostics {
+        let c = match ProviderConfig::of(&req.config) {
+            Ok(c) => c,
+            // Checked again when it is known.
+            Err(e) if e.unknown => return Diagnostics::new(),
+            Err(e) => return e.into_diagnostics("The provider configuration cannot be read"),
+        };
         let mut diags = Diagnostics::new();
-        let c = &req.config;
-        if let Some(n) = c.attr("max_retries").as_i64() {
-            if !(0..=100).contains(&n) {
-                diags.error_at(
-                    AttributePath::root("max_retries"),
-                    "max_retries out of range",
-                    "Use 0 to 100.",
-                );
-            }
+        if c.max_retries.is_some_and(|n| !(0..=100).contains(&n)) {
+            diags.error_at(
+                AttributePath::root("max_retries"),
+                "max_retries out of range",
+                "Use 0 to 100.",
+            );
         }
-        if let Some(region) = c.attr("region").as_str() {
-            let ok = !region.is_empty()
-                && region.split('-').count() >= 3
-                && region
-                    .chars()
-                    .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-');
-            if !ok {
-                diags.error_at(
-                    AttributePath::root("region"),
-                    format!("{region:?} is not an AWS region name"),
-                    "Use a region code like us-east-1 or eu-west-2.",
-                );
-            }
+        if let Some(region) = c.region.as_deref().filter(|r| !region_name(r)) {
+            diags.error_at(
+                AttributePath::root("region"),
+                format!("{region:?} is not an AWS region name"),
+                "Use a region code like us-east-1 or eu-west-2.",
+            );
         }
-        if let Some(arn) = c.attr("assume_role").attr("role_arn").as_str() {
+        if let Some(role) = &c.assume_role {
+            let arn = &role.role_arn;
             if !(arn.starts_with("arn:aws") && arn.contains(":iam::") && arn.contains(":role/")) {
                 diags.error_at(
                     AttributePath::root("assume_role").attr("role_arn"),
@@ -199,62 +271,15 @@ impl Provider for HpcProvider {
                 );
             }
         }
-        let g = c.attr("guardrails");
-        for name in [
-            "max_nodes_per_partition",
-            "max_vcpus_per_cluster",
-            "max_gpus_per_cluster",
-            "max_hourly_cost_per_cluster",
-        ] {
-            if let Value::Number(n) = g.attr(name) {
-                if n.as_f64() < 0.0 {
-                    diags.error_at(
-                        AttributePath::root("guardrails").attr(name),
-                        format!("{name} cannot be negative"),
-                        "Use 0 or more; leave it unset for no limit.",
-                    );
-                }
-            }
-        }
-        if let Some(prices) = g.attr("prices").entries() {
-            for (t, p) in prices {
-                if let Value::Number(n) = p {
-                    if n.as_f64() < 0.0 {
-                        diags.error_at(
-                            AttributePath::root("guardrails").attr("prices").key(t),
-                            format!("price of {t} cannot be negative"),
-                            "Give the on-demand USD per hour, e.g. 55.04.",
-                        );
-                    }
-                }
-            }
-        }
-        for (i, glob) in convert::strings(g.attr("allowed_instance_types"))
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-        {
-            if glob.trim().is_empty() || glob.contains(char::is_whitespace) {
+        guardrail_checks(&c.guardrails, &mut diags);
+        for (service, url) in &c.endpoints {
+            let Some(u) = url else { continue };
+            if !(u.starts_with("http://") || u.starts_with("https://")) {
                 diags.error_at(
-                    AttributePath::root("guardrails")
-                        .attr("allowed_instance_types")
-                        .index(i),
-                    format!("{glob:?} is not an instance type pattern"),
-                    "Use an instance type or a glob such as p5.* or g6e.*xlarge.",
+                    AttributePath::root("endpoints").attr(service),
+                    format!("endpoint for {service} is not a URL"),
+                    "Use http:// or https:// followed by a host (and port).",
                 );
-            }
-        }
-        if let Some(entries) = c.attr("endpoints").entries() {
-            for (service, url) in entries {
-                if let Some(u) = url.as_str() {
-                    if !(u.starts_with("http://") || u.starts_with("https://")) {
-                        diags.error_at(
-                            AttributePath::root("endpoints").attr(service),
-                            format!("endpoint for {service} is not a URL"),
-                            "Use http:// or https:// followed by a host (and port).",
-                        );
-                    }
-                }
             }
         }
         diags
@@ -262,38 +287,10 @@ impl Provider for HpcProvider {
 
     async fn configure(&self, req: ConfigureRequest) -> Result<ProviderData, Diagnostics> {
         let settings = settings(&req.config)?;
+        let config = config_of(&req.config)?;
         let aws = Aws::connect(&settings)
             .await
             .map_err(|e| Diagnostics::from(Diagnostic::error("Cannot configure AWS", e.to_string())))?;
-        let default_tags = convert::pairs(req.config.attr("default_tags").attr("tags"))
-            .unwrap_or_default()
-            .into_iter()
-            .collect();
-        let g = req.config.attr("guardrails");
-        let limits = Limits {
-            allowed_instance_types: convert::strings(g.attr("allowed_instance_types")).unwrap_or_default(),
-            max_nodes_per_partition: convert::int(g.attr("max_nodes_per_partition"))
-                .and_then(|n| u64::try_from(n).ok()),
-            max_vcpus_per_cluster: convert::int(g.attr("max_vcpus_per_cluster")).and_then(|n| u64::try_from(n).ok()),
-            max_gpus_per_cluster: convert::int(g.attr("max_gpus_per_cluster")).and_then(|n| u64::try_from(n).ok()),
-            max_hourly_cost_per_cluster: match g.attr("max_hourly_cost_per_cluster") {
-                Value::Number(n) => Some(n.as_f64()),
-                _ => None,
-            },
-            enforce_quotas: convert::boolean(g.attr("enforce_quotas")).unwrap_or(false),
-        };
-        let price_overrides = g
-            .attr("prices")
-            .entries()
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| match v {
-                        Value::Number(n) => Some((k.clone(), n.as_f64())),
-                        _ => None,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
         tracing::debug!(region = %aws.region, "provider configured");
         Ok(Arc::new(Clients {
             fsx: aws.fsx(),
@@ -302,9 +299,15 @@ impl Provider for HpcProvider {
             secrets: aws.secrets(),
             efs: aws.efs(),
             aws,
-            default_tags,
-            limits,
-            price_overrides,
+            default_tags: config.default_tags.tags.clone().unwrap_or_default(),
+            limits: config.limits(),
+            price_overrides: config
+                .guardrails
+                .prices
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
         }))
     }
 
@@ -325,6 +328,7 @@ impl Provider for HpcProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::convert;
 
     #[test]
     fn schema_is_well_formed() {

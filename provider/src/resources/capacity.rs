@@ -8,9 +8,9 @@ use async_trait::async_trait;
 use hpc_aws::quotas::vcpu_quota;
 use tfplugin::{Attribute, AttributePath, Block, Ctx, DataSource, Diagnostic, Diagnostics, Schema, Type, Value};
 
+use crate::clients::Clients;
 use crate::convert::{boolean, object, of_string, strings};
 use crate::pricing;
-use crate::provider::Clients;
 use crate::resources::aws_diag;
 
 pub struct CapacityData;
@@ -63,7 +63,7 @@ impl DataSource for CapacityData {
     }
 
     async fn read(&self, ctx: Ctx, config: Value) -> Result<Value, Diagnostics> {
-        let clients = ctx.provider::<Clients>().map_err(Diagnostics::from)?;
+        let clients = Clients::of(&ctx).map_err(Diagnostics::from)?;
         let types = strings(config.attr("instance_types")).unwrap_or_default();
         let regions = strings(config.attr("regions")).unwrap_or_else(|| vec![clients.aws.region.clone()]);
         let spot = boolean(config.attr("spot")).unwrap_or(false);

@@ -16,15 +16,19 @@ use tfplugin::{
     ValidateRequest, Value,
 };
 
-use crate::convert::{self, boolean, int, of_list, of_map, pairs, string, strings};
+use crate::clients::Clients;
+use crate::convert::{self, boolean, int, of_list, pairs, string, strings};
 use crate::desired_state::boot::Role;
-use crate::desired_state::{self, tag, AccountingDoc, ClusterDoc, MountDoc, UserDoc, SCHEMA};
+use crate::desired_state::{self, tag, ClusterDoc};
 use crate::pricing;
-use crate::provider::Clients;
 use crate::resources::{aws_diag, image_fits, image_release, or_stop, planned_image, valid_name};
 
 mod checks;
 mod head;
+mod model;
+
+use model::{part, Cluster, InstanceType, LoginNodes, Secrets, User};
+use tfplugin::model::Model;
 
 pub struct HpcCluster;
 
@@ -272,99 +276,6 @@ fn schema() -> Schema {
     )
 }
 
-fn secs(v: &Value, default: u32) -> u32 {
-    v.as_str()
-        .and_then(|s| timeouts::parse_duration(s).ok())
-        .and_then(|d| u32::try_from(d.as_secs()).ok())
-        .unwrap_or(default)
-}
-
-/// One `user` block as the agent reads it.
-fn user_doc(u: &Value) -> UserDoc {
-    let uid = int(u.attr("uid")).and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
-    UserDoc {
-        name: string(u.attr("name")).unwrap_or_default(),
-        uid,
-        gid: int(u.attr("gid")).and_then(|n| u32::try_from(n).ok()).unwrap_or(uid),
-        ssh_public_keys: strings(u.attr("ssh_public_keys")).unwrap_or_default(),
-        sudo: boolean(u.attr("sudo")).unwrap_or(false),
-        accounts: strings(u.attr("accounts")).unwrap_or_default(),
-    }
-}
-
-fn doc_of(v: &Value, clients_region: &str, munge_arn: &str, password_arn: Option<String>) -> ClusterDoc {
-    let s = v.attr("slurm");
-    let a = v.attr("accounting");
-    ClusterDoc {
-        schema: SCHEMA,
-        name: string(v.attr("name")).unwrap_or_default(),
-        region: clients_region.to_string(),
-        slurm_version: string(s.attr("version")).unwrap_or_else(|| "24.11".into()),
-        scaledown_idletime_s: secs(s.attr("scaledown_idletime"), DEFAULT_SCALEDOWN_IDLETIME_S),
-        resume_timeout_s: secs(s.attr("resume_timeout"), DEFAULT_RESUME_TIMEOUT_S),
-        accounting: AccountingDoc {
-            mode: string(a.attr("mode")).unwrap_or_else(|| "local".into()),
-            host: string(a.attr("host")),
-            port: int(a.attr("port")).and_then(|p| u16::try_from(p).ok()),
-            user: string(a.attr("user")),
-            database: string(a.attr("database")),
-            password_secret_arn: password_arn.or_else(|| string(a.attr("password_secret_arn"))),
-        },
-        munge_key_secret_arn: munge_arn.to_string(),
-        security_group_ids: strings(v.attr("security_group_ids")).unwrap_or_default(),
-        adopted_security_group: string(v.attr("security_group_id")),
-        vpc_id: string(v.attr("vpc_id")).unwrap_or_default(),
-        extra: pairs(s.attr("extra")).unwrap_or_default().into_iter().collect(),
-        users: v.attr("user").elements().iter().map(user_doc).collect(),
-        // Filled in when publishing: the users go to their shards.
-        user_shards: 0,
-        users_digest: None,
-        mfa_pam_module: string(v.attr("mfa").attr("pam_module")),
-        mfa_config: string(v.attr("mfa").attr("config")),
-        mfa_settings_file: string(v.attr("mfa").attr("settings_file")),
-        mfa_settings_secret_arn: string(v.attr("mfa").attr("settings_secret_arn")),
-        home: "efs".into(),
-        home_efs_id: string(v.attr("home").attr("efs_id")).or_else(|| string(v.attr("home_file_system_id"))),
-        home_efs_managed: v.attr("home").attr("efs_id").is_null(),
-        subnet_id: string(v.attr("subnet_id")).unwrap_or_default(),
-        head_node: {
-            let h = v.attr("head_node");
-            desired_state::HeadNodeDoc {
-                ami_id: string(h.attr("ami_id")).unwrap_or_default(),
-                instance_type: string(h.attr("instance_type")).unwrap_or_else(|| "c7i.2xlarge".into()),
-                root_volume_size: int(h.attr("root_volume_size")).unwrap_or(100),
-                root_volume_type: string(h.attr("root_volume_type")).unwrap_or_else(|| "gp3".into()),
-                root_volume_encrypted: boolean(h.attr("root_volume_encrypted")).unwrap_or(true),
-                key_name: string(h.attr("key_name")),
-                allowed_ssh_cidrs: strings(h.attr("allowed_ssh_cidrs")).unwrap_or_default(),
-                instance_profile_arn: string(h.attr("instance_profile_arn")),
-                node_role_arns: strings(h.attr("node_role_arns")).unwrap_or_default(),
-                state_volume_size: int(h.attr("state_volume_size")).unwrap_or(head::DEFAULT_STATE_VOLUME_GIB),
-                state_volume_id: string(v.attr("state_volume_id")),
-            }
-        },
-        login_count: int(v.attr("login_nodes").attr("count"))
-            .and_then(|n| u32::try_from(n).ok())
-            .unwrap_or(0),
-        login_instance_type: string(v.attr("login_nodes").attr("instance_type")).unwrap_or_else(|| "c7i.xlarge".into()),
-        tags: pairs(v.attr("tags_all")).unwrap_or_default().into_iter().collect(),
-        mounts: v
-            .attr("storage")
-            .elements()
-            .iter()
-            .map(|m| MountDoc {
-                lustre_id: string(m.attr("lustre_id")),
-                dns_name: string(m.attr("dns_name")),
-                mount_name: string(m.attr("mount_name")),
-                mount_point: string(m.attr("mount_point")).unwrap_or_default(),
-            })
-            .collect(),
-        max_hourly_cost: None,
-        max_gpus: None,
-        fixed_hourly_cost: None,
-    }
-}
-
 /// The cluster-wide slurm.conf, or the model's objections.
 fn render(doc: &ClusterDoc) -> Result<String, Vec<slurm_model::ModelError>> {
     let model = doc.to_model(&[]).map_err(|e| vec![e])?;
@@ -541,16 +452,429 @@ fn instance_profile_policy(name: &str, node_roles: &[String], external_secrets: 
     .to_string()
 }
 
+/// The on-demand cost per hour of the head and login nodes; unknown while their types or
+/// count are.
 fn fixed_cost(v: &Value, overrides: &[(String, f64)]) -> Value {
-    let head = string(v.attr("head_node").attr("instance_type")).unwrap_or_else(|| "c7i.2xlarge".into());
-    let login = string(v.attr("login_nodes").attr("instance_type")).unwrap_or_else(|| "c7i.xlarge".into());
-    let count = int(v.attr("login_nodes").attr("count")).unwrap_or(0).max(0) as u32;
-    let usage = pricing::max_usage(&[(head, 1, 0, 0), (login, count, 0, 0)], overrides);
+    let (Ok(head), Ok(login)) = (
+        part::<InstanceType>(v, "head_node"),
+        part::<LoginNodes>(v, "login_nodes"),
+    ) else {
+        return Value::Unknown;
+    };
+    let count = u32::try_from(login.count).unwrap_or(0);
+    let usage = pricing::max_usage(
+        &[(head.instance_type, 1, 0, 0), (login.instance_type, count, 0, 0)],
+        overrides,
+    );
     usage
         .hourly_cost
         .and_then(|c| tfplugin::Number::parse(&format!("{c:.2}")).ok())
         .map(Value::Number)
         .unwrap_or(Value::Null)
+}
+
+/// The cluster's name and subnet.
+fn identity_checks(c: &Value, diags: &mut Diagnostics) {
+    if let Some(name) = c.attr("name").as_str() {
+        if let Err(why) = valid_name(name, 40) {
+            diags.error_at(
+                AttributePath::root("name"),
+                format!("cluster name {name:?} is not valid"),
+                why,
+            );
+        }
+    }
+    if let Some(s) = c.attr("subnet_id").as_str() {
+        if !s.starts_with("subnet-") {
+            diags.error_at(
+                AttributePath::root("subnet_id"),
+                format!("{s:?} is not a subnet id"),
+                "Use an id like subnet-0123456789abcdef0.",
+            );
+        }
+    }
+}
+
+/// The head node's ids, sizes, roles and SSH ranges.
+fn head_checks(head: &Value, diags: &mut Diagnostics) {
+    if let Some(ami) = head.attr("ami_id").as_str() {
+        if !ami.starts_with("ami-") {
+            diags.error_at(
+                AttributePath::root("head_node").attr("ami_id"),
+                format!("{ami:?} is not an AMI id"),
+                "Use an id like ami-0123456789abcdef0.",
+            );
+        }
+    }
+    if let Some(size) = int(head.attr("state_volume_size")) {
+        if !(1..=16384).contains(&size) {
+            diags.error_at(
+                AttributePath::root("head_node").attr("state_volume_size"),
+                format!("a state volume of {size} GiB is not possible"),
+                "Give 1 to 16384 GiB (gp3's range).",
+            );
+        }
+    }
+    if head.attr("root_volume_encrypted").as_bool() == Some(false) {
+        diags.push(
+            Diagnostic::warning(
+                "head node root volume is not encrypted",
+                "Encryption at rest is on by default; turning it off is rarely wanted.",
+            )
+            .at(AttributePath::root("head_node").attr("root_volume_encrypted")),
+        );
+    }
+    for (i, arn) in strings(head.attr("node_role_arns"))
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        if !crate::resources::checks::is_iam_arn(arn, "role") {
+            diags.error_at(
+                AttributePath::root("head_node").attr("node_role_arns").index(i),
+                format!("{arn:?} is not an IAM role ARN"),
+                "Write the role's ARN, e.g. arn:aws:iam::111122223333:role/hpc-nodes (the role, not its instance profile).",
+            );
+        }
+    }
+    for (i, cidr) in strings(head.attr("allowed_ssh_cidrs"))
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        checks::ssh_cidr(
+            cidr,
+            AttributePath::root("head_node").attr("allowed_ssh_cidrs").index(i),
+            diags,
+        );
+    }
+}
+
+/// slurm's durations parse.
+fn duration_checks(s: &Value, diags: &mut Diagnostics) {
+    for attr in ["scaledown_idletime", "resume_timeout"] {
+        if let Some(v) = s.attr(attr).as_str() {
+            if let Err(e) = timeouts::parse_duration(v) {
+                diags.error_at(
+                    AttributePath::root("slurm").attr(attr),
+                    format!("{attr} is not a duration"),
+                    e,
+                );
+            }
+        }
+    }
+}
+
+/// The accounting mode and what each mode takes.
+fn accounting_checks(a: &Value, diags: &mut Diagnostics) {
+    if let Some(mode) = a.attr("mode").as_str() {
+        if !ACCOUNTING_MODES.contains(&mode) {
+            diags.error_at(
+                AttributePath::root("accounting").attr("mode"),
+                format!("unknown accounting mode {mode:?}"),
+                "Use local, external or none.",
+            );
+        }
+        if mode == "external" {
+            if a.attr("host").is_null() {
+                diags.error_at(
+                    AttributePath::root("accounting").attr("host"),
+                    "external accounting needs host",
+                    "Give the database host.",
+                );
+            }
+            if a.attr("password").is_null() && a.attr("password_secret_arn").is_null() {
+                diags.error_at(
+                    AttributePath::root("accounting").attr("password_secret_arn"),
+                    "external accounting needs a password",
+                    "Set password_secret_arn to a Secrets Manager secret, or password (write-only: kept out of state).",
+                );
+            }
+        } else if mode == "local" || mode == "none" {
+            for key in ["host", "password", "password_secret_arn", "password_version"] {
+                if !a.attr(key).is_null() {
+                    diags.error_at(
+                        AttributePath::root("accounting").attr(key),
+                        format!("{key} is for external accounting only"),
+                        format!(
+                            "With mode {mode:?} the provider {} the database; remove {key}, or set mode = \"external\".",
+                            if mode == "local" { "makes and keeps" } else { "uses no" }
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    if let Some(p) = a.attr("password").as_str() {
+        if let Err(e) = slurm_model::check_storage_password(p) {
+            diags.error_at(AttributePath::root("accounting").attr("password"), e.summary, e.detail);
+        }
+    }
+}
+
+/// Login names and account names, each user once, each in one shard (`c` with the schema's
+/// defaults).
+fn user_checks(c: &Value, diags: &mut Diagnostics) {
+    let mut names = Vec::new();
+    for (i, u) in c.attr("user").elements().iter().enumerate() {
+        let at = || AttributePath::root("user").index(i);
+        if let Some(n) = u.attr("name").as_str() {
+            let ok = n.len() <= 32 && n.starts_with(|ch: char| ch.is_ascii_lowercase() || ch == '_') && slurm_name(n);
+            if !ok {
+                diags.error_at(
+                    at().attr("name"),
+                    format!("{n:?} is not a valid login name"),
+                    "Use lowercase letters, digits, '_' and '-', starting with a letter.",
+                );
+            }
+            if names.contains(&n.to_string()) {
+                diags.error_at(
+                    at().attr("name"),
+                    format!("user {n} is listed twice"),
+                    "List each user once.",
+                );
+            }
+            names.push(n.to_string());
+        }
+        for (j, account) in u.attr("accounts").elements().iter().enumerate() {
+            if let Some(a) = account.as_str() {
+                if !slurm_name(a) {
+                    diags.error_at(
+                        at().attr("accounts").index(j),
+                        format!("{a:?} is not a valid Slurm account name"),
+                        "Use lowercase letters, digits, '_' and '-' (Slurm keeps account names in lowercase).",
+                    );
+                }
+            }
+        }
+        let shard = User::read(u, &at()).map(|user| desired_state::user_shards(&[user.doc()]));
+        if let Ok(Err(e)) = shard {
+            diags.error_at(
+                at().attr("ssh_public_keys"),
+                e,
+                "Each user is published whole in one 8 KiB shard.",
+            );
+        }
+    }
+}
+
+/// Each storage block names what nodes mount.
+fn storage_checks(storage: &[Value], diags: &mut Diagnostics) {
+    for (i, m) in storage.iter().enumerate() {
+        for attr in ["dns_name", "mount_name"] {
+            if m.attr(attr).is_null() {
+                diags.error_at(
+                    AttributePath::root("storage").index(i).attr(attr),
+                    format!("storage needs {attr}: nodes mount <dns_name>@tcp:/<mount_name>"),
+                    format!("Set {attr} = hpc_lustre_fs.<name>.{attr} (or the file system's own value)."),
+                );
+            }
+        }
+    }
+}
+
+/// Slurm's own rules for the cluster-wide slurm.conf (a configuration known whole).
+fn render_checks(c: &Value) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    match Cluster::of(c) {
+        Ok(m) => {
+            if let Err(errors) = render(&m.doc(Secrets::none())) {
+                for e in errors {
+                    diags.error_at(model_path(&e.path), e.summary, e.detail);
+                }
+            }
+        }
+        Err(e) => diags.push(e.diagnostic("The cluster's configuration cannot be read")),
+    }
+    diags
+}
+
+/// The cluster's id, parameter and instance profile policy (with the user's secrets, which
+/// must be in the cluster's region), and its tags.
+fn plan_identity(clients: &Clients, req: &mut PlanRequest) {
+    let p = &mut req.planned;
+    clients.plan_tags_all(p);
+    if let Some(name) = string(p.attr("name")) {
+        p.set_attr("id", Value::string(&name));
+        p.set_attr(
+            "desired_state_parameter",
+            Value::string(desired_state::cluster_param(&name)),
+        );
+        let roles = strings(p.attr("head_node").attr("node_role_arns")).unwrap_or_default();
+        let password = AttributePath::root("accounting").attr("password_secret_arn");
+        let settings = AttributePath::root("mfa").attr("settings_secret_arn");
+        let mut secrets = Vec::new();
+        for (at, what, arn) in [
+            (
+                password,
+                "the password's",
+                string(p.attr("accounting").attr("password_secret_arn")),
+            ),
+            (
+                settings,
+                "the second factor's settings'",
+                string(p.attr("mfa").attr("settings_secret_arn")),
+            ),
+        ] {
+            let Some(arn) = arn else { continue };
+            let region = crate::resources::checks::secret_arn_region(&arn);
+            if let Some(region) = region.filter(|r| *r != clients.aws.region) {
+                req.diagnostics.error_at(
+                    at,
+                    format!("{what} secret is in {region}, the cluster in {}", clients.aws.region),
+                    "Nodes read it in the cluster's region: replicate the secret there (Secrets Manager \
+                     replica regions) and give the replica's ARN.",
+                );
+            }
+            secrets.push(arn);
+        }
+        p.set_attr(
+            "instance_profile_policy",
+            Value::string(instance_profile_policy(&name, &roles, &secrets)),
+        );
+    }
+}
+
+/// The cluster-wide slurm.conf, rendered from a configuration known whole (Slurm's objections
+/// are the plan's), else unknown.
+fn plan_slurm_conf(clients: &Clients, req: &mut PlanRequest, munge: &str) {
+    if req.config.is_wholly_known() {
+        let secrets = Secrets {
+            region: &clients.aws.region,
+            munge_arn: munge,
+            password_arn: None,
+        };
+        match Cluster::of(&req.config).map(|m| render(&m.doc(secrets))) {
+            Ok(Ok(conf)) => req.planned.set_attr("slurm_conf", Value::string(conf)),
+            Ok(Err(errors)) => {
+                for e in errors {
+                    req.diagnostics.error_at(model_path(&e.path), e.summary, e.detail);
+                }
+            }
+            Err(e) => req
+                .diagnostics
+                .push(e.diagnostic("The cluster's configuration cannot be read")),
+        }
+    } else {
+        req.planned.set_attr("slurm_conf", Value::Unknown);
+    }
+}
+
+/// Checks that read AWS: the instance types against the guardrails, the head's image, the key
+/// pair, and the Slurm upgrade path.
+async fn plan_reads(clients: &Clients, req: &PlanRequest) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let head_type = string(req.planned.attr("head_node").attr("instance_type"));
+    let login_type = string(req.planned.attr("login_nodes").attr("instance_type"));
+    for (t, at) in [(head_type, "head_node"), (login_type, "login_nodes")] {
+        let Some(t) = t else { continue };
+        if !clients.limits.allowed_instance_types.is_empty()
+            && !pricing::instance_type_allowed(&t, &clients.limits.allowed_instance_types)
+        {
+            diags.push(
+                Diagnostic::error(
+                    format!("{t} is not in guardrails.allowed_instance_types"),
+                    format!("Allowed: {}.", clients.limits.allowed_instance_types.join(", ")),
+                )
+                .at(AttributePath::root(at).attr("instance_type")),
+            );
+        }
+    }
+    // The head's image against slurm.version, its type and root volume, when any is new.
+    let image = |v: &Value| {
+        let h = v.attr("head_node");
+        (
+            h.attr("ami_id").clone(),
+            v.attr("slurm").attr("version").clone(),
+            h.attr("instance_type").clone(),
+            h.attr("root_volume_size").clone(),
+        )
+    };
+    if req.prior.is_null() || image(&req.planned) != image(&req.prior) {
+        diags.extend(head_image_checks(clients, &req.planned).await);
+    }
+    let key = |v: &Value| string(v.attr("head_node").attr("key_name"));
+    if let Some(name) = key(&req.planned).filter(|k| key(&req.prior).as_ref() != Some(k)) {
+        match clients.ec2.key_pair_exists(&name).await {
+            Ok(true) => {}
+            Ok(false) => diags.error_at(
+                AttributePath::root("head_node").attr("key_name"),
+                format!("there is no key pair {name:?} in {}", clients.aws.region),
+                "Create or import it first (aws_key_pair), or give the name of one of this account's key pairs in the region.",
+            ),
+            Err(e) => diags.extend(aws_diag("Cannot describe key pairs", &e)),
+        }
+    }
+    // A running cluster takes only the upgrades Slurm supports.
+    let version = |v: &Value| string(v.attr("slurm").attr("version"));
+    if let (Some(from), Some(to)) = (version(&req.prior), version(&req.planned)) {
+        if let Err(e) = slurm_model::check_upgrade(&from, &to) {
+            diags.error_at(AttributePath::root("slurm").attr("version"), e.summary, e.detail);
+        }
+    }
+    diags
+}
+
+/// What apply computes or launches becomes unknown: /home's file system, a new head node, the
+/// login nodes, the document's version; a state volume cannot be resized.
+fn plan_unknowns(req: &mut PlanRequest) {
+    // The file system for /home: the given one, or the cluster's own (made at apply).
+    match string(req.planned.attr("home").attr("efs_id")) {
+        Some(id) => req.planned.set_attr("home_file_system_id", Value::string(id)),
+        None if managed_home(&req.prior).is_none() => req.planned.set_attr("home_file_system_id", Value::Unknown),
+        None => {}
+    }
+    if req.prior.is_null() {
+        for a in [
+            "login_node_ids",
+            "login_node_private_ips",
+            "desired_state_version",
+            "head_node_network_interface_id",
+            "state_volume_id",
+        ] {
+            req.planned.set_attr(a, Value::Unknown);
+        }
+        return;
+    }
+    // A head node terminated outside Terraform is launched again, and a changed image,
+    // type or root volume launches a new one: in place, on the same address.
+    let relaunch =
+        req.prior.attr("head_node_instance_id").is_null() || head::needs_new_instance(&req.prior, &req.planned);
+    if relaunch {
+        req.planned.set_attr("head_node_instance_id", Value::Unknown);
+    }
+    // A cluster made before heads had a kept interface gets one (and a new address with
+    // its next head).
+    if req.prior.attr("head_node_network_interface_id").is_null() {
+        for a in ["head_node_network_interface_id", "state_volume_id"] {
+            req.planned.set_attr(a, Value::Unknown);
+        }
+        if relaunch {
+            req.planned.set_attr("head_node_private_ip", Value::Unknown);
+        }
+    }
+    let size = |v: &Value| v.attr("head_node").attr("state_volume_size").clone();
+    if !req.prior.attr("state_volume_id").is_null() && size(&req.prior) != size(&req.planned) {
+        req.diagnostics.push(
+            Diagnostic::error(
+                "the state volume's size is set when the cluster is created",
+                format!(
+                    "The volume {} keeps the cluster's state; resizing it is not supported yet. \
+                     Keep state_volume_size at {}.",
+                    string(req.prior.attr("state_volume_id")).unwrap_or_default(),
+                    int(&size(&req.prior)).unwrap_or(head::DEFAULT_STATE_VOLUME_GIB)
+                ),
+            )
+            .at(AttributePath::root("head_node").attr("state_volume_size")),
+        );
+    }
+    if req.planned.attr("login_nodes") != req.prior.attr("login_nodes") {
+        req.planned.set_attr("login_node_ids", Value::Unknown);
+        req.planned.set_attr("login_node_private_ips", Value::Unknown);
+    }
+    if req.planned != req.prior {
+        req.planned.set_attr("desired_state_version", Value::Unknown);
+    }
 }
 
 #[async_trait]
@@ -566,77 +890,9 @@ impl Resource for HpcCluster {
     async fn validate(&self, req: ValidateRequest) -> Diagnostics {
         let c = &req.config;
         let mut diags = Diagnostics::new();
-        if let Some(name) = c.attr("name").as_str() {
-            if let Err(why) = valid_name(name, 40) {
-                diags.error_at(
-                    AttributePath::root("name"),
-                    format!("cluster name {name:?} is not valid"),
-                    why,
-                );
-            }
-        }
-        if let Some(s) = c.attr("subnet_id").as_str() {
-            if !s.starts_with("subnet-") {
-                diags.error_at(
-                    AttributePath::root("subnet_id"),
-                    format!("{s:?} is not a subnet id"),
-                    "Use an id like subnet-0123456789abcdef0.",
-                );
-            }
-        }
-        let head = c.attr("head_node");
-        if let Some(ami) = head.attr("ami_id").as_str() {
-            if !ami.starts_with("ami-") {
-                diags.error_at(
-                    AttributePath::root("head_node").attr("ami_id"),
-                    format!("{ami:?} is not an AMI id"),
-                    "Use an id like ami-0123456789abcdef0.",
-                );
-            }
-        }
-        if let Some(size) = int(head.attr("state_volume_size")) {
-            if !(1..=16384).contains(&size) {
-                diags.error_at(
-                    AttributePath::root("head_node").attr("state_volume_size"),
-                    format!("a state volume of {size} GiB is not possible"),
-                    "Give 1 to 16384 GiB (gp3's range).",
-                );
-            }
-        }
-        if head.attr("root_volume_encrypted").as_bool() == Some(false) {
-            diags.push(
-                Diagnostic::warning(
-                    "head node root volume is not encrypted",
-                    "Encryption at rest is on by default; turning it off is rarely wanted.",
-                )
-                .at(AttributePath::root("head_node").attr("root_volume_encrypted")),
-            );
-        }
-        for (i, arn) in strings(head.attr("node_role_arns"))
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-        {
-            if !crate::resources::checks::is_iam_arn(arn, "role") {
-                diags.error_at(
-                    AttributePath::root("head_node").attr("node_role_arns").index(i),
-                    format!("{arn:?} is not an IAM role ARN"),
-                    "Write the role's ARN, e.g. arn:aws:iam::111122223333:role/hpc-nodes (the role, not its instance profile).",
-                );
-            }
-        }
-        for (i, cidr) in strings(head.attr("allowed_ssh_cidrs"))
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-        {
-            checks::ssh_cidr(
-                cidr,
-                AttributePath::root("head_node").attr("allowed_ssh_cidrs").index(i),
-                &mut diags,
-            );
-        }
-        checks::head_node(head, &mut diags);
+        identity_checks(c, &mut diags);
+        head_checks(c.attr("head_node"), &mut diags);
+        checks::head_node(c.attr("head_node"), &mut diags);
         crate::resources::checks::tags(c.attr("tags"), AttributePath::root("tags"), &mut diags);
         checks::login_nodes(c.attr("login_nodes"), &mut diags);
         checks::slurm_timers(c.attr("slurm"), &mut diags);
@@ -645,300 +901,48 @@ impl Resource for HpcCluster {
         checks::mfa(c.attr("mfa"), &mut diags);
         checks::users(c.attr("user").elements(), &mut diags);
         checks::mount_points(c.attr("storage").elements(), &mut diags);
-        let s = c.attr("slurm");
-        for attr in ["scaledown_idletime", "resume_timeout"] {
-            if let Some(v) = s.attr(attr).as_str() {
-                if let Err(e) = timeouts::parse_duration(v) {
-                    diags.error_at(
-                        AttributePath::root("slurm").attr(attr),
-                        format!("{attr} is not a duration"),
-                        e,
-                    );
-                }
-            }
-        }
-        let a = c.attr("accounting");
-        if let Some(mode) = a.attr("mode").as_str() {
-            if !ACCOUNTING_MODES.contains(&mode) {
-                diags.error_at(
-                    AttributePath::root("accounting").attr("mode"),
-                    format!("unknown accounting mode {mode:?}"),
-                    "Use local, external or none.",
-                );
-            }
-            if mode == "external" {
-                if a.attr("host").is_null() {
-                    diags.error_at(
-                        AttributePath::root("accounting").attr("host"),
-                        "external accounting needs host",
-                        "Give the database host.",
-                    );
-                }
-                if a.attr("password").is_null() && a.attr("password_secret_arn").is_null() {
-                    diags.error_at(
-                        AttributePath::root("accounting").attr("password_secret_arn"),
-                        "external accounting needs a password",
-                        "Set password_secret_arn to a Secrets Manager secret, or password (write-only: kept out of state).",
-                    );
-                }
-            } else if mode == "local" || mode == "none" {
-                for key in ["host", "password", "password_secret_arn", "password_version"] {
-                    if !a.attr(key).is_null() {
-                        diags.error_at(
-                            AttributePath::root("accounting").attr(key),
-                            format!("{key} is for external accounting only"),
-                            format!(
-                                "With mode {mode:?} the provider {} the database; remove {key}, or set mode = \"external\".",
-                                if mode == "local" { "makes and keeps" } else { "uses no" }
-                            ),
-                        );
-                    }
-                }
-            }
-        }
-        if let Some(p) = a.attr("password").as_str() {
-            if let Err(e) = slurm_model::check_storage_password(p) {
-                diags.error_at(AttributePath::root("accounting").attr("password"), e.summary, e.detail);
-            }
-        }
-        let mut names = Vec::new();
-        for (i, u) in c.attr("user").elements().iter().enumerate() {
-            let at = || AttributePath::root("user").index(i);
-            if let Some(n) = u.attr("name").as_str() {
-                let ok =
-                    n.len() <= 32 && n.starts_with(|ch: char| ch.is_ascii_lowercase() || ch == '_') && slurm_name(n);
-                if !ok {
-                    diags.error_at(
-                        at().attr("name"),
-                        format!("{n:?} is not a valid login name"),
-                        "Use lowercase letters, digits, '_' and '-', starting with a letter.",
-                    );
-                }
-                if names.contains(&n.to_string()) {
-                    diags.error_at(
-                        at().attr("name"),
-                        format!("user {n} is listed twice"),
-                        "List each user once.",
-                    );
-                }
-                names.push(n.to_string());
-            }
-            for (j, account) in u.attr("accounts").elements().iter().enumerate() {
-                if let Some(a) = account.as_str() {
-                    if !slurm_name(a) {
-                        diags.error_at(
-                            at().attr("accounts").index(j),
-                            format!("{a:?} is not a valid Slurm account name"),
-                            "Use lowercase letters, digits, '_' and '-' (Slurm keeps account names in lowercase).",
-                        );
-                    }
-                }
-            }
-            if let Err(e) = desired_state::user_shards(&[user_doc(u)]) {
-                diags.error_at(
-                    at().attr("ssh_public_keys"),
-                    e,
-                    "Each user is published whole in one 8 KiB shard.",
-                );
-            }
-        }
+        duration_checks(c.attr("slurm"), &mut diags);
+        accounting_checks(c.attr("accounting"), &mut diags);
+        user_checks(&schema().block.with_defaults(c), &mut diags);
         checks::home(c.attr("home"), &mut diags);
-        for (i, m) in c.attr("storage").elements().iter().enumerate() {
-            for attr in ["dns_name", "mount_name"] {
-                if m.attr(attr).is_null() {
-                    diags.error_at(
-                        AttributePath::root("storage").index(i).attr(attr),
-                        format!("storage needs {attr}: nodes mount <dns_name>@tcp:/<mount_name>"),
-                        format!("Set {attr} = hpc_lustre_fs.<name>.{attr} (or the file system's own value)."),
-                    );
-                }
-            }
-        }
+        storage_checks(c.attr("storage").elements(), &mut diags);
         if c.is_wholly_known() {
-            if let Err(errors) = render(&doc_of(c, "", "", None)) {
-                for e in errors {
-                    diags.error_at(model_path(&e.path), e.summary, e.detail);
-                }
-            }
+            diags.extend(render_checks(c));
         }
         diags
     }
 
     async fn modify_plan(&self, req: &mut PlanRequest) {
-        let Ok(clients) = req.ctx.provider::<Clients>() else {
+        let ctx = req.ctx.clone();
+        let Ok(clients) = Clients::of(&ctx) else {
             return;
         };
-        let p = &mut req.planned;
-        clients.plan_tags_all(p);
-        if let Some(name) = string(p.attr("name")) {
-            p.set_attr("id", Value::string(&name));
-            p.set_attr(
-                "desired_state_parameter",
-                Value::string(desired_state::cluster_param(&name)),
-            );
-            let roles = strings(p.attr("head_node").attr("node_role_arns")).unwrap_or_default();
-            let password = AttributePath::root("accounting").attr("password_secret_arn");
-            let settings = AttributePath::root("mfa").attr("settings_secret_arn");
-            let mut secrets = Vec::new();
-            for (at, what, arn) in [
-                (
-                    password,
-                    "the password's",
-                    string(p.attr("accounting").attr("password_secret_arn")),
-                ),
-                (
-                    settings,
-                    "the second factor's settings'",
-                    string(p.attr("mfa").attr("settings_secret_arn")),
-                ),
-            ] {
-                let Some(arn) = arn else { continue };
-                let region = crate::resources::checks::secret_arn_region(&arn);
-                if let Some(region) = region.filter(|r| *r != clients.aws.region) {
-                    req.diagnostics.error_at(
-                        at,
-                        format!("{what} secret is in {region}, the cluster in {}", clients.aws.region),
-                        "Nodes read it in the cluster's region: replicate the secret there (Secrets Manager \
-                         replica regions) and give the replica's ARN.",
-                    );
-                }
-                secrets.push(arn);
-            }
-            p.set_attr(
-                "instance_profile_policy",
-                Value::string(instance_profile_policy(&name, &roles, &secrets)),
-            );
-        }
-        p.set_attr("estimated_hourly_cost", fixed_cost(p, &clients.price_overrides));
+        plan_identity(clients, req);
+        req.planned.set_attr(
+            "estimated_hourly_cost",
+            fixed_cost(&req.planned, &clients.price_overrides),
+        );
         let munge = string(req.prior.attr("munge_key_secret_arn")).unwrap_or_default();
-        if req.config.is_wholly_known() {
-            match render(&doc_of(&req.config, &clients.aws.region, &munge, None)) {
-                Ok(conf) => req.planned.set_attr("slurm_conf", Value::string(conf)),
-                Err(errors) => {
-                    for e in errors {
-                        req.diagnostics.error_at(model_path(&e.path), e.summary, e.detail);
-                    }
-                }
-            }
-        } else {
-            req.planned.set_attr("slurm_conf", Value::Unknown);
-        }
-        let head_type = string(req.planned.attr("head_node").attr("instance_type"));
-        let login_type = string(req.planned.attr("login_nodes").attr("instance_type"));
-        for (t, at) in [(head_type, "head_node"), (login_type, "login_nodes")] {
-            let Some(t) = t else { continue };
-            if !clients.limits.allowed_instance_types.is_empty()
-                && !pricing::instance_type_allowed(&t, &clients.limits.allowed_instance_types)
-            {
-                req.diagnostics.push(
-                    Diagnostic::error(
-                        format!("{t} is not in guardrails.allowed_instance_types"),
-                        format!("Allowed: {}.", clients.limits.allowed_instance_types.join(", ")),
-                    )
-                    .at(AttributePath::root(at).attr("instance_type")),
-                );
-            }
-        }
-        // The head's image against slurm.version, its type and root volume, when any is new.
-        let image = |v: &Value| {
-            let h = v.attr("head_node");
-            (
-                h.attr("ami_id").clone(),
-                v.attr("slurm").attr("version").clone(),
-                h.attr("instance_type").clone(),
-                h.attr("root_volume_size").clone(),
-            )
-        };
-        if req.prior.is_null() || image(&req.planned) != image(&req.prior) {
-            let diags = head_image_checks(clients, &req.planned).await;
-            req.diagnostics.extend(diags);
-        }
-        let key = |v: &Value| string(v.attr("head_node").attr("key_name"));
-        if let Some(name) = key(&req.planned).filter(|k| key(&req.prior).as_ref() != Some(k)) {
-            match clients.ec2.key_pair_exists(&name).await {
-                Ok(true) => {}
-                Ok(false) => req.diagnostics.error_at(
-                    AttributePath::root("head_node").attr("key_name"),
-                    format!("there is no key pair {name:?} in {}", clients.aws.region),
-                    "Create or import it first (aws_key_pair), or give the name of one of this account's key pairs in the region.",
-                ),
-                Err(e) => req.diagnostics.extend(aws_diag("Cannot describe key pairs", &e)),
-            }
-        }
-        // A running cluster takes only the upgrades Slurm supports.
-        let version = |v: &Value| string(v.attr("slurm").attr("version"));
-        if let (Some(from), Some(to)) = (version(&req.prior), version(&req.planned)) {
-            if let Err(e) = slurm_model::check_upgrade(&from, &to) {
-                req.diagnostics
-                    .error_at(AttributePath::root("slurm").attr("version"), e.summary, e.detail);
-            }
-        }
-        // The file system for /home: the given one, or the cluster's own (made at apply).
-        match string(req.planned.attr("home").attr("efs_id")) {
-            Some(id) => req.planned.set_attr("home_file_system_id", Value::string(id)),
-            None if managed_home(&req.prior).is_none() => req.planned.set_attr("home_file_system_id", Value::Unknown),
-            None => {}
-        }
-        if req.prior.is_null() {
-            for a in [
-                "login_node_ids",
-                "login_node_private_ips",
-                "desired_state_version",
-                "head_node_network_interface_id",
-                "state_volume_id",
-            ] {
-                req.planned.set_attr(a, Value::Unknown);
-            }
-            return;
-        }
-        // A head node terminated outside Terraform is launched again, and a changed image,
-        // type or root volume launches a new one: in place, on the same address.
-        let relaunch =
-            req.prior.attr("head_node_instance_id").is_null() || head::needs_new_instance(&req.prior, &req.planned);
-        if relaunch {
-            req.planned.set_attr("head_node_instance_id", Value::Unknown);
-        }
-        // A cluster made before heads had a kept interface gets one (and a new address with
-        // its next head).
-        if req.prior.attr("head_node_network_interface_id").is_null() {
-            for a in ["head_node_network_interface_id", "state_volume_id"] {
-                req.planned.set_attr(a, Value::Unknown);
-            }
-            if relaunch {
-                req.planned.set_attr("head_node_private_ip", Value::Unknown);
-            }
-        }
-        let size = |v: &Value| v.attr("head_node").attr("state_volume_size").clone();
-        if !req.prior.attr("state_volume_id").is_null() && size(&req.prior) != size(&req.planned) {
-            req.diagnostics.push(
-                Diagnostic::error(
-                    "the state volume's size is set when the cluster is created",
-                    format!(
-                        "The volume {} keeps the cluster's state; resizing it is not supported yet. \
-                         Keep state_volume_size at {}.",
-                        string(req.prior.attr("state_volume_id")).unwrap_or_default(),
-                        int(&size(&req.prior)).unwrap_or(head::DEFAULT_STATE_VOLUME_GIB)
-                    ),
-                )
-                .at(AttributePath::root("head_node").attr("state_volume_size")),
-            );
-        }
-        if req.planned.attr("login_nodes") != req.prior.attr("login_nodes") {
-            req.planned.set_attr("login_node_ids", Value::Unknown);
-            req.planned.set_attr("login_node_private_ips", Value::Unknown);
-        }
-        if req.planned != req.prior {
-            req.planned.set_attr("desired_state_version", Value::Unknown);
-        }
+        plan_slurm_conf(clients, req, &munge);
+        let diags = plan_reads(clients, req).await;
+        req.diagnostics.extend(diags);
+        plan_unknowns(req);
         let resume = |v: &Value| v.attr("slurm").attr("resume_timeout").clone();
-        if !req.planned.is_null() && resume(&req.planned) != resume(&req.prior) && req.config.is_wholly_known() {
-            let doc = doc_of(&req.config, &clients.aws.region, &munge, None);
-            req.diagnostics.extend(partitions_fit(clients, &doc).await);
+        let changed = !req.prior.is_null() && resume(&req.planned) != resume(&req.prior);
+        if changed && !req.planned.is_null() && req.config.is_wholly_known() {
+            let secrets = Secrets {
+                region: &clients.aws.region,
+                munge_arn: &munge,
+                password_arn: None,
+            };
+            if let Ok(m) = Cluster::of(&req.config) {
+                req.diagnostics.extend(partitions_fit(clients, &m.doc(secrets)).await);
+            }
         }
     }
 
     async fn create(&self, req: CreateRequest) -> ApplyOutcome {
-        let clients = match req.ctx.provider::<Clients>() {
+        let clients = match Clients::of(&req.ctx) {
             Ok(c) => c,
             Err(d) => return ApplyOutcome::failed(Value::Null, d),
         };
@@ -982,7 +986,7 @@ impl Resource for HpcCluster {
     }
 
     async fn read(&self, req: ReadRequest) -> Result<Option<Value>, Diagnostics> {
-        let clients = req.ctx.provider::<Clients>().map_err(Diagnostics::from)?;
+        let clients = Clients::of(&req.ctx).map_err(Diagnostics::from)?;
         let Some(name) = string(req.state.attr("name")) else {
             return Ok(None);
         };
@@ -1022,7 +1026,7 @@ impl Resource for HpcCluster {
     }
 
     async fn update(&self, req: UpdateRequest) -> ApplyOutcome {
-        let clients = match req.ctx.provider::<Clients>() {
+        let clients = match Clients::of(&req.ctx) {
             Ok(c) => c,
             Err(d) => return ApplyOutcome::failed(req.prior, d),
         };
@@ -1058,7 +1062,7 @@ impl Resource for HpcCluster {
     }
 
     async fn delete(&self, req: DeleteRequest) -> Diagnostics {
-        let clients = match req.ctx.provider::<Clients>() {
+        let clients = match Clients::of(&req.ctx) {
             Ok(c) => c,
             Err(d) => return d.into(),
         };
@@ -1113,7 +1117,7 @@ impl Resource for HpcCluster {
     }
 
     async fn import(&self, req: ImportRequest) -> Result<Value, Diagnostics> {
-        let clients = req.ctx.provider::<Clients>().map_err(Diagnostics::from)?;
+        let clients = Clients::of(&req.ctx).map_err(Diagnostics::from)?;
         let name = req.id.trim();
         let param = clients
             .ssm
@@ -1182,178 +1186,15 @@ impl Resource for HpcCluster {
 
 /// State from a published cluster document (import). Blocks left at their defaults come
 /// back as absent, the way a configuration that omits them reads.
-fn import_value(doc: &ClusterDoc, version: i64, default_tags: &std::collections::BTreeMap<String, String>) -> Value {
-    use crate::convert::object;
-    let mut v = Value::null_object(&schema().ty());
-    let h = &doc.head_node;
-    v.set_attr("id", Value::string(&doc.name));
-    v.set_attr("name", Value::string(&doc.name));
-    v.set_attr("subnet_id", Value::string(&doc.subnet_id));
-    v.set_attr("vpc_id", Value::string(&doc.vpc_id));
-    v.set_attr("security_group_ids", of_list(Some(&doc.security_group_ids)));
-    v.set_attr(
-        "security_group_id",
-        convert::of_string(doc.adopted_security_group.clone()),
-    );
-    v.set_attr("munge_key_secret_arn", Value::string(&doc.munge_key_secret_arn));
-    v.set_attr(
-        "desired_state_parameter",
-        Value::string(desired_state::cluster_param(&doc.name)),
-    );
-    v.set_attr("desired_state_version", Value::int(version));
-    v.set_attr("wait_for_ready", Value::Bool(true));
-    v.set_attr(
-        "instance_profile_policy",
-        Value::string(instance_profile_policy(
-            &doc.name,
-            &h.node_role_arns,
-            &external_secrets(doc),
-        )),
-    );
-    let list_or_null = |l: &[String]| if l.is_empty() { Value::Null } else { of_list(Some(l)) };
-    v.set_attr(
-        "head_node",
-        object(vec![
-            ("ami_id", Value::string(&h.ami_id)),
-            ("instance_type", Value::string(&h.instance_type)),
-            ("root_volume_size", Value::int(h.root_volume_size)),
-            ("root_volume_type", Value::string(&h.root_volume_type)),
-            ("root_volume_encrypted", Value::Bool(h.root_volume_encrypted)),
-            ("key_name", convert::of_string(h.key_name.clone())),
-            ("allowed_ssh_cidrs", list_or_null(&h.allowed_ssh_cidrs)),
-            (
-                "instance_profile_arn",
-                convert::of_string(h.instance_profile_arn.clone()),
-            ),
-            ("node_role_arns", list_or_null(&h.node_role_arns)),
-            (
-                "state_volume_size",
-                Value::int(if h.state_volume_size > 0 {
-                    h.state_volume_size
-                } else {
-                    head::DEFAULT_STATE_VOLUME_GIB
-                }),
-            ),
-        ]),
-    );
-    v.set_attr("state_volume_id", convert::of_string(h.state_volume_id.clone()));
-    let idle = desired_state::duration_text(doc.scaledown_idletime_s);
-    let resume = desired_state::duration_text(doc.resume_timeout_s);
-    let defaults =
-        doc.scaledown_idletime_s == DEFAULT_SCALEDOWN_IDLETIME_S && doc.resume_timeout_s == DEFAULT_RESUME_TIMEOUT_S;
-    if doc.slurm_version != "24.11" || !defaults || !doc.extra.is_empty() {
-        let extra: Vec<(String, String)> = doc.extra.clone().into_iter().collect();
-        v.set_attr(
-            "slurm",
-            object(vec![
-                ("version", Value::string(&doc.slurm_version)),
-                ("scaledown_idletime", Value::string(idle)),
-                ("resume_timeout", Value::string(resume)),
-                ("extra", if extra.is_empty() { Value::Null } else { of_map(&extra) }),
-            ]),
-        );
-    }
-    let a = &doc.accounting;
-    let external_password = external_password_secret(doc);
-    if a.mode != "local" || a.host.is_some() {
-        v.set_attr(
-            "accounting",
-            object(vec![
-                ("mode", Value::string(&a.mode)),
-                ("host", convert::of_string(a.host.clone())),
-                ("port", convert::of_int(a.port.map(i64::from))),
-                ("user", convert::of_string(a.user.clone())),
-                ("database", convert::of_string(a.database.clone())),
-                ("password_secret_arn", convert::of_string(external_password)),
-                ("password", Value::Null),
-                ("password_version", Value::Null),
-            ]),
-        );
-    }
-    if doc.login_count > 0 || doc.login_instance_type != "c7i.xlarge" {
-        v.set_attr(
-            "login_nodes",
-            object(vec![
-                ("count", Value::int(i64::from(doc.login_count))),
-                ("instance_type", Value::string(&doc.login_instance_type)),
-            ]),
-        );
-    }
-    let users = doc
-        .users
-        .iter()
-        .map(|u| {
-            object(vec![
-                ("name", Value::string(&u.name)),
-                ("uid", Value::int(i64::from(u.uid))),
-                (
-                    "gid",
-                    if u.gid == u.uid {
-                        Value::Null
-                    } else {
-                        Value::int(i64::from(u.gid))
-                    },
-                ),
-                ("ssh_public_keys", list_or_null(&u.ssh_public_keys)),
-                ("sudo", Value::Bool(u.sudo)),
-                ("accounts", list_or_null(&u.accounts)),
-            ])
-        })
-        .collect();
-    v.set_attr("user", Value::List(users));
-    v.set_attr("home_file_system_id", convert::of_string(doc.home_efs_id.clone()));
-    if !doc.home_efs_managed && doc.home_efs_id.is_some() {
-        v.set_attr(
-            "home",
-            object(vec![
-                ("storage", Value::string("efs")),
-                ("efs_id", convert::of_string(doc.home_efs_id.clone())),
-            ]),
-        );
-    }
-    if let Some(m) = &doc.mfa_pam_module {
-        v.set_attr(
-            "mfa",
-            object(vec![
-                ("pam_module", Value::string(m)),
-                ("config", convert::of_string(doc.mfa_config.clone())),
-                ("settings_file", convert::of_string(doc.mfa_settings_file.clone())),
-                (
-                    "settings_secret_arn",
-                    convert::of_string(doc.mfa_settings_secret_arn.clone()),
-                ),
-            ]),
-        );
-    }
-    let mounts = doc
-        .mounts
-        .iter()
-        .map(|m| {
-            object(vec![
-                ("lustre_id", convert::of_string(m.lustre_id.clone())),
-                ("dns_name", convert::of_string(m.dns_name.clone())),
-                ("mount_name", convert::of_string(m.mount_name.clone())),
-                ("mount_point", Value::string(&m.mount_point)),
-            ])
-        })
-        .collect();
-    v.set_attr("storage", Value::List(mounts));
-    let tags_all: Vec<(String, String)> = doc.tags.clone().into_iter().collect();
-    let user_tags: Vec<(String, String)> = tags_all
-        .iter()
-        .filter(|(k, val)| default_tags.get(k) != Some(val))
-        .cloned()
-        .collect();
-    v.set_attr("tags_all", of_map(&tags_all));
-    v.set_attr(
-        "tags",
-        if user_tags.is_empty() {
-            Value::Null
-        } else {
-            of_map(&user_tags)
-        },
-    );
-    v
+fn import_value(doc: &ClusterDoc, version: i64, default_tags: &BTreeMap<String, String>) -> Value {
+    let user_tags = convert::user_tags(&doc.tags, default_tags);
+    let mut model = Cluster::of_doc(doc, version, (!user_tags.is_empty()).then_some(user_tags));
+    model.instance_profile_policy = Some(instance_profile_policy(
+        &doc.name,
+        &doc.head_node.node_role_arns,
+        &external_secrets(doc),
+    ));
+    model.value()
 }
 
 fn cluster_tags(state: &Value, name: &str) -> Vec<(String, String)> {
@@ -1513,7 +1354,14 @@ async fn publish(
     munge: &str,
     password_arn: Option<String>,
 ) -> Result<(), Diagnostics> {
-    let mut doc = doc_of(state, &clients.aws.region, munge, password_arn);
+    let secrets = Secrets {
+        region: &clients.aws.region,
+        munge_arn: munge,
+        password_arn,
+    };
+    let mut doc = Cluster::of(state)
+        .map_err(|e| e.into_diagnostics("The cluster's state cannot be read"))?
+        .doc(secrets);
     doc.max_hourly_cost = clients.limits.max_hourly_cost_per_cluster.map(|c| format!("{c:.2}"));
     doc.max_gpus = clients.limits.max_gpus_per_cluster;
     doc.fixed_hourly_cost = match fixed_cost(state, &clients.price_overrides) {

@@ -4,9 +4,9 @@
 use async_trait::async_trait;
 use tfplugin::{Attribute, AttributePath, Block, Ctx, DataSource, Diagnostic, Diagnostics, Schema, Type, Value};
 
+use crate::clients::Clients;
 use crate::convert::{object, of_int, of_string};
 use crate::pricing;
-use crate::provider::Clients;
 use crate::resources::aws_diag;
 
 pub struct InstanceTypeData;
@@ -67,7 +67,7 @@ impl DataSource for InstanceTypeData {
     }
 
     async fn read(&self, ctx: Ctx, config: Value) -> Result<Value, Diagnostics> {
-        let clients = ctx.provider::<Clients>().map_err(Diagnostics::from)?;
+        let clients = Clients::of(&ctx).map_err(Diagnostics::from)?;
         let name = config.attr("instance_type").as_str().unwrap_or_default().to_string();
         let infos = clients
             .ec2

@@ -16,8 +16,8 @@ use tfplugin::{
     ValidateRequest, Value,
 };
 
+use crate::clients::Clients;
 use crate::convert::{self, boolean, int, object, of_int, of_list, of_map, of_set, of_string, pairs, string, strings};
-use crate::provider::Clients;
 use crate::resources::{aws_diag, or_stop};
 
 pub struct LustreFs;
@@ -556,7 +556,7 @@ impl Resource for LustreFs {
             planned.set_attr("skip_final_backup", default);
         }
         // tags_all: the resource's tags over the provider's default tags.
-        if let Ok(clients) = req.ctx.provider::<Clients>() {
+        if let Ok(clients) = Clients::of(&req.ctx) {
             clients.plan_tags_all(planned);
         }
         // Data repositories are matched by file_system_path, not by list position.
@@ -607,7 +607,7 @@ impl Resource for LustreFs {
     }
 
     async fn create(&self, req: CreateRequest) -> ApplyOutcome {
-        let clients = match req.ctx.provider::<Clients>() {
+        let clients = match Clients::of(&req.ctx) {
             Ok(c) => c,
             Err(d) => return ApplyOutcome::failed(Value::Null, d),
         };
@@ -660,7 +660,7 @@ impl Resource for LustreFs {
     }
 
     async fn read(&self, req: ReadRequest) -> Result<Option<Value>, Diagnostics> {
-        let clients = req.ctx.provider::<Clients>().map_err(Diagnostics::from)?;
+        let clients = Clients::of(&req.ctx).map_err(Diagnostics::from)?;
         let Some(id) = req.state.attr("id").as_str() else {
             return Ok(None);
         };
@@ -670,7 +670,7 @@ impl Resource for LustreFs {
     }
 
     async fn update(&self, req: UpdateRequest) -> ApplyOutcome {
-        let clients = match req.ctx.provider::<Clients>() {
+        let clients = match Clients::of(&req.ctx) {
             Ok(c) => c,
             Err(d) => return ApplyOutcome::failed(req.prior, d),
         };
@@ -721,7 +721,7 @@ impl Resource for LustreFs {
     }
 
     async fn delete(&self, req: DeleteRequest) -> Diagnostics {
-        let clients = match req.ctx.provider::<Clients>() {
+        let clients = match Clients::of(&req.ctx) {
             Ok(c) => c,
             Err(d) => return d.into(),
         };

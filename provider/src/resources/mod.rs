@@ -20,7 +20,7 @@ pub(crate) fn aws_diag(summary: &str, e: &AwsError) -> Diagnostics {
 /// The AMI a plan launches from, described once (a read): None when EC2 has no such image (the
 /// launch will say so) or cannot be asked (a warning says what goes unchecked).
 pub(crate) async fn planned_image(
-    clients: &crate::provider::Clients,
+    clients: &crate::clients::Clients,
     ami: &str,
     diags: &mut Diagnostics,
 ) -> Option<hpc_aws::image::ImageInfo> {

@@ -2,6 +2,7 @@
 //! Zones, internet gateway, optional NAT gateway, route tables, an S3 gateway endpoint, and a
 //! cluster security group whose members may talk to each other freely (EFA needs it).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -11,8 +12,10 @@ use tfplugin::{
     ImportRequest, PlanRequest, ReadRequest, Resource, Schema, Type, UpdateRequest, ValidateRequest, Value,
 };
 
-use crate::convert::{self, boolean, of_map, pairs, string, strings};
-use crate::provider::Clients;
+use tfplugin::model::Model;
+
+use crate::clients::Clients;
+use crate::convert::{self, strings, user_tags};
 use crate::resources::{aws_diag, checks, or_stop, valid_name};
 
 pub struct HpcNetwork;
@@ -65,55 +68,84 @@ fn schema() -> Schema {
     )
 }
 
-fn zone_map(pairs: &[(String, String)]) -> Value {
-    of_map(pairs)
+tfplugin::model! {
+    /// An `hpc_network`: every attribute of its schema.
+    #[derive(Debug, Clone, PartialEq)]
+    struct NetworkModel {
+        id: Option<String>,
+        name: String,
+        cidr_block: String,
+        availability_zones: Option<Vec<String>>,
+        nat_gateway: bool,
+        s3_endpoint: bool,
+        tags: Option<BTreeMap<String, String>>,
+        tags_all: Option<BTreeMap<String, String>>,
+        vpc_id: Option<String>,
+        public_subnet_ids: Option<BTreeMap<String, String>>,
+        private_subnet_ids: Option<BTreeMap<String, String>>,
+        security_group_id: Option<String>,
+        internet_gateway_id: Option<String>,
+        public_route_table_id: Option<String>,
+        private_route_table_id: Option<String>,
+        nat_gateway_id: Option<String>,
+        nat_eip_allocation_id: Option<String>,
+        s3_endpoint_id: Option<String>,
+        timeouts: Value,
+    }
 }
 
-fn state_of(net: &Network, planned: &Value) -> Value {
-    let mut v = planned.clone();
-    let s = |x: &str| {
-        if x.is_empty() {
-            Value::Null
-        } else {
-            Value::string(x)
+impl NetworkModel {
+    fn of(v: &Value) -> Result<NetworkModel, Diagnostics> {
+        NetworkModel::from_value(&schema().block.with_defaults(v))
+            .map_err(|e| e.into_diagnostics("The network's values cannot be read"))
+    }
+
+    fn value(&self) -> Value {
+        self.write(&schema().ty())
+    }
+
+    /// This network as `net` made it.
+    fn with(mut self, net: &Network) -> NetworkModel {
+        let id = |x: &str| (!x.is_empty()).then(|| x.to_string());
+        let zones = |z: &[(String, String)]| Some(z.iter().cloned().collect());
+        self.id = id(&net.vpc_id);
+        self.vpc_id = id(&net.vpc_id);
+        self.public_subnet_ids = zones(&net.public_subnets);
+        self.private_subnet_ids = zones(&net.private_subnets);
+        self.security_group_id = id(&net.security_group_id);
+        self.internet_gateway_id = id(&net.internet_gateway_id);
+        self.public_route_table_id = id(&net.public_route_table_id);
+        self.private_route_table_id = id(&net.private_route_table_id);
+        self.nat_gateway_id = net.nat_gateway_id.clone();
+        self.nat_eip_allocation_id = net.eip_allocation_id.clone();
+        self.s3_endpoint_id = net.s3_endpoint_id.clone();
+        self
+    }
+
+    /// The network this state records, subnets in the order of `availability_zones`.
+    fn network(&self) -> Network {
+        let order = self.availability_zones.clone().unwrap_or_default();
+        let in_order = |m: &Option<BTreeMap<String, String>>| {
+            let mut z: Vec<(String, String)> = m.iter().flatten().map(|(a, b)| (a.clone(), b.clone())).collect();
+            z.sort_by_key(|(az, _)| order.iter().position(|o| o == az).unwrap_or(usize::MAX));
+            z
+        };
+        Network {
+            vpc_id: self.vpc_id.clone().unwrap_or_default(),
+            internet_gateway_id: self.internet_gateway_id.clone().unwrap_or_default(),
+            public_subnets: in_order(&self.public_subnet_ids),
+            private_subnets: in_order(&self.private_subnet_ids),
+            public_route_table_id: self.public_route_table_id.clone().unwrap_or_default(),
+            private_route_table_id: self.private_route_table_id.clone().unwrap_or_default(),
+            nat_gateway_id: self.nat_gateway_id.clone(),
+            eip_allocation_id: self.nat_eip_allocation_id.clone(),
+            s3_endpoint_id: self.s3_endpoint_id.clone(),
+            security_group_id: self.security_group_id.clone().unwrap_or_default(),
         }
-    };
-    v.set_attr("id", s(&net.vpc_id));
-    v.set_attr("vpc_id", s(&net.vpc_id));
-    v.set_attr("public_subnet_ids", zone_map(&net.public_subnets));
-    v.set_attr("private_subnet_ids", zone_map(&net.private_subnets));
-    v.set_attr("security_group_id", s(&net.security_group_id));
-    v.set_attr("internet_gateway_id", s(&net.internet_gateway_id));
-    v.set_attr("public_route_table_id", s(&net.public_route_table_id));
-    v.set_attr("private_route_table_id", s(&net.private_route_table_id));
-    v.set_attr("nat_gateway_id", convert::of_string(net.nat_gateway_id.clone()));
-    v.set_attr(
-        "nat_eip_allocation_id",
-        convert::of_string(net.eip_allocation_id.clone()),
-    );
-    v.set_attr("s3_endpoint_id", convert::of_string(net.s3_endpoint_id.clone()));
-    v
-}
+    }
 
-fn network_of(state: &Value) -> Network {
-    let zones = |v: &Value| pairs(v).unwrap_or_default();
-    let zones_in_order = |v: &Value| {
-        let order = strings(state.attr("availability_zones")).unwrap_or_default();
-        let mut z = zones(v);
-        z.sort_by_key(|(az, _)| order.iter().position(|o| o == az).unwrap_or(usize::MAX));
-        z
-    };
-    Network {
-        vpc_id: string(state.attr("vpc_id")).unwrap_or_default(),
-        internet_gateway_id: string(state.attr("internet_gateway_id")).unwrap_or_default(),
-        public_subnets: zones_in_order(state.attr("public_subnet_ids")),
-        private_subnets: zones_in_order(state.attr("private_subnet_ids")),
-        public_route_table_id: string(state.attr("public_route_table_id")).unwrap_or_default(),
-        private_route_table_id: string(state.attr("private_route_table_id")).unwrap_or_default(),
-        nat_gateway_id: string(state.attr("nat_gateway_id")),
-        eip_allocation_id: string(state.attr("nat_eip_allocation_id")),
-        s3_endpoint_id: string(state.attr("s3_endpoint_id")),
-        security_group_id: string(state.attr("security_group_id")).unwrap_or_default(),
+    fn tags_all(&self) -> Vec<(String, String)> {
+        self.tags_all.clone().unwrap_or_default().into_iter().collect()
     }
 }
 
@@ -187,7 +219,7 @@ impl Resource for HpcNetwork {
     }
 
     async fn modify_plan(&self, req: &mut PlanRequest) {
-        let Ok(clients) = req.ctx.provider::<Clients>() else {
+        let Ok(clients) = Clients::of(&req.ctx) else {
             return;
         };
         clients.plan_tags_all(&mut req.planned);
@@ -221,20 +253,23 @@ impl Resource for HpcNetwork {
     }
 
     async fn create(&self, req: CreateRequest) -> ApplyOutcome {
-        let clients = match req.ctx.provider::<Clients>() {
+        let clients = match Clients::of(&req.ctx) {
             Ok(c) => c,
             Err(d) => return ApplyOutcome::failed(Value::Null, d),
         };
-        let p = &req.planned;
-        let spec = NetworkSpec {
-            name: string(p.attr("name")).unwrap_or_default(),
-            cidr_block: string(p.attr("cidr_block")).unwrap_or_else(|| "10.0.0.0/16".into()),
-            availability_zones: strings(p.attr("availability_zones")).unwrap_or_default(),
-            nat_gateway: boolean(p.attr("nat_gateway")).unwrap_or(true),
-            s3_endpoint: boolean(p.attr("s3_endpoint")).unwrap_or(true),
-            tags: pairs(p.attr("tags_all")).unwrap_or_default(),
+        let planned = match NetworkModel::of(&req.planned) {
+            Ok(m) => m,
+            Err(d) => return ApplyOutcome::failed(Value::Null, d),
         };
-        let timeout = timeouts::get(p, "create", CREATE_TIMEOUT);
+        let spec = NetworkSpec {
+            name: planned.name.clone(),
+            cidr_block: planned.cidr_block.clone(),
+            availability_zones: planned.availability_zones.clone().unwrap_or_default(),
+            nat_gateway: planned.nat_gateway,
+            s3_endpoint: planned.s3_endpoint,
+            tags: planned.tags_all(),
+        };
+        let timeout = timeouts::get(&req.planned, "create", CREATE_TIMEOUT);
         let mut net = Network::default();
         let result = or_stop(
             &req.ctx,
@@ -242,7 +277,7 @@ impl Resource for HpcNetwork {
             clients.ec2.create_network(&spec, &mut net, timeout),
         )
         .await;
-        let state = state_of(&net, p);
+        let state = planned.with(&net).value();
         match result {
             Ok(()) => ApplyOutcome::ok(state),
             // Whatever was made is recorded (tainted) so destroy or the next apply removes it.
@@ -252,52 +287,40 @@ impl Resource for HpcNetwork {
     }
 
     async fn read(&self, req: ReadRequest) -> Result<Option<Value>, Diagnostics> {
-        let clients = req.ctx.provider::<Clients>().map_err(Diagnostics::from)?;
-        let Some(vpc) = req.state.attr("vpc_id").as_str() else {
+        let clients = Clients::of(&req.ctx).map_err(Diagnostics::from)?;
+        let mut state = NetworkModel::of(&req.state)?;
+        let Some(vpc) = state.vpc_id.clone() else {
             return Ok(None);
         };
         let tags = clients
             .ec2
-            .vpc_tags(vpc)
+            .vpc_tags(&vpc)
             .await
             .map_err(|e| aws_diag("Cannot read network", &e))?;
         let Some(tags) = tags else { return Ok(None) };
-        let mut state = req.state.clone();
         // The VPC carries Name=<name>-vpc on top of the configured tags.
-        let tags: Vec<(String, String)> = tags.into_iter().filter(|(k, _)| k != "Name").collect();
-        let prior_all: Vec<(String, String)> = pairs(req.state.attr("tags_all"))
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(k, _)| k != "Name")
-            .collect();
+        let not_name = |(k, _): &(String, String)| k != "Name";
+        let tags: BTreeMap<String, String> = tags.into_iter().filter(not_name).collect();
+        let prior_all: BTreeMap<String, String> = state.tags_all().into_iter().filter(not_name).collect();
         if tags != prior_all {
-            let user: Vec<(String, String)> = tags
-                .iter()
-                .filter(|(k, v)| clients.default_tags.get(k) != Some(v))
-                .cloned()
-                .collect();
-            state.set_attr(
-                "tags",
-                if user.is_empty() && state.attr("tags").is_null() {
-                    Value::Null
-                } else {
-                    of_map(&user)
-                },
-            );
-            state.set_attr("tags_all", of_map(&tags));
+            let user = user_tags(&tags, &clients.default_tags);
+            state.tags = (!user.is_empty() || state.tags.is_some()).then_some(user);
+            state.tags_all = Some(tags);
         }
-        Ok(Some(state))
+        Ok(Some(state.value()))
     }
 
     async fn update(&self, req: UpdateRequest) -> ApplyOutcome {
-        let clients = match req.ctx.provider::<Clients>() {
+        let clients = match Clients::of(&req.ctx) {
             Ok(c) => c,
             Err(d) => return ApplyOutcome::failed(req.prior, d),
         };
-        let net = network_of(&req.prior);
-        let old = pairs(req.prior.attr("tags_all")).unwrap_or_default();
-        let new = pairs(req.planned.attr("tags_all")).unwrap_or_default();
-        match clients.ec2.retag(&all_ids(&net), &old, &new).await {
+        let (prior, planned) = match (NetworkModel::of(&req.prior), NetworkModel::of(&req.planned)) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(d), _) | (_, Err(d)) => return ApplyOutcome::failed(req.prior, d),
+        };
+        let ids = all_ids(&prior.network());
+        match clients.ec2.retag(&ids, &prior.tags_all(), &planned.tags_all()).await {
             Ok(()) => ApplyOutcome::ok(req.planned),
             Err(e) => ApplyOutcome::failed(req.prior, aws_diag("Cannot update network tags", &e)),
         }
@@ -312,7 +335,7 @@ impl Resource for HpcNetwork {
             )
             .into());
         }
-        let clients = req.ctx.provider::<Clients>().map_err(Diagnostics::from)?;
+        let clients = Clients::of(&req.ctx).map_err(Diagnostics::from)?;
         let found = clients
             .ec2
             .discover_network(id)
@@ -329,11 +352,14 @@ impl Resource for HpcNetwork {
     }
 
     async fn delete(&self, req: DeleteRequest) -> Diagnostics {
-        let clients = match req.ctx.provider::<Clients>() {
+        let clients = match Clients::of(&req.ctx) {
             Ok(c) => c,
             Err(d) => return d.into(),
         };
-        let net = network_of(&req.prior);
+        let net = match NetworkModel::of(&req.prior) {
+            Ok(m) => m.network(),
+            Err(d) => return d,
+        };
         let timeout = timeouts::get(&req.prior, "delete", DELETE_TIMEOUT);
         match or_stop(&req.ctx, "deleting network", clients.ec2.delete_network(&net, timeout)).await {
             Ok(()) => Diagnostics::new(),
@@ -343,21 +369,31 @@ impl Resource for HpcNetwork {
 }
 
 fn import_value(name: &str, net: &Network, cidr: &str, tags: &[(String, String)], clients: &Clients) -> Value {
-    let mut v = Value::null_object(&schema().ty());
-    v.set_attr("name", Value::string(name));
-    v.set_attr("cidr_block", Value::string(cidr));
-    let zones: Vec<String> = net.private_subnets.iter().map(|(az, _)| az.clone()).collect();
-    v.set_attr("availability_zones", convert::of_list(Some(&zones)));
-    v.set_attr("nat_gateway", Value::Bool(net.nat_gateway_id.is_some()));
-    v.set_attr("s3_endpoint", Value::Bool(net.s3_endpoint_id.is_some()));
-    let user: Vec<(String, String)> = tags
-        .iter()
-        .filter(|(k, val)| clients.default_tags.get(k) != Some(val))
-        .cloned()
-        .collect();
-    v.set_attr("tags", if user.is_empty() { Value::Null } else { of_map(&user) });
-    v.set_attr("tags_all", of_map(tags));
-    state_of(net, &v)
+    let tags_all: BTreeMap<String, String> = tags.iter().cloned().collect();
+    let user = user_tags(&tags_all, &clients.default_tags);
+    NetworkModel {
+        id: None,
+        name: name.to_string(),
+        cidr_block: cidr.to_string(),
+        availability_zones: Some(net.private_subnets.iter().map(|(az, _)| az.clone()).collect()),
+        nat_gateway: net.nat_gateway_id.is_some(),
+        s3_endpoint: net.s3_endpoint_id.is_some(),
+        tags: (!user.is_empty()).then_some(user),
+        tags_all: Some(tags_all),
+        vpc_id: None,
+        public_subnet_ids: None,
+        private_subnet_ids: None,
+        security_group_id: None,
+        internet_gateway_id: None,
+        public_route_table_id: None,
+        private_route_table_id: None,
+        nat_gateway_id: None,
+        nat_eip_allocation_id: None,
+        s3_endpoint_id: None,
+        timeouts: Value::Null,
+    }
+    .with(net)
+    .value()
 }
 
 #[cfg(test)]
@@ -407,11 +443,12 @@ mod tests {
             security_group_id: "sg-1".into(),
         };
         let mut planned = Value::null_object(&schema().ty());
+        planned.set_attr("name", Value::string("lab"));
         planned.set_attr(
             "availability_zones",
             convert::of_list(Some(&["us-east-1b".to_string(), "us-east-1a".to_string()])),
         );
-        let state = state_of(&net, &planned);
-        assert_eq!(network_of(&state), net);
+        let state = NetworkModel::of(&planned).expect("planned").with(&net).value();
+        assert_eq!(NetworkModel::of(&state).expect("state").network(), net);
     }
 }

@@ -14,14 +14,18 @@ use tfplugin::{
     ValidateRequest, Value,
 };
 
-use crate::convert::{self, boolean, int, of_list, of_map, pairs, string, strings};
+use crate::clients::Clients;
+use crate::convert::{self, int, of_list, of_map, string, strings};
 use crate::desired_state::boot::Role;
-use crate::desired_state::{self, tag, ClusterDoc, PartitionDoc, PoolDoc, ScalingStrategy, ShapeDoc, SCHEMA};
+use crate::desired_state::{self, tag, ClusterDoc, PartitionDoc, ScalingStrategy, ShapeDoc, SCHEMA};
 use crate::pricing;
-use crate::provider::Clients;
 use crate::resources::{aws_diag, checks, image_fits, image_release, or_stop, planned_image, quotas, valid_name};
 
+mod model;
 mod pool_checks;
+
+use model::{parse_template_key, template_key, Partition, Pool};
+use tfplugin::model::Model;
 
 pub struct HpcPartition;
 
@@ -141,98 +145,6 @@ fn schema() -> Schema {
         ])
         .description("A Slurm partition of elastic EC2 capacity with ordered capacity pools and failover."),
     )
-}
-
-fn secs(v: &Value, default: u32) -> u32 {
-    v.as_str()
-        .and_then(|s| timeouts::parse_duration(s).ok())
-        .and_then(|d| u32::try_from(d.as_secs()).ok())
-        .unwrap_or(default)
-}
-
-fn u32_of(v: &Value) -> Option<u32> {
-    int(v).and_then(|n| u32::try_from(n).ok())
-}
-
-fn shape_of(t: &InstanceTypeInfo, efa: bool) -> ShapeDoc {
-    ShapeDoc {
-        instance_type: t.instance_type.clone(),
-        vcpus: t.vcpus,
-        cores: t.cores,
-        threads_per_core: t.threads_per_core,
-        memory_mib: t.memory_mib,
-        gpus: t.gpus,
-        gpu_model: t.gpu_model.clone(),
-        gpu_memory_mib: t.gpu_memory_mib,
-        efa: efa && t.efa_supported,
-        hourly_price: None,
-    }
-}
-
-/// The partition document from a planned value and instance type facts.
-fn doc_of(v: &Value, cluster: &str, infos: &[InstanceTypeInfo], region: &str) -> PartitionDoc {
-    let types = strings(v.attr("instance_types")).unwrap_or_default();
-    let efa = boolean(v.attr("efa_enabled")).unwrap_or(false);
-    let shapes = types
-        .iter()
-        .filter_map(|t| infos.iter().find(|i| &i.instance_type == t))
-        .map(|i| shape_of(i, efa))
-        .collect();
-    let lts = pairs(v.attr("launch_template_ids")).unwrap_or_default();
-    let pgs = strings(v.attr("placement_group_names")).unwrap_or_default();
-    let pools = v
-        .attr("capacity_pool")
-        .elements()
-        .iter()
-        .enumerate()
-        .map(|(i, p)| PoolDoc {
-            region: string(p.attr("region")).unwrap_or_else(|| region.to_string()),
-            subnet_ids: strings(p.attr("subnet_ids")).unwrap_or_default(),
-            capacity_type: string(p.attr("capacity_type")).unwrap_or_else(|| "on_demand".into()),
-            capacity_reservation_id: string(p.attr("capacity_reservation_id")),
-            launch_templates: lts
-                .iter()
-                .filter_map(|(k, id)| k.strip_prefix(&format!("{i}/")).map(|t| (t.to_string(), id.clone())))
-                .collect(),
-            placement_group: pgs.get(i).filter(|g| !g.is_empty()).cloned(),
-        })
-        .collect();
-    PartitionDoc {
-        schema: SCHEMA,
-        cluster: cluster.to_string(),
-        name: string(v.attr("name")).unwrap_or_default(),
-        shapes,
-        min_nodes: u32_of(v.attr("min_nodes")).unwrap_or(0),
-        max_nodes: u32_of(v.attr("max_nodes")).unwrap_or(0),
-        pools,
-        allocation_strategy: string(v.attr("allocation_strategy")).unwrap_or_else(|| "prioritized".into()),
-        provision_timeout_s: secs(v.attr("provision_timeout"), 600),
-        ice_cooldown_s: secs(v.attr("ice_cooldown"), 600),
-        scaling_strategy: v
-            .attr("scaling_strategy")
-            .as_str()
-            .and_then(ScalingStrategy::parse)
-            .unwrap_or_default(),
-        max_time: string(v.attr("max_time")),
-        default_time: string(v.attr("default_time")),
-        max_nodes_per_job: u32_of(v.attr("max_nodes_per_job")),
-        min_nodes_per_job: u32_of(v.attr("min_nodes_per_job")),
-        allow_accounts: strings(v.attr("allow_accounts")).unwrap_or_default(),
-        allow_groups: strings(v.attr("allow_groups")).unwrap_or_default(),
-        allow_qos: strings(v.attr("allow_qos")).unwrap_or_default(),
-        priority_tier: u32_of(v.attr("priority_tier")),
-        oversubscribe: string(v.attr("oversubscribe")),
-        exclusive: boolean(v.attr("exclusive")).unwrap_or(false),
-        default: boolean(v.attr("default")).unwrap_or(false),
-        extra: pairs(v.attr("slurm_extra")).unwrap_or_default().into_iter().collect(),
-        ami_id: string(v.attr("ami_id")).unwrap_or_default(),
-        root_volume_size: int(v.attr("root_volume_size"))
-            .and_then(|n| i32::try_from(n).ok())
-            .unwrap_or(100),
-        instance_profile_arn: string(v.attr("instance_profile_arn")),
-        user_data_extra: string(v.attr("user_data_extra")),
-        tags: pairs(v.attr("tags_all")).unwrap_or_default().into_iter().collect(),
-    }
 }
 
 /// Values derived from the document (and the cluster's, for the rendered lines): the same
@@ -539,6 +451,166 @@ fn usage_pools(doc: &PartitionDoc) -> Vec<(String, u32, u32, u32)> {
         .collect()
 }
 
+/// The name, the node counts and the instance types.
+fn shape_checks(c: &Value, diags: &mut Diagnostics) {
+    if let Some(name) = c.attr("name").as_str() {
+        if let Err(why) = valid_name(name, 24) {
+            diags.error_at(
+                AttributePath::root("name"),
+                format!("partition name {name:?} is not valid"),
+                why,
+            );
+        }
+    }
+    let min = int(c.attr("min_nodes"));
+    let max = int(c.attr("max_nodes"));
+    if let Some(m) = max {
+        if m < 1 {
+            diags.error_at(
+                AttributePath::root("max_nodes"),
+                "max_nodes must be at least 1",
+                "Set the most nodes the partition may run.",
+            );
+        }
+    }
+    if let (Some(lo), Some(hi)) = (min, max) {
+        if lo > hi {
+            diags.error_at(
+                AttributePath::root("min_nodes"),
+                format!("min_nodes {lo} is more than max_nodes {hi}"),
+                "Lower min_nodes or raise max_nodes.",
+            );
+        }
+    }
+    if let Some(lo) = min.filter(|n| *n < 0) {
+        diags.error_at(
+            AttributePath::root("min_nodes"),
+            format!("min_nodes {lo} is negative"),
+            "Use 0 or more.",
+        );
+    }
+    if let Some(types) = strings(c.attr("instance_types")) {
+        if types.is_empty() {
+            diags.error_at(
+                AttributePath::root("instance_types"),
+                "instance_types is empty",
+                "Name at least one instance type.",
+            );
+        }
+        let mut seen = Vec::new();
+        for (i, t) in types.iter().enumerate() {
+            if seen.contains(t) {
+                diags.error_at(
+                    AttributePath::root("instance_types").index(i),
+                    format!("{t} is listed twice"),
+                    "List each type once.",
+                );
+            }
+            seen.push(t.clone());
+        }
+    }
+}
+
+/// Strategies, durations and the AMI.
+fn setting_checks(c: &Value, diags: &mut Diagnostics) {
+    if let Some(s) = c.attr("scaling_strategy").as_str() {
+        if ScalingStrategy::parse(s).is_none() {
+            diags.error_at(
+                AttributePath::root("scaling_strategy"),
+                format!("unknown scaling_strategy {s:?}"),
+                "Use all-or-nothing or best-effort.",
+            );
+        }
+    }
+    if let Some(s) = c.attr("allocation_strategy").as_str() {
+        if !STRATEGIES.contains(&s) {
+            diags.error_at(
+                AttributePath::root("allocation_strategy"),
+                format!("unknown allocation_strategy {s:?}"),
+                format!("Use one of {}.", STRATEGIES.join(", ")),
+            );
+        }
+    }
+    for attr in ["provision_timeout", "ice_cooldown"] {
+        if let Some(s) = c.attr(attr).as_str() {
+            if let Err(e) = timeouts::parse_duration(s) {
+                diags.error_at(AttributePath::root(attr), format!("{attr} is not a duration"), e);
+            }
+        }
+    }
+    if let Some(ami) = c.attr("ami_id").as_str() {
+        if !ami.starts_with("ami-") {
+            diags.error_at(
+                AttributePath::root("ami_id"),
+                format!("{ami:?} is not an AMI id"),
+                "Use an id like ami-0123456789abcdef0.",
+            );
+        }
+    }
+}
+
+/// One capacity pool's own values: its capacity type with its reservation, its subnets, and
+/// what a pool in another region must name itself.
+fn pool_value_checks(i: usize, pool: &Value, diags: &mut Diagnostics) {
+    let at = || AttributePath::root("capacity_pool").index(i);
+    if let Some(t) = pool.attr("capacity_type").as_str() {
+        if !CAPACITY_TYPES.contains(&t) {
+            diags.error_at(
+                at().attr("capacity_type"),
+                format!("unknown capacity_type {t:?}"),
+                "Use on_demand, spot or capacity_block.",
+            );
+        }
+        if t == "capacity_block" && pool.attr("capacity_reservation_id").is_null() {
+            diags.error_at(
+                at().attr("capacity_reservation_id"),
+                "a capacity_block pool needs capacity_reservation_id",
+                "Give the Capacity Block's reservation id (cr-...).",
+            );
+        }
+        if t == "spot" && !pool.attr("capacity_reservation_id").is_null() {
+            diags.error_at(
+                at().attr("capacity_reservation_id"),
+                "a spot pool cannot launch into a capacity reservation",
+                "Put the reservation in its own on_demand pool (before the spot pool), or remove it.",
+            );
+        }
+    }
+    if let Some(subnets) = strings(pool.attr("subnet_ids")) {
+        if subnets.is_empty() {
+            diags.error_at(
+                at().attr("subnet_ids"),
+                "subnet_ids is empty",
+                "Give at least one subnet.",
+            );
+        }
+        for (j, s) in subnets.iter().enumerate() {
+            if !s.starts_with("subnet-") {
+                diags.error_at(
+                    at().attr("subnet_ids").index(j),
+                    format!("{s:?} is not a subnet id"),
+                    "Use an id like subnet-0123456789abcdef0.",
+                );
+            }
+        }
+    }
+    let other_region = pool.attr("region").as_str().is_some();
+    if other_region && pool.attr("security_group_ids").is_null() {
+        diags.error_at(
+            at().attr("security_group_ids"),
+            "a pool in another region needs its own security_group_ids",
+            "Security groups are regional: give groups of that region's VPC that allow traffic with the cluster.",
+        );
+    }
+    if other_region && pool.attr("ami_id").is_null() {
+        diags.error_at(
+            at().attr("ami_id"),
+            "a pool in another region needs its own ami_id",
+            "AMI ids are regional: copy the image there (hpc-image publish) and give its id.",
+        );
+    }
+}
+
 #[async_trait]
 impl Resource for HpcPartition {
     fn type_name(&self) -> &'static str {
@@ -552,165 +624,25 @@ impl Resource for HpcPartition {
     async fn validate(&self, req: ValidateRequest) -> Diagnostics {
         let c = &req.config;
         let mut diags = Diagnostics::new();
-        if let Some(name) = c.attr("name").as_str() {
-            if let Err(why) = valid_name(name, 24) {
-                diags.error_at(
-                    AttributePath::root("name"),
-                    format!("partition name {name:?} is not valid"),
-                    why,
-                );
-            }
-        }
-        let min = int(c.attr("min_nodes"));
-        let max = int(c.attr("max_nodes"));
-        if let Some(m) = max {
-            if m < 1 {
-                diags.error_at(
-                    AttributePath::root("max_nodes"),
-                    "max_nodes must be at least 1",
-                    "Set the most nodes the partition may run.",
-                );
-            }
-        }
-        if let (Some(lo), Some(hi)) = (min, max) {
-            if lo > hi {
-                diags.error_at(
-                    AttributePath::root("min_nodes"),
-                    format!("min_nodes {lo} is more than max_nodes {hi}"),
-                    "Lower min_nodes or raise max_nodes.",
-                );
-            }
-        }
-        if let Some(lo) = min.filter(|n| *n < 0) {
-            diags.error_at(
-                AttributePath::root("min_nodes"),
-                format!("min_nodes {lo} is negative"),
-                "Use 0 or more.",
-            );
-        }
-        if let Some(types) = strings(c.attr("instance_types")) {
-            if types.is_empty() {
-                diags.error_at(
-                    AttributePath::root("instance_types"),
-                    "instance_types is empty",
-                    "Name at least one instance type.",
-                );
-            }
-            let mut seen = Vec::new();
-            for (i, t) in types.iter().enumerate() {
-                if seen.contains(t) {
-                    diags.error_at(
-                        AttributePath::root("instance_types").index(i),
-                        format!("{t} is listed twice"),
-                        "List each type once.",
-                    );
-                }
-                seen.push(t.clone());
-            }
-        }
-        if let Some(s) = c.attr("scaling_strategy").as_str() {
-            if ScalingStrategy::parse(s).is_none() {
-                diags.error_at(
-                    AttributePath::root("scaling_strategy"),
-                    format!("unknown scaling_strategy {s:?}"),
-                    "Use all-or-nothing or best-effort.",
-                );
-            }
-        }
-        if let Some(s) = c.attr("allocation_strategy").as_str() {
-            if !STRATEGIES.contains(&s) {
-                diags.error_at(
-                    AttributePath::root("allocation_strategy"),
-                    format!("unknown allocation_strategy {s:?}"),
-                    format!("Use one of {}.", STRATEGIES.join(", ")),
-                );
-            }
-        }
-        for attr in ["provision_timeout", "ice_cooldown"] {
-            if let Some(s) = c.attr(attr).as_str() {
-                if let Err(e) = timeouts::parse_duration(s) {
-                    diags.error_at(AttributePath::root(attr), format!("{attr} is not a duration"), e);
-                }
-            }
-        }
-        if let Some(ami) = c.attr("ami_id").as_str() {
-            if !ami.starts_with("ami-") {
-                diags.error_at(
-                    AttributePath::root("ami_id"),
-                    format!("{ami:?} is not an AMI id"),
-                    "Use an id like ami-0123456789abcdef0.",
-                );
-            }
-        }
+        shape_checks(c, &mut diags);
+        setting_checks(c, &mut diags);
         for (i, pool) in c.attr("capacity_pool").elements().iter().enumerate() {
-            let at = || AttributePath::root("capacity_pool").index(i);
-            if let Some(t) = pool.attr("capacity_type").as_str() {
-                if !CAPACITY_TYPES.contains(&t) {
-                    diags.error_at(
-                        at().attr("capacity_type"),
-                        format!("unknown capacity_type {t:?}"),
-                        "Use on_demand, spot or capacity_block.",
-                    );
-                }
-                if t == "capacity_block" && pool.attr("capacity_reservation_id").is_null() {
-                    diags.error_at(
-                        at().attr("capacity_reservation_id"),
-                        "a capacity_block pool needs capacity_reservation_id",
-                        "Give the Capacity Block's reservation id (cr-...).",
-                    );
-                }
-                if t == "spot" && !pool.attr("capacity_reservation_id").is_null() {
-                    diags.error_at(
-                        at().attr("capacity_reservation_id"),
-                        "a spot pool cannot launch into a capacity reservation",
-                        "Put the reservation in its own on_demand pool (before the spot pool), or remove it.",
-                    );
-                }
-            }
-            if let Some(subnets) = strings(pool.attr("subnet_ids")) {
-                if subnets.is_empty() {
-                    diags.error_at(
-                        at().attr("subnet_ids"),
-                        "subnet_ids is empty",
-                        "Give at least one subnet.",
-                    );
-                }
-                for (j, s) in subnets.iter().enumerate() {
-                    if !s.starts_with("subnet-") {
-                        diags.error_at(
-                            at().attr("subnet_ids").index(j),
-                            format!("{s:?} is not a subnet id"),
-                            "Use an id like subnet-0123456789abcdef0.",
-                        );
-                    }
-                }
-            }
-            let other_region = pool.attr("region").as_str().is_some();
-            if other_region && pool.attr("security_group_ids").is_null() {
-                diags.error_at(
-                    at().attr("security_group_ids"),
-                    "a pool in another region needs its own security_group_ids",
-                    "Security groups are regional: give groups of that region's VPC that allow traffic with the cluster.",
-                );
-            }
-            if other_region && pool.attr("ami_id").is_null() {
-                diags.error_at(
-                    at().attr("ami_id"),
-                    "a pool in another region needs its own ami_id",
-                    "AMI ids are regional: copy the image there (hpc-image publish) and give its id.",
-                );
-            }
+            pool_value_checks(i, pool, &mut diags);
         }
         shared_checks(c, &mut diags);
         pool_checks::strategy(c, &mut diags);
         if c.is_wholly_known() {
-            diags.extend(slurm_checks(&doc_of(c, "check", &[], ""), PROBE_SLURM_VERSION));
+            match Partition::of(c) {
+                Ok(m) => diags.extend(slurm_checks(&m.doc("check", &[], ""), PROBE_SLURM_VERSION)),
+                Err(e) => diags.push(e.diagnostic("The partition's configuration cannot be read")),
+            }
         }
         diags
     }
 
     async fn modify_plan(&self, req: &mut PlanRequest) {
-        let Ok(clients) = req.ctx.provider::<Clients>() else {
+        let ctx = req.ctx.clone();
+        let Ok(clients) = Clients::of(&ctx) else {
             return;
         };
         let p = &mut req.planned;
@@ -719,149 +651,12 @@ impl Resource for HpcPartition {
             let efa = p.attr("efa_enabled").clone();
             p.set_attr("placement_group", efa);
         }
-        let name = string(p.attr("name")).unwrap_or_default();
-        if let Some(cluster) = string(p.attr("cluster_id")) {
-            p.set_attr("id", Value::string(format!("{cluster}/{name}")));
+        if let (Some(cluster), Some(name)) = (p.attr("cluster_id").as_str(), p.attr("name").as_str()) {
+            let id = Value::string(format!("{cluster}/{name}"));
+            p.set_attr("id", id);
         }
-        let Some(types) = strings(p.attr("instance_types")) else {
-            return;
-        };
-        // Facts about the instance types: a read, never a change.
-        let infos = match clients.ec2.instance_types(&types).await {
-            Ok(i) => i,
-            Err(e) => {
-                req.diagnostics.extend(aws_diag("Cannot describe instance types", &e));
-                return;
-            }
-        };
-        let efa = boolean(p.attr("efa_enabled")).unwrap_or(false);
-        for (i, t) in types.iter().enumerate() {
-            match infos.iter().find(|x| &x.instance_type == t) {
-                None => req.diagnostics.push(
-                    Diagnostic::error(
-                        format!("{t:?} is not an EC2 instance type in {}", clients.aws.region),
-                        "Check the spelling (e.g. p5.48xlarge) and that the type is offered in this region.",
-                    )
-                    .at(AttributePath::root("instance_types").index(i)),
-                ),
-                Some(info) if efa && !info.efa_supported => req.diagnostics.push(
-                    Diagnostic::error(
-                        format!("{t} does not support EFA"),
-                        "Remove it from instance_types, or set efa_enabled = false. EFA types include p5, p4d, hpc7a, c7i.48xlarge.",
-                    )
-                    .at(AttributePath::root("efa_enabled")),
-                ),
-                Some(_) => {}
-            }
-        }
-        let max_nodes = int(p.attr("max_nodes")).unwrap_or(0).max(0) as u64;
-        for b in pricing::check_partition(&name, &types, max_nodes, &clients.limits) {
-            req.diagnostics
-                .push(Diagnostic::error(b.summary, b.detail).at(AttributePath::root(
-                    if b.what == "allowed_instance_types" {
-                        "instance_types"
-                    } else {
-                        "max_nodes"
-                    },
-                )));
-        }
-        req.diagnostics
-            .extend(pool_checks::reservations(clients, p, &types).await);
-        // What the pools' zones offer and (below) the account's vCPU quotas, when what the
-        // partition may reach is new (refreshes of an unchanged partition ask nothing).
-        let reach = ["instance_types", "max_nodes", "capacity_pool"];
-        let reach_changed = req.prior.is_null() || reach.iter().any(|a| p.attr(a) != req.prior.attr(a));
-        if reach_changed {
-            req.diagnostics.extend(pool_checks::offerings(clients, p, &types).await);
-        }
-        if req.diagnostics.has_errors() {
-            return;
-        }
-        let cluster_id = string(p.attr("cluster_id"));
-        let doc = doc_of(p, cluster_id.as_deref().unwrap_or(""), &infos, &clients.aws.region);
-        let pools = usage_pools(&doc);
-        // Cluster-wide guardrails and the rendered lines need the cluster (reads only).
-        let published = match &cluster_id {
-            Some(cluster) => match Published::read(clients, cluster).await {
-                Ok(p) => Some(p),
-                Err(d) => {
-                    req.diagnostics.extend(d);
-                    return;
-                }
-            },
-            None => None,
-        };
-        let cdoc = match published.as_ref().map(Published::cluster_doc).transpose() {
-            Ok(c) => c.flatten(),
-            Err(d) => {
-                req.diagnostics.extend(d);
-                return;
-            }
-        };
-        if reach_changed {
-            let this = quotas::Reach::planned(&req.planned, &infos, &clients.aws.region);
-            match quotas::published_reaches(clients, cluster_id.as_deref().unwrap_or(""), &name).await {
-                Ok(others) => req
-                    .diagnostics
-                    .extend(quotas::quota_checks(clients, &this, &others).await),
-                Err(d) => req.diagnostics.extend(d),
-            }
-        }
-        let diags = set_derived(&mut req.planned, &doc, cdoc.as_ref(), &clients.price_overrides);
-        req.diagnostics.extend(diags);
-        if let Some(cdoc) = &cdoc {
-            req.diagnostics.extend(cluster_checks(cdoc, &doc));
-            // The nodes' image against the cluster's slurm.version, the types and the root
-            // volume, when any of them is new.
-            let image = |v: &Value| {
-                (
-                    v.attr("ami_id").clone(),
-                    v.attr("instance_types").clone(),
-                    v.attr("root_volume_size").clone(),
-                )
-            };
-            if req.prior.is_null() || image(&req.planned) != image(&req.prior) {
-                let diags = node_image_checks(clients, &req.planned, &cdoc.slurm_version, &infos).await;
-                req.diagnostics.extend(diags);
-            }
-        }
-        if let (true, Some(published)) = (doc.default, &published) {
-            req.diagnostics
-                .extend(pool_checks::one_default(&name, &published.other_partitions(&name)));
-        }
-        if let (Some(cluster), Some(published), Some(_)) = (&cluster_id, &published, &cdoc) {
-            let mut all: Vec<(String, u32, u32, u32)> =
-                published.other_partitions(&name).iter().flat_map(usage_pools).collect();
-            all.extend(pools);
-            for b in pricing::check_pools(
-                &format!("cluster {cluster}"),
-                &all,
-                &clients.price_overrides,
-                &clients.limits,
-            ) {
-                req.diagnostics
-                    .push(Diagnostic::error(b.summary, b.detail).at(AttributePath::root("max_nodes")));
-            }
-        }
-        // Launch templates and placement groups change when pools or types change.
-        let structural = [
-            "instance_types",
-            "capacity_pool",
-            "efa_enabled",
-            "placement_group",
-            "ami_id",
-            "root_volume_size",
-            "instance_profile_arn",
-            "user_data_extra",
-        ];
-        let changed = req.prior.is_null() || structural.iter().any(|a| req.prior.attr(a) != req.planned.attr(a));
-        if changed {
-            req.planned.set_attr("launch_template_ids", Value::Unknown);
-            req.planned.set_attr("placement_group_names", Value::Unknown);
-        }
-        if req.prior.is_null() || req.planned != req.prior {
-            req.planned.set_attr("desired_state_version", Value::Unknown);
-        }
+        plan_checks(clients, req).await;
+        plan_unknowns(req);
     }
 
     async fn create(&self, req: CreateRequest) -> ApplyOutcome {
@@ -873,7 +668,7 @@ impl Resource for HpcPartition {
     }
 
     async fn read(&self, req: ReadRequest) -> Result<Option<Value>, Diagnostics> {
-        let clients = req.ctx.provider::<Clients>().map_err(Diagnostics::from)?;
+        let clients = Clients::of(&req.ctx).map_err(Diagnostics::from)?;
         let (Some(cluster), Some(name)) = (string(req.state.attr("cluster_id")), string(req.state.attr("name"))) else {
             return Ok(None);
         };
@@ -890,7 +685,8 @@ impl Resource for HpcPartition {
             return Err(Diagnostic::error("The partition's desired state is not readable", param.name).into());
         };
         // What the agent acts on is the published document: state is read from it.
-        let mut s = value_of_doc(&doc, param.version, &req.state, &clients.default_tags);
+        let prior = Partition::of(&req.state).ok();
+        let mut s = Partition::of_doc(&doc, param.version, prior.as_ref(), &clients.default_tags).value();
         // The same view of the cluster's parameters: no further call.
         let cdoc = Published::read(clients, &cluster).await?.cluster_doc()?;
         let diags = set_derived(&mut s, &doc, cdoc.as_ref(), &clients.price_overrides);
@@ -901,29 +697,31 @@ impl Resource for HpcPartition {
     }
 
     async fn delete(&self, req: DeleteRequest) -> Diagnostics {
-        let clients = match req.ctx.provider::<Clients>() {
+        let clients = match Clients::of(&req.ctx) {
             Ok(c) => c,
             Err(d) => return d.into(),
         };
-        let (Some(cluster), Some(name)) = (string(req.prior.attr("cluster_id")), string(req.prior.attr("name"))) else {
-            return Diagnostics::new();
+        let prior = match Partition::of(&req.prior) {
+            Ok(p) => p,
+            Err(e) => return e.into_diagnostics("The partition's state cannot be read"),
         };
+        let (cluster, name) = (prior.cluster(), prior.name.as_str());
         let timeout = timeouts::get(&req.prior, "delete", APPLY_TIMEOUT);
         let result = async {
             // Unpublish first so the agent stops launching, then end what is running.
             clients
                 .ssm
-                .delete(&desired_state::partition_param(&cluster, &name))
+                .delete(&desired_state::partition_param(cluster, name))
                 .await?;
-            let ec2s = pool_clients(clients, &req.prior);
+            let ec2s = pool_clients(clients, prior.capacity_pool.iter().map(|p| p.region.as_deref()));
             for ec2 in ec2s.values() {
                 let running = ec2
-                    .instances_tagged(tag::PARTITION, &tag::partition_value(&cluster, &name))
+                    .instances_tagged(tag::PARTITION, &tag::partition_value(cluster, name))
                     .await?;
                 let ids: Vec<String> = running.into_iter().map(|i| i.id).collect();
                 or_stop(&req.ctx, "terminating partition nodes", ec2.terminate(&ids, timeout)).await?;
             }
-            remove_templates(clients, &req.prior, &ec2s, &cluster, &name, &[]).await
+            remove_templates(clients, &prior, &ec2s, &[]).await
         };
         match result.await {
             Ok(()) => Diagnostics::new(),
@@ -939,7 +737,7 @@ impl Resource for HpcPartition {
             )
             .into());
         };
-        let clients = req.ctx.provider::<Clients>().map_err(Diagnostics::from)?;
+        let clients = Clients::of(&req.ctx).map_err(Diagnostics::from)?;
         let param = clients
             .ssm
             .get(&desired_state::partition_param(cluster, name))
@@ -957,167 +755,192 @@ impl Resource for HpcPartition {
                 e.to_string(),
             ))
         })?;
-        Ok(value_of_doc(&doc, param.version, &Value::Null, &clients.default_tags))
+        Ok(Partition::of_doc(&doc, param.version, None, &clients.default_tags).value())
     }
 }
 
-/// A state value from a published document. Settings the document does not carry (pool
-/// regions and AMIs, timeouts) come from `prior`; on import there is none.
-/// A published duration as the configuration spelled it (`90s` stays `90s`, not `1m30s`), or
-/// in the provider's spelling when it changed outside Terraform or was never written.
-fn duration_as_written(prior: &Value, secs: u32) -> Value {
-    match prior.as_str() {
-        Some(text) if timeouts::parse_duration(text).is_ok_and(|d| d.as_secs() == u64::from(secs)) => prior.clone(),
-        _ => Value::string(desired_state::duration_text(secs)),
+tfplugin::model! {
+    /// What a partition may reach, which the plan checks against EC2 first.
+    struct Reach {
+        name: String,
+        instance_types: Vec<String>,
+        max_nodes: i64,
+        efa_enabled: bool,
     }
 }
 
-fn value_of_doc(doc: &PartitionDoc, version: i64, prior: &Value, default_tags: &BTreeMap<String, String>) -> Value {
-    let mut v = if prior.is_null() {
-        Value::null_object(&schema().ty())
-    } else {
-        prior.clone()
+/// The plan's checks (reads only): the instance types against EC2 and the guardrails, the
+/// pools' reservations and offerings, then, with the cluster's published state, Slurm's rules,
+/// quotas, cost and the derived values. Values not known yet skip what needs them.
+async fn plan_checks(clients: &Clients, req: &mut PlanRequest) {
+    let Ok(reach) = Reach::from_value(&schema().block.with_defaults(&req.planned)) else {
+        return;
     };
-    let set = |v: &mut Value, k: &str, x: Value| v.set_attr(k, x);
-    set(&mut v, "id", Value::string(format!("{}/{}", doc.cluster, doc.name)));
-    set(&mut v, "cluster_id", Value::string(&doc.cluster));
-    set(&mut v, "name", Value::string(&doc.name));
-    set(
-        &mut v,
-        "instance_types",
-        of_list(Some(
-            &doc.shapes.iter().map(|s| s.instance_type.clone()).collect::<Vec<_>>(),
-        )),
-    );
-    set(&mut v, "min_nodes", Value::int(i64::from(doc.min_nodes)));
-    set(&mut v, "max_nodes", Value::int(i64::from(doc.max_nodes)));
-    set(&mut v, "allocation_strategy", Value::string(&doc.allocation_strategy));
-    set(&mut v, "scaling_strategy", Value::string(doc.scaling_strategy.as_str()));
-    set(&mut v, "efa_enabled", Value::Bool(doc.shapes.iter().any(|s| s.efa)));
-    set(
-        &mut v,
-        "placement_group",
-        Value::Bool(doc.pools.iter().any(|p| p.placement_group.is_some())),
-    );
-    set(&mut v, "max_time", convert::of_string(doc.max_time.clone()));
-    set(&mut v, "default_time", convert::of_string(doc.default_time.clone()));
-    set(&mut v, "exclusive", Value::Bool(doc.exclusive));
-    set(&mut v, "default", Value::Bool(doc.default));
-    set(&mut v, "desired_state_version", Value::int(version));
-    set(&mut v, "ami_id", Value::string(&doc.ami_id));
-    let wait = if prior.attr("wait_for_apply").is_null() {
-        Value::Bool(true)
-    } else {
-        prior.attr("wait_for_apply").clone()
+    // Facts about the instance types: a read, never a change.
+    let infos = match clients.ec2.instance_types(&reach.instance_types).await {
+        Ok(i) => i,
+        Err(e) => return req.diagnostics.extend(aws_diag("Cannot describe instance types", &e)),
     };
-    set(&mut v, "wait_for_apply", wait);
-    set(&mut v, "root_volume_size", Value::int(i64::from(doc.root_volume_size)));
-    set(
-        &mut v,
-        "instance_profile_arn",
-        convert::of_string(doc.instance_profile_arn.clone()),
-    );
-    set(
-        &mut v,
-        "user_data_extra",
-        convert::of_string(doc.user_data_extra.clone()),
-    );
-    set(
-        &mut v,
-        "provision_timeout",
-        duration_as_written(prior.attr("provision_timeout"), doc.provision_timeout_s),
-    );
-    set(
-        &mut v,
-        "ice_cooldown",
-        duration_as_written(prior.attr("ice_cooldown"), doc.ice_cooldown_s),
-    );
-    set(&mut v, "default_time", convert::of_string(doc.default_time.clone()));
-    set(
-        &mut v,
-        "max_nodes_per_job",
-        convert::of_int(doc.max_nodes_per_job.map(i64::from)),
-    );
-    set(
-        &mut v,
-        "min_nodes_per_job",
-        convert::of_int(doc.min_nodes_per_job.map(i64::from)),
-    );
-    set(
-        &mut v,
-        "priority_tier",
-        convert::of_int(doc.priority_tier.map(i64::from)),
-    );
-    set(&mut v, "oversubscribe", convert::of_string(doc.oversubscribe.clone()));
-    let list_or_null = |l: &[String]| if l.is_empty() { Value::Null } else { of_list(Some(l)) };
-    set(&mut v, "allow_accounts", list_or_null(&doc.allow_accounts));
-    set(&mut v, "allow_groups", list_or_null(&doc.allow_groups));
-    set(&mut v, "allow_qos", list_or_null(&doc.allow_qos));
-    let extra: Vec<(String, String)> = doc.extra.clone().into_iter().collect();
-    set(
-        &mut v,
-        "slurm_extra",
-        if extra.is_empty() { Value::Null } else { of_map(&extra) },
-    );
-    let tags_all: Vec<(String, String)> = doc.tags.clone().into_iter().collect();
-    let user: Vec<(String, String)> = tags_all
-        .iter()
-        .filter(|(k, val)| default_tags.get(k) != Some(val))
-        .cloned()
-        .collect();
-    set(&mut v, "tags_all", of_map(&tags_all));
-    let had_tags = !prior.attr("tags").is_null();
-    set(
-        &mut v,
-        "tags",
-        if user.is_empty() && !had_tags {
-            Value::Null
-        } else {
-            of_map(&user)
+    req.diagnostics.extend(type_checks(clients, &reach, &infos));
+    let p = &req.planned;
+    req.diagnostics
+        .extend(pool_checks::reservations(clients, p, &reach.instance_types).await);
+    // What the pools' zones offer and (below) the account's vCPU quotas, when what the
+    // partition may reach is new (refreshes of an unchanged partition ask nothing).
+    let reach_changed = req.prior.is_null()
+        || ["instance_types", "max_nodes", "capacity_pool"]
+            .iter()
+            .any(|a| p.attr(a) != req.prior.attr(a));
+    if reach_changed {
+        req.diagnostics
+            .extend(pool_checks::offerings(clients, p, &reach.instance_types).await);
+    }
+    if req.diagnostics.has_errors() {
+        return;
+    }
+    let model = match Partition::of(&req.planned) {
+        Ok(m) => m,
+        Err(e) if e.unknown => return,
+        Err(e) => {
+            return req
+                .diagnostics
+                .push(e.diagnostic("The planned partition cannot be read"))
+        }
+    };
+    let doc = model.doc(model.cluster(), &infos, &clients.aws.region);
+    // Cluster-wide guardrails and the rendered lines need the cluster (reads only).
+    let published = match &model.cluster_id {
+        Some(cluster) => match Published::read(clients, cluster).await {
+            Ok(p) => Some(p),
+            Err(d) => return req.diagnostics.extend(d),
         },
-    );
-    let mut lts = Vec::new();
-    let mut pgs = Vec::new();
-    let prior_pools = prior.attr("capacity_pool").elements().to_vec();
-    let pools = doc
-        .pools
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let before = prior_pools.get(i).unwrap_or(&Value::Null);
-            lts.extend(
-                p.launch_templates
-                    .iter()
-                    .map(|(t, id)| (format!("{i}/{t}"), id.clone())),
-            );
-            pgs.push(p.placement_group.clone().unwrap_or_default());
-            convert::object(vec![
-                ("subnet_ids", of_list(Some(&p.subnet_ids))),
-                ("region", before.attr("region").clone()),
-                ("capacity_type", Value::string(&p.capacity_type)),
-                (
-                    "capacity_reservation_id",
-                    convert::of_string(p.capacity_reservation_id.clone()),
-                ),
-                ("ami_id", before.attr("ami_id").clone()),
-                ("security_group_ids", before.attr("security_group_ids").clone()),
-            ])
-        })
-        .collect();
-    set(&mut v, "capacity_pool", Value::List(pools));
-    set(&mut v, "launch_template_ids", of_map(&lts));
-    set(&mut v, "placement_group_names", of_list(Some(&pgs)));
-    v
+        None => None,
+    };
+    let cdoc = match published.as_ref().map(Published::cluster_doc).transpose() {
+        Ok(c) => c.flatten(),
+        Err(d) => return req.diagnostics.extend(d),
+    };
+    if reach_changed {
+        let this = quotas::Reach::planned(&req.planned, &infos, &clients.aws.region);
+        match quotas::published_reaches(clients, model.cluster(), &model.name).await {
+            Ok(others) => req
+                .diagnostics
+                .extend(quotas::quota_checks(clients, &this, &others).await),
+            Err(d) => req.diagnostics.extend(d),
+        }
+    }
+    let diags = set_derived(&mut req.planned, &doc, cdoc.as_ref(), &clients.price_overrides);
+    req.diagnostics.extend(diags);
+    if let (Some(cdoc), Some(published)) = (&cdoc, &published) {
+        let diags = cluster_plan_checks(clients, req, &doc, cdoc, published, &infos).await;
+        req.diagnostics.extend(diags);
+    }
+}
+
+/// Each instance type exists in the region (and has EFA when the partition wants it), and the
+/// partition fits the provider's guardrails.
+fn type_checks(clients: &Clients, reach: &Reach, infos: &[InstanceTypeInfo]) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    for (i, t) in reach.instance_types.iter().enumerate() {
+        match infos.iter().find(|x| &x.instance_type == t) {
+            None => diags.push(
+                Diagnostic::error(
+                    format!("{t:?} is not an EC2 instance type in {}", clients.aws.region),
+                    "Check the spelling (e.g. p5.48xlarge) and that the type is offered in this region.",
+                )
+                .at(AttributePath::root("instance_types").index(i)),
+            ),
+            Some(info) if reach.efa_enabled && !info.efa_supported => diags.push(
+                Diagnostic::error(
+                    format!("{t} does not support EFA"),
+                    "Remove it from instance_types, or set efa_enabled = false. EFA types include p5, p4d, hpc7a, c7i.48xlarge.",
+                )
+                .at(AttributePath::root("efa_enabled")),
+            ),
+            Some(_) => {}
+        }
+    }
+    let max_nodes = u64::try_from(reach.max_nodes).unwrap_or(0);
+    for b in pricing::check_partition(&reach.name, &reach.instance_types, max_nodes, &clients.limits) {
+        let at = if b.what == "allowed_instance_types" {
+            "instance_types"
+        } else {
+            "max_nodes"
+        };
+        diags.push(Diagnostic::error(b.summary, b.detail).at(AttributePath::root(at)));
+    }
+    diags
+}
+
+/// With the cluster published: its Slurm release and timeouts, the nodes' image, one default
+/// partition, and the cluster's cost guardrails over all its partitions.
+async fn cluster_plan_checks(
+    clients: &Clients,
+    req: &PlanRequest,
+    doc: &PartitionDoc,
+    cdoc: &ClusterDoc,
+    published: &Published,
+    infos: &[InstanceTypeInfo],
+) -> Diagnostics {
+    let mut diags = cluster_checks(cdoc, doc);
+    // The nodes' image against the cluster's slurm.version, the types and the root volume,
+    // when any of them is new.
+    let image = |v: &Value| {
+        (
+            v.attr("ami_id").clone(),
+            v.attr("instance_types").clone(),
+            v.attr("root_volume_size").clone(),
+        )
+    };
+    if req.prior.is_null() || image(&req.planned) != image(&req.prior) {
+        diags.extend(node_image_checks(clients, &req.planned, &cdoc.slurm_version, infos).await);
+    }
+    let others = published.other_partitions(&doc.name);
+    if doc.default {
+        diags.extend(pool_checks::one_default(&doc.name, &others));
+    }
+    let mut all: Vec<(String, u32, u32, u32)> = others.iter().flat_map(usage_pools).collect();
+    all.extend(usage_pools(doc));
+    for b in pricing::check_pools(
+        &format!("cluster {}", cdoc.name),
+        &all,
+        &clients.price_overrides,
+        &clients.limits,
+    ) {
+        diags.push(Diagnostic::error(b.summary, b.detail).at(AttributePath::root("max_nodes")));
+    }
+    diags
+}
+
+/// What apply computes becomes unknown: the templates and groups when what they are made of
+/// changes, the document's version whenever anything does.
+fn plan_unknowns(req: &mut PlanRequest) {
+    let structural = [
+        "instance_types",
+        "capacity_pool",
+        "efa_enabled",
+        "placement_group",
+        "ami_id",
+        "root_volume_size",
+        "instance_profile_arn",
+        "user_data_extra",
+    ];
+    let changed = req.prior.is_null() || structural.iter().any(|a| req.prior.attr(a) != req.planned.attr(a));
+    if changed {
+        req.planned.set_attr("launch_template_ids", Value::Unknown);
+        req.planned.set_attr("placement_group_names", Value::Unknown);
+    }
+    if req.prior.is_null() || req.planned != req.prior {
+        req.planned.set_attr("desired_state_version", Value::Unknown);
+    }
 }
 
 /// One EC2 client per region the partition's pools use.
-fn pool_clients(clients: &Clients, v: &Value) -> BTreeMap<String, Ec2> {
+fn pool_clients<'a>(clients: &Clients, regions: impl IntoIterator<Item = Option<&'a str>>) -> BTreeMap<String, Ec2> {
     let mut out = BTreeMap::new();
     out.insert(clients.aws.region.clone(), clients.ec2.clone());
-    for p in v.attr("capacity_pool").elements() {
-        if let Some(r) = p.attr("region").as_str() {
-            out.entry(r.to_string()).or_insert_with(|| clients.aws.ec2_in(r));
-        }
+    for r in regions.into_iter().flatten() {
+        out.entry(r.to_string()).or_insert_with(|| clients.aws.ec2_in(r));
     }
     out
 }
@@ -1125,23 +948,22 @@ fn pool_clients(clients: &Clients, v: &Value) -> BTreeMap<String, Ec2> {
 /// Deletes launch templates and placement groups recorded in `prior` that `keep` does not list.
 async fn remove_templates(
     clients: &Clients,
-    prior: &Value,
+    prior: &Partition,
     ec2s: &BTreeMap<String, Ec2>,
-    cluster: &str,
-    name: &str,
     keep: &[String],
 ) -> hpc_aws::Result<()> {
-    let pools = prior.attr("capacity_pool").elements();
+    let (cluster, name) = (prior.cluster(), prior.name.as_str());
     let region_of = |i: usize| {
-        pools
+        prior
+            .capacity_pool
             .get(i)
-            .and_then(|p| p.attr("region").as_str())
-            .map(str::to_string)
+            .and_then(|p| p.region.clone())
             .unwrap_or_else(|| clients.aws.region.clone())
     };
-    for (key, _) in pairs(prior.attr("launch_template_ids")).unwrap_or_default() {
-        let Some((i, t)) = key.split_once('/') else { continue };
-        let Ok(i) = i.parse::<usize>() else { continue };
+    for key in prior.launch_template_ids.iter().flat_map(BTreeMap::keys) {
+        let Some((i, t)) = parse_template_key(key) else {
+            continue;
+        };
         let lt = lt_name(cluster, name, i, t);
         if keep.contains(&lt) {
             continue;
@@ -1150,11 +972,7 @@ async fn remove_templates(
             ec2.delete_launch_template(&lt).await?;
         }
     }
-    for (i, pg) in strings(prior.attr("placement_group_names"))
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-    {
+    for (i, pg) in prior.placement_group_names.iter().flatten().enumerate() {
         if pg.is_empty() || keep.contains(pg) {
             continue;
         }
@@ -1167,148 +985,22 @@ async fn remove_templates(
 
 /// Create and update: launch templates and placement groups per pool, then the document.
 async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome {
-    let clients = match ctx.provider::<Clients>() {
+    let clients = match Clients::of(&ctx) {
         Ok(c) => c,
         Err(d) => return ApplyOutcome::failed(prior, d),
     };
-    let cluster = string(planned.attr("cluster_id")).unwrap_or_default();
-    let name = string(planned.attr("name")).unwrap_or_default();
+    let model = match Partition::of(&planned) {
+        Ok(m) => m,
+        Err(e) => return ApplyOutcome::failed(prior, e.into_diagnostics("The planned partition cannot be read")),
+    };
     let mut state = planned.clone();
-    state.set_attr("id", Value::string(format!("{cluster}/{name}")));
-    let result: Result<i64, Diagnostics> = async {
-        let cdoc = cluster_doc(clients, &cluster)
-            .await?
-            .ok_or_else(|| cluster_missing(&cluster))?;
-        // Checked at plan when the cluster already existed; a cluster made in the same apply
-        // is known only now, before anything is launched or published.
-        let checks = cluster_checks(&cdoc, &doc_of(&planned, &cluster, &[], &clients.aws.region));
-        if checks.has_errors() {
-            return Err(checks);
-        }
-        let types = strings(planned.attr("instance_types")).unwrap_or_default();
-        let infos = clients
-            .ec2
-            .instance_types(&types)
-            .await
-            .map_err(|e| aws_diag("Cannot describe instance types", &e))?;
-        let efa = boolean(planned.attr("efa_enabled")).unwrap_or(false);
-        let pg_on = boolean(planned.attr("placement_group")).unwrap_or(efa);
-        let tags = {
-            let mut t = pairs(planned.attr("tags_all")).unwrap_or_default();
-            t.push((tag::CLUSTER.into(), cluster.clone()));
-            t.push((tag::PARTITION.into(), tag::partition_value(&cluster, &name)));
-            t
-        };
-        let ec2s = pool_clients(clients, &planned);
-        let mut lts = Vec::new();
-        let mut pgs = Vec::new();
-        let mut keep = Vec::new();
-        let mut home_zones = Vec::new();
-        for (i, pool) in planned.attr("capacity_pool").elements().iter().enumerate() {
-            let region = string(pool.attr("region")).unwrap_or_else(|| clients.aws.region.clone());
-            let ec2 = ec2s
-                .get(&region)
-                .cloned()
-                .unwrap_or_else(|| clients.aws.ec2_in(&region));
-            let subnets = strings(pool.attr("subnet_ids")).unwrap_or_default();
-            let zones = ec2
-                .subnet_zones(&subnets)
-                .await
-                .map_err(|e| aws_diag(&format!("capacity_pool {i}: subnets"), &e))?;
-            if region == clients.aws.region {
-                home_zones.extend(zones);
-            }
-            let pg = if pg_on {
-                let n = pg_name(&cluster, &name, i);
-                ec2.ensure_placement_group(&n, &tags)
-                    .await
-                    .map_err(|e| aws_diag("Cannot create placement group", &e))?;
-                keep.push(n.clone());
-                Some(n)
-            } else {
-                None
-            };
-            pgs.push(pg.clone().unwrap_or_default());
-            let ami = string(pool.attr("ami_id"))
-                .or_else(|| string(planned.attr("ami_id")))
-                .unwrap_or_default();
-            for t in &types {
-                let Some(info) = infos.iter().find(|x| &x.instance_type == t) else {
-                    continue;
-                };
-                let spec = LaunchTemplateSpec {
-                    name: lt_name(&cluster, &name, i, t),
-                    image_id: ami.clone(),
-                    instance_type: Some(t.clone()),
-                    key_name: None,
-                    security_group_ids: pool_security_groups(&cdoc, pool, region != clients.aws.region),
-                    instance_profile_arn: string(planned.attr("instance_profile_arn"))
-                        .or_else(|| cdoc.head_node.instance_profile_arn.clone()),
-                    // The desired state lives in the cluster's home region, wherever the pool is.
-                    user_data: Some(desired_state::boot::user_data(
-                        Role::Compute,
-                        &cluster,
-                        &clients.aws.region,
-                        Some(&name),
-                        planned.attr("user_data_extra").as_str(),
-                    )),
-                    root_volume: Some(RootVolume {
-                        size_gib: int(planned.attr("root_volume_size"))
-                            .and_then(|n| i32::try_from(n).ok())
-                            .unwrap_or(100),
-                        volume_type: "gp3".into(),
-                        encrypted: true,
-                        kms_key_id: None,
-                    }),
-                    efa_network_cards: if efa { efa_cards(info) } else { Vec::new() },
-                    placement_group: pg.clone(),
-                    capacity_reservation: string(pool.attr("capacity_reservation_id")).map(|id| ReservationTarget {
-                        id,
-                        capacity_block: pool.attr("capacity_type").as_str() == Some("capacity_block"),
-                    }),
-                    tags: tags.clone(),
-                };
-                let (id, _) = ec2
-                    .ensure_launch_template(&spec)
-                    .await
-                    .map_err(|e| aws_diag("Cannot create launch template", &e))?;
-                keep.push(spec.name.clone());
-                lts.push((format!("{i}/{t}"), id));
-            }
-        }
-        state.set_attr("launch_template_ids", of_map(&lts));
-        state.set_attr("placement_group_names", of_list(Some(&pgs)));
-        home_mount_targets(&ctx, clients, &cdoc, &home_zones).await?;
-        let mut doc = doc_of(&state, &cluster, &infos, &clients.aws.region);
-        for shape in &mut doc.shapes {
-            shape.hourly_price =
-                pricing::on_demand_price(&shape.instance_type, &clients.price_overrides).map(|p| format!("{p:.4}"));
-        }
-        let json = serde_json::to_string(&doc)
-            .map_err(|e| Diagnostics::from(Diagnostic::error("Cannot encode desired state", e.to_string())))?;
-        let version = clients
-            .ssm
-            .put(
-                &desired_state::partition_param(&cluster, &name),
-                &json,
-                &pairs(planned.attr("tags_all")).unwrap_or_default(),
-            )
-            .await
-            .map_err(|e| aws_diag("Cannot publish the partition", &e))?;
-        state.set_attr("desired_state_version", Value::int(version));
-        if !prior.is_null() {
-            remove_templates(clients, &prior, &ec2s, &cluster, &name, &keep)
-                .await
-                .map_err(|e| aws_diag("Cannot remove old launch templates", &e))?;
-        }
-        Ok(version)
-    }
-    .await;
+    state.set_attr("id", Value::string(format!("{}/{}", model.cluster(), model.name)));
+    let result = publish(&ctx, clients, &prior, &model, &mut state).await;
     let op = if prior.is_null() { "create" } else { "update" };
     let result = match result {
-        Ok(version) if boolean(planned.attr("wait_for_apply")).unwrap_or(true) => {
+        Ok(version) if model.wait_for_apply => {
             let timeout = timeouts::get(&planned, op, APPLY_TIMEOUT);
-            match wait_applied(&ctx, clients, &cluster, &name, version, timeout).await {
+            match wait_applied(&ctx, clients, model.cluster(), &model.name, version, timeout).await {
                 Ok(warning) => Ok(warning),
                 // Published but refused (or not applied in time): the new document is what exists.
                 Err(d) => return ApplyOutcome::failed(state, d),
@@ -1330,6 +1022,177 @@ async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome
         }
         Err(d) => ApplyOutcome::failed(prior, d),
     }
+}
+
+/// What an apply made in the pools: launch templates by key, a placement group per pool
+/// (empty without), and every name to keep when the prior's are cleaned up.
+#[derive(Default)]
+struct Made {
+    templates: BTreeMap<String, String>,
+    groups: Vec<String>,
+    keep: Vec<String>,
+    home_zones: Vec<(String, String)>,
+}
+
+/// What every pool's templates are made from.
+struct Launch<'a> {
+    clients: &'a Clients,
+    cluster: &'a ClusterDoc,
+    model: &'a Partition,
+    infos: &'a [InstanceTypeInfo],
+    tags: Vec<(String, String)>,
+}
+
+/// Makes the pools' templates and groups, publishes the document and removes what the
+/// prior state had that is gone; returns the published version.
+async fn publish(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    prior: &Value,
+    model: &Partition,
+    state: &mut Value,
+) -> Result<i64, Diagnostics> {
+    let (cluster, name) = (model.cluster(), model.name.as_str());
+    let cdoc = cluster_doc(clients, cluster)
+        .await?
+        .ok_or_else(|| cluster_missing(cluster))?;
+    // Checked at plan when the cluster already existed; a cluster made in the same apply
+    // is known only now, before anything is launched or published.
+    let checks = cluster_checks(&cdoc, &model.doc(cluster, &[], &clients.aws.region));
+    if checks.has_errors() {
+        return Err(checks);
+    }
+    let infos = clients
+        .ec2
+        .instance_types(&model.instance_types)
+        .await
+        .map_err(|e| aws_diag("Cannot describe instance types", &e))?;
+    let tags_all: Vec<(String, String)> = model.tags_all.clone().unwrap_or_default().into_iter().collect();
+    let mut tags = tags_all.clone();
+    tags.push((tag::CLUSTER.into(), cluster.to_string()));
+    tags.push((tag::PARTITION.into(), tag::partition_value(cluster, name)));
+    let launch = Launch {
+        clients,
+        cluster: &cdoc,
+        model,
+        infos: &infos,
+        tags,
+    };
+    let ec2s = pool_clients(clients, model.capacity_pool.iter().map(|p| p.region.as_deref()));
+    let mut made = Made::default();
+    for (i, pool) in model.capacity_pool.iter().enumerate() {
+        let region = pool.region.clone().unwrap_or_else(|| clients.aws.region.clone());
+        let ec2 = ec2s
+            .get(&region)
+            .cloned()
+            .unwrap_or_else(|| clients.aws.ec2_in(&region));
+        ensure_pool(&launch, &ec2, i, pool, &region, &mut made).await?;
+    }
+    state.set_attr(
+        "launch_template_ids",
+        of_map(&made.templates.clone().into_iter().collect::<Vec<_>>()),
+    );
+    state.set_attr("placement_group_names", of_list(Some(&made.groups)));
+    home_mount_targets(ctx, clients, &cdoc, &made.home_zones).await?;
+    let mut published = model.clone();
+    published.launch_template_ids = Some(made.templates);
+    published.placement_group_names = Some(made.groups);
+    let mut doc = published.doc(cluster, &infos, &clients.aws.region);
+    for shape in &mut doc.shapes {
+        shape.hourly_price =
+            pricing::on_demand_price(&shape.instance_type, &clients.price_overrides).map(|p| format!("{p:.4}"));
+    }
+    let json = serde_json::to_string(&doc)
+        .map_err(|e| Diagnostics::from(Diagnostic::error("Cannot encode desired state", e.to_string())))?;
+    let version = clients
+        .ssm
+        .put(&desired_state::partition_param(cluster, name), &json, &tags_all)
+        .await
+        .map_err(|e| aws_diag("Cannot publish the partition", &e))?;
+    state.set_attr("desired_state_version", Value::int(version));
+    if !prior.is_null() {
+        let prior = Partition::of(prior).map_err(|e| e.into_diagnostics("The partition's state cannot be read"))?;
+        remove_templates(clients, &prior, &ec2s, &made.keep)
+            .await
+            .map_err(|e| aws_diag("Cannot remove old launch templates", &e))?;
+    }
+    Ok(version)
+}
+
+/// Pool `i`'s placement group (when the partition has them) and a launch template per
+/// instance type, in `region`.
+async fn ensure_pool(
+    l: &Launch<'_>,
+    ec2: &Ec2,
+    i: usize,
+    pool: &Pool,
+    region: &str,
+    made: &mut Made,
+) -> Result<(), Diagnostics> {
+    let (m, clients) = (l.model, l.clients);
+    let zones = ec2
+        .subnet_zones(&pool.subnet_ids)
+        .await
+        .map_err(|e| aws_diag(&format!("capacity_pool {i}: subnets"), &e))?;
+    let home_region = region == clients.aws.region;
+    if home_region {
+        made.home_zones.extend(zones);
+    }
+    let pg = if m.placement_group.unwrap_or(m.efa_enabled) {
+        let n = pg_name(m.cluster(), &m.name, i);
+        ec2.ensure_placement_group(&n, &l.tags)
+            .await
+            .map_err(|e| aws_diag("Cannot create placement group", &e))?;
+        made.keep.push(n.clone());
+        Some(n)
+    } else {
+        None
+    };
+    made.groups.push(pg.clone().unwrap_or_default());
+    for t in &m.instance_types {
+        let Some(info) = l.infos.iter().find(|x| &x.instance_type == t) else {
+            continue;
+        };
+        let spec = LaunchTemplateSpec {
+            name: lt_name(m.cluster(), &m.name, i, t),
+            image_id: pool.ami_id.clone().unwrap_or_else(|| m.ami_id.clone()),
+            instance_type: Some(t.clone()),
+            key_name: None,
+            security_group_ids: pool_security_groups(l.cluster, pool, !home_region),
+            instance_profile_arn: m
+                .instance_profile_arn
+                .clone()
+                .or_else(|| l.cluster.head_node.instance_profile_arn.clone()),
+            // The desired state lives in the cluster's home region, wherever the pool is.
+            user_data: Some(desired_state::boot::user_data(
+                Role::Compute,
+                m.cluster(),
+                &clients.aws.region,
+                Some(&m.name),
+                m.user_data_extra.as_deref(),
+            )),
+            root_volume: Some(RootVolume {
+                size_gib: i32::try_from(m.root_volume_size).unwrap_or(i32::MAX),
+                volume_type: "gp3".into(),
+                encrypted: true,
+                kms_key_id: None,
+            }),
+            efa_network_cards: if m.efa_enabled { efa_cards(info) } else { Vec::new() },
+            placement_group: pg.clone(),
+            capacity_reservation: pool.capacity_reservation_id.clone().map(|id| ReservationTarget {
+                id,
+                capacity_block: pool.capacity_type == "capacity_block",
+            }),
+            tags: l.tags.clone(),
+        };
+        let (id, _) = ec2
+            .ensure_launch_template(&spec)
+            .await
+            .map_err(|e| aws_diag("Cannot create launch template", &e))?;
+        made.keep.push(spec.name.clone());
+        made.templates.insert(template_key(i, t), id);
+    }
+    Ok(())
 }
 
 /// Waits until the cluster's agent reports `version` of this partition applied. No report at
@@ -1404,13 +1267,13 @@ async fn home_mount_targets(
 
 /// Compute nodes get the cluster group (not the head and login nodes' SSH group) and the pool's
 /// own groups; a pool in another region gets only its own (groups are regional).
-fn pool_security_groups(doc: &ClusterDoc, pool: &Value, other_region: bool) -> Vec<String> {
+fn pool_security_groups(doc: &ClusterDoc, pool: &Pool, other_region: bool) -> Vec<String> {
     let mut sgs = if other_region {
         Vec::new()
     } else {
         doc.cluster_group().into_iter().cloned().collect()
     };
-    sgs.extend(strings(pool.attr("security_group_ids")).unwrap_or_default());
+    sgs.extend(pool.security_group_ids.iter().flatten().cloned());
     sgs
 }
 

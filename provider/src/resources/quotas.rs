@@ -10,9 +10,9 @@ use hpc_aws::ec2::InstanceTypeInfo;
 use hpc_aws::quotas::{vcpu_quota, VcpuQuota};
 use tfplugin::{AttributePath, Diagnostic, Diagnostics, Value};
 
+use crate::clients::Clients;
 use crate::convert::{int, string, strings};
 use crate::desired_state::{self, PartitionDoc};
-use crate::provider::Clients;
 
 /// What a partition may run: `max_nodes` of each instance type (vCPUs each), in any of its
 /// pools (region, spot). Read from the planned partition or a published one.

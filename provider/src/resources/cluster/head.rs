@@ -14,10 +14,10 @@ use hpc_aws::ec2::VolumeSpec;
 use tfplugin::{Diagnostic, Diagnostics, Value};
 
 use super::{role_instances, template};
+use crate::clients::Clients;
 use crate::convert::{self, boolean, int, string};
 use crate::desired_state::boot::{HeadReport, Phase, Role};
 use crate::desired_state::{self, STATE_DEVICE};
-use crate::provider::Clients;
 use crate::resources::{aws_diag, or_stop};
 
 /// GiB of a new cluster's state volume.
@@ -136,7 +136,9 @@ pub async fn launch(
     replace: bool,
     timeout: Duration,
 ) -> Result<(), Diagnostics> {
-    let head_type = string(state.attr("head_node").attr("instance_type")).unwrap_or_else(|| "c7i.2xlarge".into());
+    let head_type = super::model::part::<super::model::InstanceType>(state, "head_node")
+        .map_err(|e| e.into_diagnostics("The head node's instance type cannot be read"))?
+        .instance_type;
     // The interface carries the security groups: a launch naming both is refused.
     let spec = template(
         state,

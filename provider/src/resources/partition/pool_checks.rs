@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tfplugin::{AttributePath, Diagnostics, Value};
 
+use crate::clients::Clients;
 use crate::convert::{string, strings};
-use crate::provider::Clients;
 use crate::resources::aws_diag;
 
 /// Allocation strategies EC2 has only for Spot: On-Demand capacity launches by priority.
@@ -61,7 +61,14 @@ pub(super) fn one_default(name: &str, others: &[crate::desired_state::PartitionD
 /// none of them is an error (every launch there would fail), some of them a warning.
 pub(super) async fn offerings(clients: &Clients, planned: &Value, types: &[String]) -> Diagnostics {
     let mut diags = Diagnostics::default();
-    let ec2s = super::pool_clients(clients, planned);
+    let ec2s = super::pool_clients(
+        clients,
+        planned
+            .attr("capacity_pool")
+            .elements()
+            .iter()
+            .map(|p| p.attr("region").as_str()),
+    );
     let mut offered: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     for (i, pool) in planned.attr("capacity_pool").elements().iter().enumerate() {
         let at = || AttributePath::root("capacity_pool").index(i).attr("subnet_ids");
@@ -140,7 +147,14 @@ pub(super) async fn offerings(clients: &Clients, planned: &Value, types: &[Strin
 /// pool says `capacity_block` (reads only).
 pub(super) async fn reservations(clients: &Clients, planned: &Value, types: &[String]) -> Diagnostics {
     let mut diags = Diagnostics::default();
-    let ec2s = super::pool_clients(clients, planned);
+    let ec2s = super::pool_clients(
+        clients,
+        planned
+            .attr("capacity_pool")
+            .elements()
+            .iter()
+            .map(|p| p.attr("region").as_str()),
+    );
     for (i, pool) in planned.attr("capacity_pool").elements().iter().enumerate() {
         let Some(id) = string(pool.attr("capacity_reservation_id")) else {
             continue;

@@ -1,0 +1,396 @@
+//! The typed model of an `hpc_cluster` value (configuration, plan or state), read with the
+//! schema's defaults, and its two maps: to the published cluster document and back (import).
+
+use std::collections::BTreeMap;
+
+use tfplugin::model::{Model, ModelError};
+use tfplugin::{Number, Value};
+
+use crate::desired_state::{self, AccountingDoc, ClusterDoc, HeadNodeDoc, MountDoc, UserDoc, SCHEMA};
+
+tfplugin::model! {
+    /// An `hpc_cluster`: every attribute and block of its schema.
+    #[derive(Debug, Clone)]
+    pub struct Cluster {
+        pub id: Option<String>,
+        pub name: String,
+        pub subnet_id: String,
+        pub security_group_id: Option<String>,
+        pub wait_for_ready: bool,
+        pub tags: Option<BTreeMap<String, String>>,
+        pub tags_all: Option<BTreeMap<String, String>>,
+        pub vpc_id: Option<String>,
+        pub head_node_instance_id: Option<String>,
+        pub head_node_private_ip: Option<String>,
+        pub head_node_network_interface_id: Option<String>,
+        pub state_volume_id: Option<String>,
+        pub home_file_system_id: Option<String>,
+        pub login_node_ids: Option<Vec<String>>,
+        pub login_node_private_ips: Option<Vec<String>>,
+        pub security_group_ids: Option<Vec<String>>,
+        pub munge_key_secret_arn: Option<String>,
+        pub desired_state_parameter: Option<String>,
+        pub desired_state_version: Option<i64>,
+        pub slurm_conf: Option<String>,
+        pub instance_profile_policy: Option<String>,
+        pub estimated_hourly_cost: Option<Number>,
+        pub head_node: HeadNode,
+        pub slurm: Slurm,
+        pub accounting: Accounting,
+        pub login_nodes: LoginNodes,
+        pub user: Vec<User>,
+        pub mfa: Option<Mfa>,
+        pub home: Home,
+        pub storage: Vec<Storage>,
+        pub timeouts: Value,
+    }
+}
+
+tfplugin::model! {
+    /// The `head_node` block. Sizes stay `i64` so that the plan checks, not the reader, word
+    /// the refusal of an impossible size.
+    #[derive(Debug, Clone)]
+    pub struct HeadNode {
+        pub ami_id: String,
+        pub instance_type: String,
+        pub root_volume_size: i64,
+        pub root_volume_type: String,
+        pub root_volume_encrypted: bool,
+        pub key_name: Option<String>,
+        pub allowed_ssh_cidrs: Option<Vec<String>>,
+        pub instance_profile_arn: Option<String>,
+        pub node_role_arns: Option<Vec<String>>,
+        pub state_volume_size: i64,
+    }
+}
+
+tfplugin::model! {
+    /// The part of `head_node` a cost depends on, known before the rest of the block may be.
+    #[derive(Debug, Clone)]
+    pub struct InstanceType {
+        pub instance_type: String,
+    }
+}
+
+tfplugin::model! {
+    /// The `slurm` block.
+    #[derive(Debug, Clone)]
+    pub struct Slurm {
+        pub version: String,
+        pub scaledown_idletime: String,
+        pub resume_timeout: String,
+        pub extra: Option<BTreeMap<String, String>>,
+    }
+}
+
+tfplugin::model! {
+    /// The `accounting` block (`password` is write-only: configuration only).
+    #[derive(Debug, Clone)]
+    pub struct Accounting {
+        pub mode: String,
+        pub host: Option<String>,
+        pub port: Option<i64>,
+        pub user: Option<String>,
+        pub database: Option<String>,
+        pub password_secret_arn: Option<String>,
+        pub password: Option<String>,
+        pub password_version: Option<i64>,
+    }
+}
+
+tfplugin::model! {
+    /// The `login_nodes` block.
+    #[derive(Debug, Clone)]
+    pub struct LoginNodes {
+        pub count: i64,
+        pub instance_type: String,
+    }
+}
+
+tfplugin::model! {
+    /// One `user` block.
+    #[derive(Debug, Clone)]
+    pub struct User {
+        pub name: String,
+        pub uid: i64,
+        pub gid: Option<i64>,
+        pub ssh_public_keys: Option<Vec<String>>,
+        pub sudo: bool,
+        pub accounts: Option<Vec<String>>,
+    }
+}
+
+tfplugin::model! {
+    /// The `mfa` block.
+    #[derive(Debug, Clone)]
+    pub struct Mfa {
+        pub pam_module: String,
+        pub config: Option<String>,
+        pub settings_file: Option<String>,
+        pub settings_secret_arn: Option<String>,
+    }
+}
+
+tfplugin::model! {
+    /// The `home` block.
+    #[derive(Debug, Clone)]
+    pub struct Home {
+        pub storage: String,
+        pub efs_id: Option<String>,
+    }
+}
+
+tfplugin::model! {
+    /// One `storage` block.
+    #[derive(Debug, Clone)]
+    pub struct Storage {
+        pub lustre_id: Option<String>,
+        pub dns_name: Option<String>,
+        pub mount_name: Option<String>,
+        pub mount_point: String,
+    }
+}
+
+impl Cluster {
+    /// Reads a configuration, plan or state value with the schema's defaults filled in.
+    pub fn of(v: &Value) -> Result<Cluster, ModelError> {
+        Cluster::from_value(&super::schema().block.with_defaults(v))
+    }
+
+    /// The value of this model, blocks that say only their defaults left out.
+    pub fn value(&self) -> Value {
+        let block = super::schema().block;
+        block.without_defaults(&self.write(&block.ty()))
+    }
+}
+
+/// One block of a value (`head_node`), read with the schema's defaults: for a plan whose
+/// other parts are not known yet.
+pub fn part<T: Model>(v: &Value, name: &str) -> Result<T, ModelError> {
+    let filled = super::schema().block.with_defaults(v);
+    tfplugin::model::field(&filled, &tfplugin::AttributePath::default(), name)
+}
+
+/// A duration attribute's seconds, or `default` when it does not parse (the plan checks
+/// refuse such a value before anything is published).
+fn secs(text: &str, default: u32) -> u32 {
+    tfplugin::timeouts::parse_duration(text)
+        .ok()
+        .and_then(|d| u32::try_from(d.as_secs()).ok())
+        .unwrap_or(default)
+}
+
+impl User {
+    /// The user as the agent reads it.
+    pub fn doc(&self) -> UserDoc {
+        let uid = u32::try_from(self.uid).unwrap_or(0);
+        UserDoc {
+            name: self.name.clone(),
+            uid,
+            gid: self.gid.and_then(|g| u32::try_from(g).ok()).unwrap_or(uid),
+            ssh_public_keys: self.ssh_public_keys.clone().unwrap_or_default(),
+            sudo: self.sudo,
+            accounts: self.accounts.clone().unwrap_or_default(),
+        }
+    }
+
+    fn of_doc(u: &UserDoc) -> User {
+        User {
+            name: u.name.clone(),
+            uid: i64::from(u.uid),
+            gid: (u.gid != u.uid).then_some(i64::from(u.gid)),
+            ssh_public_keys: non_empty(&u.ssh_public_keys),
+            sudo: u.sudo,
+            accounts: non_empty(&u.accounts),
+        }
+    }
+}
+
+fn non_empty(l: &[String]) -> Option<Vec<String>> {
+    (!l.is_empty()).then(|| l.to_vec())
+}
+
+/// Where the document's secrets come from: the munge key's and the accounting password's
+/// secrets, which the provider made (the user's own password secret is in the model).
+pub struct Secrets<'a> {
+    pub region: &'a str,
+    pub munge_arn: &'a str,
+    pub password_arn: Option<String>,
+}
+
+impl Secrets<'static> {
+    /// For a document that is only rendered (slurm.conf at validation), never published.
+    pub fn none() -> Self {
+        Secrets {
+            region: "",
+            munge_arn: "",
+            password_arn: None,
+        }
+    }
+}
+
+impl Cluster {
+    /// The cluster's published document (users whole; `publish` moves them to shards).
+    pub fn doc(&self, secrets: Secrets) -> ClusterDoc {
+        let (s, a, h) = (&self.slurm, &self.accounting, &self.head_node);
+        ClusterDoc {
+            schema: SCHEMA,
+            name: self.name.clone(),
+            region: secrets.region.to_string(),
+            slurm_version: s.version.clone(),
+            scaledown_idletime_s: secs(&s.scaledown_idletime, super::DEFAULT_SCALEDOWN_IDLETIME_S),
+            resume_timeout_s: secs(&s.resume_timeout, super::DEFAULT_RESUME_TIMEOUT_S),
+            accounting: AccountingDoc {
+                mode: a.mode.clone(),
+                host: a.host.clone(),
+                port: a.port.and_then(|p| u16::try_from(p).ok()),
+                user: a.user.clone(),
+                database: a.database.clone(),
+                password_secret_arn: secrets.password_arn.or_else(|| a.password_secret_arn.clone()),
+            },
+            munge_key_secret_arn: secrets.munge_arn.to_string(),
+            security_group_ids: self.security_group_ids.clone().unwrap_or_default(),
+            adopted_security_group: self.security_group_id.clone(),
+            vpc_id: self.vpc_id.clone().unwrap_or_default(),
+            extra: s.extra.clone().unwrap_or_default(),
+            users: self.user.iter().map(User::doc).collect(),
+            // Filled in when publishing: the users go to their shards.
+            user_shards: 0,
+            users_digest: None,
+            mfa_pam_module: self.mfa.as_ref().map(|m| m.pam_module.clone()),
+            mfa_config: self.mfa.as_ref().and_then(|m| m.config.clone()),
+            mfa_settings_file: self.mfa.as_ref().and_then(|m| m.settings_file.clone()),
+            mfa_settings_secret_arn: self.mfa.as_ref().and_then(|m| m.settings_secret_arn.clone()),
+            home: self.home.storage.clone(),
+            home_efs_id: self.home.efs_id.clone().or_else(|| self.home_file_system_id.clone()),
+            home_efs_managed: self.home.efs_id.is_none(),
+            subnet_id: self.subnet_id.clone(),
+            head_node: HeadNodeDoc {
+                ami_id: h.ami_id.clone(),
+                instance_type: h.instance_type.clone(),
+                root_volume_size: h.root_volume_size,
+                root_volume_type: h.root_volume_type.clone(),
+                root_volume_encrypted: h.root_volume_encrypted,
+                key_name: h.key_name.clone(),
+                allowed_ssh_cidrs: h.allowed_ssh_cidrs.clone().unwrap_or_default(),
+                instance_profile_arn: h.instance_profile_arn.clone(),
+                node_role_arns: h.node_role_arns.clone().unwrap_or_default(),
+                state_volume_size: h.state_volume_size,
+                state_volume_id: self.state_volume_id.clone(),
+            },
+            login_count: u32::try_from(self.login_nodes.count).unwrap_or(0),
+            login_instance_type: self.login_nodes.instance_type.clone(),
+            tags: self.tags_all.clone().unwrap_or_default(),
+            mounts: self.storage.iter().map(Storage::doc).collect(),
+            max_hourly_cost: None,
+            max_gpus: None,
+            fixed_hourly_cost: None,
+        }
+    }
+
+    /// The configuration a published document stands for (import): what the provider computes
+    /// (addresses, instances, cost) is the caller's to fill in. `external_password` is the
+    /// user's own password secret, if any (not the one the provider keeps).
+    pub fn of_doc(doc: &ClusterDoc, version: i64, user_tags: Option<BTreeMap<String, String>>) -> Cluster {
+        let h = &doc.head_node;
+        let a = &doc.accounting;
+        Cluster {
+            id: Some(doc.name.clone()),
+            name: doc.name.clone(),
+            subnet_id: doc.subnet_id.clone(),
+            security_group_id: doc.adopted_security_group.clone(),
+            wait_for_ready: true,
+            tags: user_tags,
+            tags_all: Some(doc.tags.clone()),
+            vpc_id: Some(doc.vpc_id.clone()),
+            head_node_instance_id: None,
+            head_node_private_ip: None,
+            head_node_network_interface_id: None,
+            state_volume_id: h.state_volume_id.clone(),
+            home_file_system_id: doc.home_efs_id.clone(),
+            login_node_ids: None,
+            login_node_private_ips: None,
+            security_group_ids: Some(doc.security_group_ids.clone()),
+            munge_key_secret_arn: Some(doc.munge_key_secret_arn.clone()),
+            desired_state_parameter: Some(desired_state::cluster_param(&doc.name)),
+            desired_state_version: Some(version),
+            slurm_conf: None,
+            instance_profile_policy: None,
+            estimated_hourly_cost: None,
+            head_node: HeadNode {
+                ami_id: h.ami_id.clone(),
+                instance_type: h.instance_type.clone(),
+                root_volume_size: h.root_volume_size,
+                root_volume_type: h.root_volume_type.clone(),
+                root_volume_encrypted: h.root_volume_encrypted,
+                key_name: h.key_name.clone(),
+                allowed_ssh_cidrs: non_empty(&h.allowed_ssh_cidrs),
+                instance_profile_arn: h.instance_profile_arn.clone(),
+                node_role_arns: non_empty(&h.node_role_arns),
+                // Documents from before the state volume say 0: theirs is the default size.
+                state_volume_size: if h.state_volume_size > 0 {
+                    h.state_volume_size
+                } else {
+                    super::head::DEFAULT_STATE_VOLUME_GIB
+                },
+            },
+            slurm: Slurm {
+                version: doc.slurm_version.clone(),
+                scaledown_idletime: desired_state::duration_text(doc.scaledown_idletime_s),
+                resume_timeout: desired_state::duration_text(doc.resume_timeout_s),
+                extra: (!doc.extra.is_empty()).then(|| doc.extra.clone()),
+            },
+            accounting: Accounting {
+                mode: a.mode.clone(),
+                host: a.host.clone(),
+                port: a.port.map(i64::from),
+                user: a.user.clone(),
+                database: a.database.clone(),
+                password_secret_arn: super::external_password_secret(doc),
+                password: None,
+                password_version: None,
+            },
+            login_nodes: LoginNodes {
+                count: i64::from(doc.login_count),
+                instance_type: doc.login_instance_type.clone(),
+            },
+            user: doc.users.iter().map(User::of_doc).collect(),
+            mfa: doc.mfa_pam_module.as_ref().map(|m| Mfa {
+                pam_module: m.clone(),
+                config: doc.mfa_config.clone(),
+                settings_file: doc.mfa_settings_file.clone(),
+                settings_secret_arn: doc.mfa_settings_secret_arn.clone(),
+            }),
+            home: Home {
+                storage: doc.home.clone(),
+                efs_id: if doc.home_efs_managed {
+                    None
+                } else {
+                    doc.home_efs_id.clone()
+                },
+            },
+            storage: doc.mounts.iter().map(Storage::of_doc).collect(),
+            timeouts: Value::Null,
+        }
+    }
+}
+
+impl Storage {
+    fn doc(&self) -> MountDoc {
+        MountDoc {
+            lustre_id: self.lustre_id.clone(),
+            dns_name: self.dns_name.clone(),
+            mount_name: self.mount_name.clone(),
+            mount_point: self.mount_point.clone(),
+        }
+    }
+
+    fn of_doc(m: &MountDoc) -> Storage {
+        Storage {
+            lustre_id: m.lustre_id.clone(),
+            dns_name: m.dns_name.clone(),
+            mount_name: m.mount_name.clone(),
+            mount_point: m.mount_point.clone(),
+        }
+    }
+}
