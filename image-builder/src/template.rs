@@ -347,84 +347,113 @@ pub fn parse_all(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Resu
         text,
         problems: Vec::new(),
     };
-
     // Variables first: everything else refers to them.
     let mut decls: Vec<VariableDecl> = Vec::new();
-    let empty = Context::new();
     for s in body.iter() {
         let Structure::Block(b) = s else { continue };
-        if b.ident.as_str() != "variable" {
-            continue;
-        }
-        let line = p.line(b.span());
-        let labels = Parser::labels(b);
-        let name = Parser::block_name(b);
-        if labels.len() != 1 {
-            p.problem(
-                line,
-                &name,
-                "a variable block takes exactly one label: variable \"NAME\" { ... }",
-            );
-            continue;
-        }
-        let mut kind = VarType::Any;
-        let mut default = None;
-        for a in b.body.attributes() {
-            let aline = p.line(a.span());
-            match a.key.as_str() {
-                "type" => {
-                    let raw = a.value.to_string();
-                    match VarType::parse(raw.trim()) {
-                        Some(t) => kind = t,
-                        None => p.problem(
-                            aline,
-                            &name,
-                            format!(
-                                "type {:?} is not supported: use string, number, bool, list(string), map(string) or any",
-                                raw.trim()
-                            ),
-                        ),
-                    }
-                }
-                "default" => {
-                    let expr: hcl::Expression = a.value.clone().into();
-                    match expr.evaluate(&empty) {
-                        Ok(v) => default = Some(v),
-                        Err(e) => p.problem(aline, &name, format!("default must be a literal: {}", eval_message(&e))),
-                    }
-                }
-                "description" | "sensitive" => {}
-                other => p.problem(
-                    aline,
-                    &name,
-                    format!("unknown argument {other:?} (a variable takes type, default, description, sensitive)"),
-                ),
+        if b.ident.as_str() == "variable" {
+            if let Some(d) = parse_variable(&mut p, b, &decls) {
+                decls.push(d);
             }
         }
-        if let Some(d) = &default {
-            if !kind.accepts(d) {
-                p.problem(line, &name, format!("default does not match type {}", kind.name()));
-            }
-        }
-        if decls.iter().any(|d| d.name == labels[0]) {
-            p.problem(line, &name, format!("variable {:?} is declared twice", labels[0]));
-        }
-        decls.push(VariableDecl {
-            name: labels[0].clone(),
-            line,
-            kind,
-            default,
-        });
     }
+    let values = variable_values(&mut p, &decls, inputs);
+    let mut ctx = Context::new();
+    let var_obj: hcl::Map<String, Value> = values.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    ctx.declare_var("var", Value::Object(var_obj));
+    let (sources, build, publish) = parse_blocks(&mut p, &body, &ctx);
+    let build = check_build(&mut p, build, &sources);
+    p.problems
+        .sort_by(|a, b| (a.file.as_str(), a.line).cmp(&(b.file.as_str(), b.line)));
+    Ok((
+        Template {
+            path: PathBuf::from(file),
+            dir: dir.to_path_buf(),
+            text: text.to_string(),
+            variables: values,
+            sources,
+            build,
+            publish,
+        },
+        p.problems,
+    ))
+}
 
+/// One `variable "NAME" { type, default }` block (`decls`: those declared before it).
+fn parse_variable(p: &mut Parser<'_>, b: &Block, decls: &[VariableDecl]) -> Option<VariableDecl> {
+    let empty = Context::new();
+    let line = p.line(b.span());
+    let labels = Parser::labels(b);
+    let name = Parser::block_name(b);
+    if labels.len() != 1 {
+        p.problem(
+            line,
+            &name,
+            "a variable block takes exactly one label: variable \"NAME\" { ... }",
+        );
+        return None;
+    }
+    let mut kind = VarType::Any;
+    let mut default = None;
+    for a in b.body.attributes() {
+        let aline = p.line(a.span());
+        match a.key.as_str() {
+            "type" => {
+                let raw = a.value.to_string();
+                match VarType::parse(raw.trim()) {
+                    Some(t) => kind = t,
+                    None => p.problem(
+                        aline,
+                        &name,
+                        format!(
+                            "type {:?} is not supported: use string, number, bool, list(string), map(string) or any",
+                            raw.trim()
+                        ),
+                    ),
+                }
+            }
+            "default" => {
+                let expr: hcl::Expression = a.value.clone().into();
+                match expr.evaluate(&empty) {
+                    Ok(v) => default = Some(v),
+                    Err(e) => p.problem(aline, &name, format!("default must be a literal: {}", eval_message(&e))),
+                }
+            }
+            "description" | "sensitive" => {}
+            other => p.problem(
+                aline,
+                &name,
+                format!("unknown argument {other:?} (a variable takes type, default, description, sensitive)"),
+            ),
+        }
+    }
+    if let Some(d) = &default {
+        if !kind.accepts(d) {
+            p.problem(line, &name, format!("default does not match type {}", kind.name()));
+        }
+    }
+    if decls.iter().any(|d| d.name == labels[0]) {
+        p.problem(line, &name, format!("variable {:?} is declared twice", labels[0]));
+    }
+    Some(VariableDecl {
+        name: labels[0].clone(),
+        line,
+        kind,
+        default,
+    })
+}
+
+/// Each variable's value: its default, then the var files, then `-var`; one without a value
+/// is a problem.
+fn variable_values(p: &mut Parser<'_>, decls: &[VariableDecl], inputs: &VarInputs) -> BTreeMap<String, Value> {
     let mut values: BTreeMap<String, Value> = BTreeMap::new();
-    for d in &decls {
+    for d in decls {
         if let Some(v) = &d.default {
             values.insert(d.name.clone(), v.clone());
         }
     }
     for vf in &inputs.files {
-        read_var_file(vf, &decls, &mut values, &mut p.problems);
+        read_var_file(vf, decls, &mut values, &mut p.problems);
     }
     for (k, raw) in &inputs.vars {
         match decls.iter().find(|d| &d.name == k) {
@@ -437,7 +466,7 @@ pub fn parse_all(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Resu
             },
         }
     }
-    for d in &decls {
+    for d in decls {
         if !values.contains_key(&d.name) {
             p.problem(
                 d.line,
@@ -449,15 +478,16 @@ pub fn parse_all(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Resu
             );
         }
     }
-    let mut ctx = Context::new();
-    let var_obj: hcl::Map<String, Value> = values.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    ctx.declare_var("var", Value::Object(var_obj));
+    values
+}
 
-    let mut sources = Vec::new();
+/// The source, build and publish blocks (variables were read before).
+fn parse_blocks(p: &mut Parser<'_>, body: &Body, ctx: &Context) -> (Vec<Source>, Option<Build>, Option<Located<Args>>) {
+    let mut sources: Vec<Source> = Vec::new();
     let mut build: Option<Build> = None;
     let mut publish = None;
     for s in body.iter() {
-        match s {
+        let b = match s {
             Structure::Attribute(a) => {
                 let line = p.line(a.span());
                 p.problem(
@@ -468,87 +498,98 @@ pub fn parse_all(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Resu
                         a.key.as_str()
                     ),
                 );
+                continue;
             }
-            Structure::Block(b) => {
-                let line = p.line(b.span());
-                let name = Parser::block_name(b);
-                let labels = Parser::labels(b);
-                match b.ident.as_str() {
-                    "variable" => {}
-                    "source" => {
-                        if labels.len() != 2 {
-                            p.problem(
-                                line,
-                                &name,
-                                "a source block takes two labels: source \"local\" \"NAME\"",
-                            );
-                            continue;
-                        }
-                        if !["local", "amazon-ebs"].contains(&labels[0].as_str()) {
-                            p.problem(
-                                line,
-                                &name,
-                                format!("unknown builder {:?}: use \"local\" or \"amazon-ebs\"", labels[0]),
-                            );
-                            continue;
-                        }
-                        let (args, nested) = p.eval_body(&b.body, &ctx, &name);
-                        let mut blocks = BTreeMap::new();
-                        for (nb, nline) in nested {
-                            let nname = format!("{name} > {}", Parser::block_name(&nb));
-                            let (nargs, deeper) = p.eval_body(&nb.body, &ctx, &nname);
-                            for (_, dline) in deeper {
-                                p.problem(dline, &nname, "nested blocks are not allowed here");
-                            }
-                            if blocks.insert(nb.ident.as_str().to_string(), nargs).is_some() {
-                                p.problem(nline, &nname, "this block appears twice");
-                            }
-                        }
-                        if sources
-                            .iter()
-                            .any(|s: &Source| s.builder == labels[0] && s.name == labels[1])
-                        {
-                            p.problem(line, &name, "this source is declared twice");
-                        }
-                        sources.push(Source {
-                            builder: labels[0].clone(),
-                            name: labels[1].clone(),
-                            line,
-                            args,
-                            blocks,
-                        });
-                    }
-                    "build" => {
-                        if build.is_some() {
-                            p.problem(line, &name, "a template has one build block");
-                            continue;
-                        }
-                        build = Some(parse_build(&mut p, b, line, &ctx));
-                    }
-                    "publish" => {
-                        if publish.is_some() {
-                            p.problem(line, &name, "a template has one publish block");
-                            continue;
-                        }
-                        let (args, nested) = p.eval_body(&b.body, &ctx, &name);
-                        for (nb, nline) in nested {
-                            p.problem(
-                                nline,
-                                &name,
-                                format!("unexpected block {:?} in publish", nb.ident.as_str()),
-                            );
-                        }
-                        publish = Some(Located { value: args, line });
-                    }
-                    other => p.problem(
-                        line,
-                        &name,
-                        format!("unknown block type {other:?} (use variable, source, build or publish)"),
-                    ),
+            Structure::Block(b) => b,
+        };
+        let line = p.line(b.span());
+        let name = Parser::block_name(b);
+        match b.ident.as_str() {
+            "variable" => {}
+            "source" => {
+                if let Some(src) = parse_source(p, b, ctx, &sources) {
+                    sources.push(src);
                 }
             }
+            "build" if build.is_some() => p.problem(line, &name, "a template has one build block"),
+            "build" => build = Some(parse_build(p, b, line, ctx)),
+            "publish" if publish.is_some() => p.problem(line, &name, "a template has one publish block"),
+            "publish" => publish = Some(parse_publish(p, b, ctx)),
+            other => p.problem(
+                line,
+                &name,
+                format!("unknown block type {other:?} (use variable, source, build or publish)"),
+            ),
         }
     }
+    (sources, build, publish)
+}
+
+/// A `source "BUILDER" "NAME"` block with its nested blocks (`sources`: those before it).
+fn parse_source(p: &mut Parser<'_>, b: &Block, ctx: &Context, sources: &[Source]) -> Option<Source> {
+    let line = p.line(b.span());
+    let name = Parser::block_name(b);
+    let labels = Parser::labels(b);
+    if labels.len() != 2 {
+        p.problem(
+            line,
+            &name,
+            "a source block takes two labels: source \"local\" \"NAME\"",
+        );
+        return None;
+    }
+    if !["local", "amazon-ebs"].contains(&labels[0].as_str()) {
+        p.problem(
+            line,
+            &name,
+            format!("unknown builder {:?}: use \"local\" or \"amazon-ebs\"", labels[0]),
+        );
+        return None;
+    }
+    let (args, nested) = p.eval_body(&b.body, ctx, &name);
+    let mut blocks = BTreeMap::new();
+    for (nb, nline) in nested {
+        let nname = format!("{name} > {}", Parser::block_name(&nb));
+        let (nargs, deeper) = p.eval_body(&nb.body, ctx, &nname);
+        for (_, dline) in deeper {
+            p.problem(dline, &nname, "nested blocks are not allowed here");
+        }
+        if blocks.insert(nb.ident.as_str().to_string(), nargs).is_some() {
+            p.problem(nline, &nname, "this block appears twice");
+        }
+    }
+    if sources
+        .iter()
+        .any(|s: &Source| s.builder == labels[0] && s.name == labels[1])
+    {
+        p.problem(line, &name, "this source is declared twice");
+    }
+    Some(Source {
+        builder: labels[0].clone(),
+        name: labels[1].clone(),
+        line,
+        args,
+        blocks,
+    })
+}
+
+/// The `publish` block: arguments only.
+fn parse_publish(p: &mut Parser<'_>, b: &Block, ctx: &Context) -> Located<Args> {
+    let line = p.line(b.span());
+    let name = Parser::block_name(b);
+    let (args, nested) = p.eval_body(&b.body, ctx, &name);
+    for (nb, nline) in nested {
+        p.problem(
+            nline,
+            &name,
+            format!("unexpected block {:?} in publish", nb.ident.as_str()),
+        );
+    }
+    Located { value: args, line }
+}
+
+/// The build block (a stand-in when there is none, which is a problem), its sources declared.
+fn check_build(p: &mut Parser<'_>, build: Option<Build>, sources: &[Source]) -> Build {
     let build = match build {
         Some(b) => b,
         None => {
@@ -577,20 +618,7 @@ pub fn parse_all(file: &str, text: &str, dir: &Path, inputs: &VarInputs) -> Resu
             );
         }
     }
-    p.problems
-        .sort_by(|a, b| (a.file.as_str(), a.line).cmp(&(b.file.as_str(), b.line)));
-    Ok((
-        Template {
-            path: PathBuf::from(file),
-            dir: dir.to_path_buf(),
-            text: text.to_string(),
-            variables: values,
-            sources,
-            build,
-            publish,
-        },
-        p.problems,
-    ))
+    build
 }
 
 fn parse_build(p: &mut Parser<'_>, b: &Block, line: usize, ctx: &Context) -> Build {
