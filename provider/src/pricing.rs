@@ -538,106 +538,129 @@ pub fn check_pools(
         (Resource::Vcpus, usage.vcpus, limits.max_vcpus_per_cluster),
         (Resource::Gpus, usage.gpus, limits.max_gpus_per_cluster),
     ] {
-        let Some(limit) = limit else { continue };
-        if total <= limit {
-            continue;
+        if let Some(limit) = limit.filter(|l| total > *l) {
+            breaches.push(pool_count_breach(scope, resource, total, limit, pools));
         }
-        let per_node = |pool: &(String, u32, u32, u32)| match resource {
-            Resource::Vcpus => pool.2,
-            Resource::Gpus => pool.3,
-        };
-        let contributing: Vec<&(String, u32, u32, u32)> =
-            pools.iter().filter(|pool| pool.1 > 0 && per_node(pool) > 0).collect();
-        let terms: Vec<String> = contributing
-            .iter()
-            .map(|pool| {
-                format!(
-                    "{} × {} of {}",
-                    count(u64::from(pool.1), "node", "nodes"),
-                    count(u64::from(per_node(pool)), resource.singular(), resource.plural()),
-                    pool.0
-                )
-            })
-            .collect();
-        let how = format!("{} = {}", resource.amount(total), terms.join(" + "));
-        let change = match contributing.as_slice() {
-            [pool] => {
-                let fit = limit / u64::from(per_node(pool)).max(1);
-                if fit == 0 {
-                    format!(
-                        "A single {} node already has {}; use an instance type with fewer {},",
-                        pool.0,
-                        resource.amount(u64::from(per_node(pool))),
-                        resource.plural(),
-                    )
-                } else {
-                    format!(
-                        "Lower max_nodes for {} to {fit} or fewer ({fit} × {} = {}),",
-                        pool.0,
-                        per_node(pool),
-                        resource.amount(fit * u64::from(per_node(pool))),
-                    )
-                }
-            }
-            _ => format!("Lower max_nodes so the total is at most {},", resource.amount(limit)),
-        };
-        breaches.push(Breach {
-            what: resource.guardrail(),
-            summary: format!(
-                "{scope} would allow {}; guardrail {} is {limit}",
-                resource.amount(total),
-                resource.guardrail()
-            ),
-            detail: format!(
-                "{how}. {change} or raise guardrails.{} to at least {total}.",
-                resource.guardrail()
-            ),
-        });
     }
     if let Some(limit) = limits.max_hourly_cost_per_cluster {
-        let mut known = 0.0;
-        let mut terms = Vec::new();
-        let missing = unpriced(pools, overrides);
-        for (instance_type, max_nodes, _, _) in pools.iter().filter(|pool| pool.1 > 0) {
-            if let Some((price, source)) = price_with_source(instance_type, overrides) {
-                known += f64::from(*max_nodes) * price;
-                terms.push(format!(
-                    "{} × ${}/h of {instance_type} ({})",
-                    count(u64::from(*max_nodes), "node", "nodes"),
-                    money(price),
-                    source.describe(),
-                ));
-            }
-        }
-        if known - limit > COST_EPSILON {
-            let (qualifier, unpriced_note) = if missing.is_empty() {
-                ("up to", String::new())
-            } else {
-                (
-                    "at least",
-                    format!(
-                        " This does not count {}, which {} no known price.",
-                        missing.join(", "),
-                        if missing.len() == 1 { "has" } else { "have" },
-                    ),
-                )
-            };
-            breaches.push(Breach {
-                what: "max_hourly_cost_per_cluster",
-                summary: cost_summary(scope, qualifier, known, limit),
-                detail: format!(
-                    "${}/h = {}.{unpriced_note} Lower max_nodes or use cheaper instance types so \
-                     the estimate is at most ${} per hour, or raise \
-                     guardrails.max_hourly_cost_per_cluster to at least {}.",
-                    money(known),
-                    terms.join(" + "),
-                    money(limit),
-                    money(known),
-                ),
-            });
-        }
+        breaches.extend(cost_breach(scope, pools, overrides, limit));
     }
     breaches
+}
+
+/// A vCPU or GPU guardrail `limit` the pools' `total` passes, with how the total is made and
+/// what to change.
+fn pool_count_breach(
+    scope: &str,
+    resource: Resource,
+    total: u64,
+    limit: u64,
+    pools: &[(String, u32, u32, u32)],
+) -> Breach {
+    let per_node = |pool: &(String, u32, u32, u32)| match resource {
+        Resource::Vcpus => pool.2,
+        Resource::Gpus => pool.3,
+    };
+    let contributing: Vec<&(String, u32, u32, u32)> =
+        pools.iter().filter(|pool| pool.1 > 0 && per_node(pool) > 0).collect();
+    let terms: Vec<String> = contributing
+        .iter()
+        .map(|pool| {
+            format!(
+                "{} × {} of {}",
+                count(u64::from(pool.1), "node", "nodes"),
+                count(u64::from(per_node(pool)), resource.singular(), resource.plural()),
+                pool.0
+            )
+        })
+        .collect();
+    let how = format!("{} = {}", resource.amount(total), terms.join(" + "));
+    let change = match contributing.as_slice() {
+        [pool] => {
+            let fit = limit / u64::from(per_node(pool)).max(1);
+            if fit == 0 {
+                format!(
+                    "A single {} node already has {}; use an instance type with fewer {},",
+                    pool.0,
+                    resource.amount(u64::from(per_node(pool))),
+                    resource.plural(),
+                )
+            } else {
+                format!(
+                    "Lower max_nodes for {} to {fit} or fewer ({fit} × {} = {}),",
+                    pool.0,
+                    per_node(pool),
+                    resource.amount(fit * u64::from(per_node(pool))),
+                )
+            }
+        }
+        _ => format!("Lower max_nodes so the total is at most {},", resource.amount(limit)),
+    };
+    Breach {
+        what: resource.guardrail(),
+        summary: format!(
+            "{scope} would allow {}; guardrail {} is {limit}",
+            resource.amount(total),
+            resource.guardrail()
+        ),
+        detail: format!(
+            "{how}. {change} or raise guardrails.{} to at least {total}.",
+            resource.guardrail()
+        ),
+    }
+}
+
+/// The cost guardrail, when the priced pools alone pass it.
+fn cost_breach(
+    scope: &str,
+    pools: &[(String, u32, u32, u32)],
+    overrides: &[(String, f64)],
+    limit: f64,
+) -> Option<Breach> {
+    let mut known = 0.0;
+    let mut terms = Vec::new();
+    let missing = unpriced(pools, overrides);
+    for (instance_type, max_nodes, _, _) in pools.iter().filter(|pool| pool.1 > 0) {
+        if let Some((price, source)) = price_with_source(instance_type, overrides) {
+            known += f64::from(*max_nodes) * price;
+            terms.push(format!(
+                "{} × ${}/h of {instance_type} ({})",
+                count(u64::from(*max_nodes), "node", "nodes"),
+                money(price),
+                source.describe(),
+            ));
+        }
+    }
+    if known - limit <= COST_EPSILON {
+        return None;
+    }
+    {
+        let (qualifier, unpriced_note) = if missing.is_empty() {
+            ("up to", String::new())
+        } else {
+            (
+                "at least",
+                format!(
+                    " This does not count {}, which {} no known price.",
+                    missing.join(", "),
+                    if missing.len() == 1 { "has" } else { "have" },
+                ),
+            )
+        };
+        Some(Breach {
+            what: "max_hourly_cost_per_cluster",
+            summary: cost_summary(scope, qualifier, known, limit),
+            detail: format!(
+                "${}/h = {}.{unpriced_note} Lower max_nodes or use cheaper instance types so \
+                 the estimate is at most ${} per hour, or raise \
+                 guardrails.max_hourly_cost_per_cluster to at least {}.",
+                money(known),
+                terms.join(" + "),
+                money(limit),
+                money(known),
+            ),
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -309,27 +309,57 @@ fn policy_tags(v: &Value) -> Vec<(String, String)> {
     }
 }
 
-fn state_of(fs: &LustreFileSystem, dras: &[DataRepositoryAssociation], prior: &Value, clients: &Clients) -> Value {
-    let sp = &fs.spec;
-    let reported = sp.tags.clone().unwrap_or_default();
+/// The release policy FSx carries as the file system's tags (null without).
+fn release_policy_value(reported: &[(String, String)]) -> Value {
     let tag = |k: &str| {
         reported
             .iter()
             .find(|(key, _)| key == k)
             .and_then(|(_, v)| v.parse::<i64>().ok())
     };
-    let release_policy = match (tag(RELEASE_DAYS_TAG), tag(RELEASE_PERCENT_TAG)) {
+    match (tag(RELEASE_DAYS_TAG), tag(RELEASE_PERCENT_TAG)) {
         (Some(days), percent) => object(vec![
             ("unaccessed_days", Value::int(days)),
             ("usage_percent", Value::int(percent.unwrap_or(80))),
         ]),
         _ => Value::Null,
+    }
+}
+
+/// The data repositories in the configured order (`prior`'s); new ones (import, drift) go last.
+fn repositories_value(dras: &[DataRepositoryAssociation], prior: &Value) -> Value {
+    let prior_repos = prior.attr("data_repository").elements();
+    let prior_of = |d: &DataRepositoryAssociation| {
+        prior_repos
+            .iter()
+            .find(|p| p.attr("file_system_path").as_str() == d.spec.file_system_path.as_deref())
     };
+    let mut ordered: Vec<&DataRepositoryAssociation> = prior_repos
+        .iter()
+        .filter_map(|p| {
+            dras.iter()
+                .find(|d| d.spec.file_system_path.as_deref() == p.attr("file_system_path").as_str())
+        })
+        .collect();
+    let mut rest: Vec<&DataRepositoryAssociation> =
+        dras.iter().filter(|d| !ordered.iter().any(|o| o.id == d.id)).collect();
+    rest.sort_by(|a, b| a.spec.file_system_path.cmp(&b.spec.file_system_path));
+    ordered.extend(rest);
+    Value::List(
+        ordered
+            .iter()
+            .map(|d| data_repository_value(d, prior_of(d).unwrap_or(&Value::Null)))
+            .collect(),
+    )
+}
+
+/// The reported tags without the provider's own (`tags_all`), and of those the user's: all but
+/// the default tags nobody overrode (`tags`, null when empty and unset before).
+fn tags_values(reported: Vec<(String, String)>, prior: &Value, clients: &Clients) -> (Value, Value) {
     let tags_all: Vec<(String, String)> = reported
         .into_iter()
         .filter(|(k, _)| !k.starts_with(crate::desired_state::tag::PREFIX))
         .collect();
-    // User tags are the reported tags minus default tags that nobody overrode.
     let tags: Vec<(String, String)> = tags_all
         .iter()
         .filter(|(k, v)| {
@@ -338,31 +368,20 @@ fn state_of(fs: &LustreFileSystem, dras: &[DataRepositoryAssociation], prior: &V
         })
         .cloned()
         .collect();
-    let prior_repos = prior.attr("data_repository").elements();
-    // Keep the configured order of data repositories; new ones (import, drift) go last.
-    let mut ordered: Vec<&DataRepositoryAssociation> = Vec::new();
-    for p in prior_repos {
-        if let Some(d) = dras
-            .iter()
-            .find(|d| d.spec.file_system_path.as_deref() == p.attr("file_system_path").as_str())
-        {
-            ordered.push(d);
-        }
-    }
-    let mut rest: Vec<&DataRepositoryAssociation> =
-        dras.iter().filter(|d| !ordered.iter().any(|o| o.id == d.id)).collect();
-    rest.sort_by(|a, b| a.spec.file_system_path.cmp(&b.spec.file_system_path));
-    ordered.extend(rest);
-    let repos = ordered
-        .iter()
-        .map(|d| {
-            let p = prior_repos
-                .iter()
-                .find(|p| p.attr("file_system_path").as_str() == d.spec.file_system_path.as_deref())
-                .unwrap_or(&Value::Null);
-            data_repository_value(d, p)
-        })
-        .collect();
+    let tags = if tags.is_empty() && prior.attr("tags").is_null() {
+        Value::Null
+    } else {
+        of_map(&tags)
+    };
+    (of_map(&tags_all), tags)
+}
+
+fn state_of(fs: &LustreFileSystem, dras: &[DataRepositoryAssociation], prior: &Value, clients: &Clients) -> Value {
+    let sp = &fs.spec;
+    let reported = sp.tags.clone().unwrap_or_default();
+    let release_policy = release_policy_value(&reported);
+    let (tags_all, tags) = tags_values(reported, prior, clients);
+    let repos = repositories_value(dras, prior);
     // FSx reports associations separately from the file system's settings.
     let skip_final_backup =
         boolean(prior.attr("skip_final_backup")).unwrap_or_else(|| default_skip_final_backup(sp) || !dras.is_empty());
@@ -378,7 +397,7 @@ fn state_of(fs: &LustreFileSystem, dras: &[DataRepositoryAssociation], prior: &V
             "mount_command",
             Value::string(fs.mount_command(clients.fsx.region(), MOUNT_POINT)),
         ),
-        ("tags_all", of_map(&tags_all)),
+        ("tags_all", tags_all),
         ("storage_capacity", of_int(sp.storage_capacity)),
         ("deployment_type", of_string(sp.deployment_type.clone())),
         (
@@ -456,15 +475,8 @@ fn state_of(fs: &LustreFileSystem, dras: &[DataRepositoryAssociation], prior: &V
             "file_system_type_version",
             of_string(sp.file_system_type_version.clone()),
         ),
-        (
-            "tags",
-            if tags.is_empty() && prior.attr("tags").is_null() {
-                Value::Null
-            } else {
-                of_map(&tags)
-            },
-        ),
-        ("data_repository", Value::List(repos)),
+        ("tags", tags),
+        ("data_repository", repos),
         ("timeouts", prior.attr("timeouts").clone()),
         ("release_policy", release_policy),
     ])
