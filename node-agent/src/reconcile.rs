@@ -342,6 +342,18 @@ fn run_command(command: &[String], what: &str) -> Result<(), String> {
     }
 }
 
+/// The accounts, QOS and user associations the documents name, added to the accounting
+/// database where missing (nothing without accounting).
+fn associations(doc: &ClusterDoc, parts: &[PartitionDoc], conf: &Path) -> Result<(), String> {
+    if crate::boot::accounting::enabled(doc) {
+        let want = crate::associations::wanted(doc, parts);
+        for done in crate::associations::ensure(&doc.name, conf, &want)? {
+            crate::host::log("accounting", &done);
+        }
+    }
+    Ok(())
+}
+
 /// One reconcile pass. Errors in the desired state are reported and returned; the running
 /// configuration is not touched.
 pub async fn reconcile_once(aws: &Aws, cluster: &str, layout: &Layout, slurmctld: &Path) -> Result<Outcome, String> {
@@ -380,6 +392,10 @@ pub async fn reconcile_once(aws: &Aws, cluster: &str, layout: &Layout, slurmctld
         }
         if !running {
             if let (None, Some(command)) = (&current, &layout.start_command) {
+                // Before the start: a slurmctld loads the associations when it starts, and may
+                // miss ones added while it is still registering with slurmdbd (a job submitted
+                // then gets no account and waits forever behind AllowAccounts).
+                associations(&doc, &parts, &conf)?;
                 run_command(command, "starting slurmctld")?;
             }
             return Ok(Outcome::Applied {
@@ -388,6 +404,7 @@ pub async fn reconcile_once(aws: &Aws, cluster: &str, layout: &Layout, slurmctld
             });
         }
         if nodes_changed {
+            associations(&doc, &parts, &conf)?;
             run_command(&layout.restart_command, "restarting slurmctld")?;
             return Ok(Outcome::Applied {
                 reconfigured: false,
@@ -406,12 +423,7 @@ pub async fn reconcile_once(aws: &Aws, cluster: &str, layout: &Layout, slurmctld
     }
     .await
     .and_then(|outcome| {
-        if crate::boot::accounting::enabled(&doc) {
-            let want = crate::associations::wanted(&doc, &parts);
-            for done in crate::associations::ensure(&doc.name, &layout.conf_dir.join("slurm.conf"), &want)? {
-                crate::host::log("accounting", &done);
-            }
-        }
+        associations(&doc, &parts, &layout.conf_dir.join("slurm.conf"))?;
         Ok(outcome)
     });
     if result.is_ok() {
