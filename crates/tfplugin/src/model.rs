@@ -187,14 +187,15 @@ macro_rules! integer_model {
             fn read(v: &Value, at: &AttributePath) -> Result<Self, ModelError> {
                 let want = concat!("a whole number that fits ", stringify!($t));
                 match concrete(v) {
-                    Value::Number(n) => n
-                        .as_i64()
-                        .and_then(|i| <$t>::try_from(i).ok())
-                        .ok_or_else(|| ModelError::new(at, format!(
-                            "is {n}: give a whole number from {} to {}",
-                            <$t>::MIN,
-                            <$t>::MAX
-                        ))),
+                    Value::Number(n) if n.as_f64().fract() != 0.0 => {
+                        Err(ModelError::new(at, format!("is {n}: give a whole number")))
+                    }
+                    Value::Number(n) => n.as_i64().and_then(|i| <$t>::try_from(i).ok()).ok_or_else(|| {
+                        ModelError::new(
+                            at,
+                            format!("is {n}, out of range: give a whole number from {} to {}", <$t>::MIN, <$t>::MAX),
+                        )
+                    }),
                     other => Err(mismatch(other, at, want)),
                 }
             }
@@ -576,9 +577,19 @@ mod tests {
         assert_eq!(e.path, AttributePath::root("disks").index(0).attr("size"));
         assert!(
             e.to_string()
-                .starts_with("disks[0].size: is -1: give a whole number from 0 to"),
+                .starts_with("disks[0].size: is -1, out of range: give a whole number from 0 to"),
             "{e}"
         );
+
+        v.set_attr(
+            "disks",
+            Value::List(vec![obj(vec![
+                ("size", Value::Number(Number::parse("1.5").expect("number"))),
+                ("type", Value::Null),
+            ])]),
+        );
+        let e = Machine::from_value(&v).expect_err("a fraction");
+        assert_eq!(e.to_string(), "disks[0].size: is 1.5: give a whole number");
 
         v.set_attr("name", Value::Unknown);
         let e = Machine::from_value(&v).expect_err("unknown name");
