@@ -6,6 +6,8 @@
 //! builder runs the same component scripts on an EC2 instance instead.
 
 pub mod catalog;
+pub mod cli;
+pub mod cmd;
 pub mod disk;
 pub mod ebs_builder;
 pub mod host;
