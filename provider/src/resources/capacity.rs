@@ -6,10 +6,12 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use hpc_aws::quotas::vcpu_quota;
-use tfplugin::{Attribute, AttributePath, Block, Ctx, DataSource, Diagnostic, Diagnostics, Schema, Type, Value};
+use tfplugin::model::Model;
+use tfplugin::{
+    Attribute, AttributePath, Block, Ctx, DataSource, Diagnostic, Diagnostics, Number, Schema, Type, Value,
+};
 
 use crate::clients::Clients;
-use crate::convert::{boolean, object, of_string, strings};
 use crate::pricing;
 use crate::resources::aws_diag;
 
@@ -64,68 +66,53 @@ impl DataSource for CapacityData {
 
     async fn read(&self, ctx: Ctx, config: Value) -> Result<Value, Diagnostics> {
         let clients = Clients::of(&ctx).map_err(Diagnostics::from)?;
-        let types = strings(config.attr("instance_types")).unwrap_or_default();
-        let regions = strings(config.attr("regions")).unwrap_or_else(|| vec![clients.aws.region.clone()]);
-        let spot = boolean(config.attr("spot")).unwrap_or(false);
+        let mut c = Capacity::from_value(&config)
+            .map_err(|e| e.into_diagnostics("The data source's configuration cannot be read"))?;
+        let regions = c.regions.clone().unwrap_or_else(|| vec![clients.aws.region.clone()]);
+        let spot = c.spot.unwrap_or(false);
         let mut pools = Vec::new();
-        let mut total_free_gpus = 0u64;
         for region in &regions {
-            for entry in region_pools(clients, region, &types, spot).await? {
-                total_free_gpus += entry.free_gpus.unwrap_or(0);
-                pools.push(entry.value(clients, spot));
+            for mut room in region_pools(clients, region, &c.instance_types, spot).await? {
+                room.hourly_price = (!spot && room.region == "us-east-1")
+                    .then(|| pricing::on_demand_price(&room.instance_type, &clients.price_overrides))
+                    .flatten()
+                    .and_then(|p| Number::parse(&p.to_string()).ok());
+                pools.push(room);
             }
         }
-        let mut v = config.clone();
-        v.set_attr(
-            "id",
-            Value::string(format!("{}:{}", regions.join(","), types.join(","))),
-        );
-        v.set_attr("pools", Value::List(pools));
-        v.set_attr(
-            "total_free_gpus",
-            Value::int(i64::try_from(total_free_gpus).unwrap_or(i64::MAX)),
-        );
-        Ok(v)
+        c.id = Some(format!("{}:{}", regions.join(","), c.instance_types.join(",")));
+        c.total_free_gpus = Some(pools.iter().filter_map(|p| p.free_gpus).sum());
+        c.pools = Some(pools);
+        Ok(c.write(&schema().ty()))
     }
 }
 
-struct PoolRoom {
-    region: String,
-    instance_type: String,
-    vcpus: u64,
-    gpus: u64,
-    quota: Option<(&'static str, &'static str, f64)>,
-    used_vcpus: Option<u64>,
-    free_instances: Option<u64>,
-    free_gpus: Option<u64>,
+tfplugin::model! {
+    /// The data source's configuration and value.
+    struct Capacity {
+        instance_types: Vec<String>,
+        regions: Option<Vec<String>>,
+        spot: Option<bool>,
+        id: Option<String>,
+        pools: Option<Vec<PoolRoom>>,
+        total_free_gpus: Option<u64>,
+    }
 }
 
-impl PoolRoom {
-    fn value(&self, clients: &Clients, spot: bool) -> Value {
-        let num = |n: Option<u64>| {
-            n.and_then(|n| i64::try_from(n).ok())
-                .map(Value::int)
-                .unwrap_or(Value::Null)
-        };
-        let price = (!spot && self.region == "us-east-1")
-            .then(|| pricing::on_demand_price(&self.instance_type, &clients.price_overrides))
-            .flatten()
-            .and_then(|p| tfplugin::Number::parse(&p.to_string()).ok())
-            .map(Value::Number)
-            .unwrap_or(Value::Null);
-        object(vec![
-            ("region", Value::string(&self.region)),
-            ("instance_type", Value::string(&self.instance_type)),
-            ("vcpus", num(Some(self.vcpus))),
-            ("gpus", num(Some(self.gpus))),
-            ("quota_code", of_string(self.quota.map(|q| q.0.to_string()))),
-            ("quota_name", of_string(self.quota.map(|q| q.1.to_string()))),
-            ("quota_vcpus", num(self.quota.map(|q| q.2 as u64))),
-            ("used_vcpus", num(self.used_vcpus)),
-            ("free_instances", num(self.free_instances)),
-            ("free_gpus", num(self.free_gpus)),
-            ("hourly_price", price),
-        ])
+tfplugin::model! {
+    /// One entry of `pools`: a type's room in a region.
+    struct PoolRoom {
+        region: String,
+        instance_type: String,
+        vcpus: u64,
+        gpus: u64,
+        quota_code: Option<String>,
+        quota_name: Option<String>,
+        quota_vcpus: Option<u64>,
+        used_vcpus: Option<u64>,
+        free_instances: Option<u64>,
+        free_gpus: Option<u64>,
+        hourly_price: Option<Number>,
     }
 }
 
@@ -175,10 +162,13 @@ async fn region_pools(
             instance_type: t.clone(),
             vcpus,
             gpus,
-            quota: None,
+            quota_code: None,
+            quota_name: None,
+            quota_vcpus: None,
             used_vcpus: None,
             free_instances: None,
             free_gpus: None,
+            hourly_price: None,
         };
         if let Some(q) = vcpu_quota(t, spot) {
             let value = quotas
@@ -192,7 +182,9 @@ async fn region_pools(
                 .map(|i| u64::from(i.vcpus))
                 .sum();
             let free = ((value as u64).saturating_sub(used)) / vcpus.max(1);
-            room.quota = Some((q.code, q.name, value));
+            room.quota_code = Some(q.code.to_string());
+            room.quota_name = Some(q.name.to_string());
+            room.quota_vcpus = Some(value as u64);
             room.used_vcpus = Some(used);
             room.free_instances = Some(free);
             room.free_gpus = Some(free * gpus);

@@ -2,10 +2,12 @@
 //! EFA, network cards), plus the on-demand price this provider uses for cost guardrails.
 
 use async_trait::async_trait;
-use tfplugin::{Attribute, AttributePath, Block, Ctx, DataSource, Diagnostic, Diagnostics, Schema, Type, Value};
+use tfplugin::model::Model;
+use tfplugin::{
+    Attribute, AttributePath, Block, Ctx, DataSource, Diagnostic, Diagnostics, Number, Schema, Type, Value,
+};
 
 use crate::clients::Clients;
-use crate::convert::{object, of_int, of_string};
 use crate::pricing;
 use crate::resources::aws_diag;
 
@@ -68,7 +70,9 @@ impl DataSource for InstanceTypeData {
 
     async fn read(&self, ctx: Ctx, config: Value) -> Result<Value, Diagnostics> {
         let clients = Clients::of(&ctx).map_err(Diagnostics::from)?;
-        let name = config.attr("instance_type").as_str().unwrap_or_default().to_string();
+        let name = InstanceTypeConfig::from_value(&config)
+            .map_err(|e| e.into_diagnostics("The data source's configuration cannot be read"))?
+            .instance_type;
         let infos = clients
             .ec2
             .instance_types(std::slice::from_ref(&name))
@@ -83,32 +87,52 @@ impl DataSource for InstanceTypeData {
             .into());
         };
         let price = pricing::on_demand_price(&t.instance_type, &clients.price_overrides);
-        Ok(object(vec![
-            ("instance_type", Value::string(&name)),
-            ("id", Value::string(&t.instance_type)),
-            ("vcpus", Value::int(i64::from(t.vcpus))),
-            ("cores", Value::int(i64::from(t.cores))),
-            ("threads_per_core", Value::int(i64::from(t.threads_per_core))),
-            ("memory_mib", of_int(i64::try_from(t.memory_mib).ok())),
-            ("gpus", Value::int(i64::from(t.gpus))),
-            ("gpu_model", of_string(t.gpu_model.clone())),
-            ("gpu_manufacturer", of_string(t.gpu_manufacturer.clone())),
-            (
-                "gpu_memory_mib",
-                of_int(t.gpu_memory_mib.and_then(|m| i64::try_from(m).ok())),
-            ),
-            ("efa_supported", Value::Bool(t.efa_supported)),
-            ("max_efa_interfaces", Value::int(i64::from(t.max_efa_interfaces))),
-            ("network_cards", Value::int(t.network_cards.len().max(1) as i64)),
-            ("architectures", crate::convert::of_list(Some(&t.architectures))),
-            (
-                "on_demand_hourly_price",
-                price
-                    .and_then(|p| tfplugin::Number::parse(&p.to_string()).ok())
-                    .map(Value::Number)
-                    .unwrap_or(Value::Null),
-            ),
-        ]))
+        let facts = InstanceTypeFacts {
+            instance_type: name,
+            id: t.instance_type.clone(),
+            vcpus: t.vcpus,
+            cores: t.cores,
+            threads_per_core: t.threads_per_core,
+            memory_mib: t.memory_mib,
+            gpus: t.gpus,
+            gpu_model: t.gpu_model.clone(),
+            gpu_manufacturer: t.gpu_manufacturer.clone(),
+            gpu_memory_mib: t.gpu_memory_mib,
+            efa_supported: t.efa_supported,
+            max_efa_interfaces: t.max_efa_interfaces,
+            network_cards: t.network_cards.len().max(1),
+            architectures: t.architectures.clone(),
+            on_demand_hourly_price: price.and_then(|p| Number::parse(&p.to_string()).ok()),
+        };
+        Ok(facts.write(&schema().ty()))
+    }
+}
+
+tfplugin::model! {
+    /// What the configuration gives.
+    struct InstanceTypeConfig {
+        instance_type: String,
+    }
+}
+
+tfplugin::model! {
+    /// The data source's value.
+    struct InstanceTypeFacts {
+        instance_type: String,
+        id: String,
+        vcpus: u32,
+        cores: u32,
+        threads_per_core: u32,
+        memory_mib: u64,
+        gpus: u32,
+        gpu_model: Option<String>,
+        gpu_manufacturer: Option<String>,
+        gpu_memory_mib: Option<u64>,
+        efa_supported: bool,
+        max_efa_interfaces: u32,
+        network_cards: usize,
+        architectures: Vec<String>,
+        on_demand_hourly_price: Option<Number>,
     }
 }
 
