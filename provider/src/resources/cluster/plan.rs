@@ -1,0 +1,265 @@
+//! hpc_cluster's plan: identity and policy, the rendered slurm.conf, the checks that read AWS
+//! (image, key pair, partitions' timeouts), the cost, and what apply makes unknown.
+
+use super::*;
+
+/// A shorter `slurm.resume_timeout` must still leave each published partition room to fail
+/// over (`ClusterDoc::check_timeouts`); read only when the timeout changes.
+pub(super) async fn partitions_fit(clients: &Clients, doc: &ClusterDoc) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let published = match clients.ssm.list(&desired_state::partitions_path(&doc.name)).await {
+        Ok(p) => p,
+        Err(e) => return aws_diag("Cannot read the cluster's partitions", &e),
+    };
+    for p in published {
+        let Ok(part) = serde_json::from_str::<desired_state::PartitionDoc>(&p.value) else {
+            continue;
+        };
+        if let Err(e) = doc.check_timeouts(&part) {
+            diags.error_at(
+                AttributePath::root("slurm").attr("resume_timeout"),
+                e.summary,
+                format!("{} (partition {})", e.detail, part.name),
+            );
+        }
+    }
+    diags
+}
+
+/// The head node's image: its Slurm release against slurm.version, its architecture against the
+/// head's instance type, its root snapshot against root_volume_size (reads only).
+pub(super) async fn head_image_checks(clients: &Clients, planned: &Value) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let head = planned.attr("head_node");
+    let Some(ami) = string(head.attr("ami_id")) else {
+        return diags;
+    };
+    let Some(image) = planned_image(clients, &ami, &mut diags).await else {
+        return diags;
+    };
+    let at = || AttributePath::root("head_node");
+    if let Some(version) = string(planned.attr("slurm").attr("version")) {
+        diags.extend(image_release(&image, &version, at().attr("ami_id")));
+    }
+    let types = match string(head.attr("instance_type")) {
+        Some(t) => clients.ec2.instance_types(&[t]).await.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    diags.extend(image_fits(
+        &image,
+        int(head.attr("root_volume_size")),
+        &types,
+        at().attr("instance_type"),
+        at().attr("root_volume_size"),
+    ));
+    diags
+}
+
+/// The on-demand cost per hour of the head and login nodes; unknown while their types or
+/// count are.
+pub(super) fn fixed_cost(v: &Value, overrides: &[(String, f64)]) -> Value {
+    let (Ok(head), Ok(login)) = (
+        part::<InstanceType>(v, "head_node"),
+        part::<LoginNodes>(v, "login_nodes"),
+    ) else {
+        return Value::Unknown;
+    };
+    let count = u32::try_from(login.count).unwrap_or(0);
+    let usage = pricing::max_usage(
+        &[(head.instance_type, 1, 0, 0), (login.instance_type, count, 0, 0)],
+        overrides,
+    );
+    usage
+        .hourly_cost
+        .and_then(|c| tfplugin::Number::parse(&format!("{c:.2}")).ok())
+        .map(Value::Number)
+        .unwrap_or(Value::Null)
+}
+
+/// The cluster's id, parameter and instance profile policy (with the user's secrets, which
+/// must be in the cluster's region), and its tags.
+pub(super) fn plan_identity(clients: &Clients, req: &mut PlanRequest) {
+    let p = &mut req.planned;
+    clients.plan_tags_all(p);
+    if let Some(name) = string(p.attr("name")) {
+        p.set_attr("id", Value::string(&name));
+        p.set_attr(
+            "desired_state_parameter",
+            Value::string(desired_state::cluster_param(&name)),
+        );
+        let roles = strings(p.attr("head_node").attr("node_role_arns")).unwrap_or_default();
+        let password = AttributePath::root("accounting").attr("password_secret_arn");
+        let settings = AttributePath::root("mfa").attr("settings_secret_arn");
+        let mut secrets = Vec::new();
+        for (at, what, arn) in [
+            (
+                password,
+                "the password's",
+                string(p.attr("accounting").attr("password_secret_arn")),
+            ),
+            (
+                settings,
+                "the second factor's settings'",
+                string(p.attr("mfa").attr("settings_secret_arn")),
+            ),
+        ] {
+            let Some(arn) = arn else { continue };
+            let region = crate::resources::checks::secret_arn_region(&arn);
+            if let Some(region) = region.filter(|r| *r != clients.aws.region) {
+                req.diagnostics.error_at(
+                    at,
+                    format!("{what} secret is in {region}, the cluster in {}", clients.aws.region),
+                    "Nodes read it in the cluster's region: replicate the secret there (Secrets Manager \
+                     replica regions) and give the replica's ARN.",
+                );
+            }
+            secrets.push(arn);
+        }
+        p.set_attr(
+            "instance_profile_policy",
+            Value::string(instance_profile_policy(&name, &roles, &secrets)),
+        );
+    }
+}
+
+/// The cluster-wide slurm.conf, rendered from a configuration known whole (Slurm's objections
+/// are the plan's), else unknown.
+pub(super) fn plan_slurm_conf(clients: &Clients, req: &mut PlanRequest, munge: &str) {
+    if req.config.is_wholly_known() {
+        let secrets = Secrets {
+            region: &clients.aws.region,
+            munge_arn: munge,
+            password_arn: None,
+        };
+        match Cluster::of(&req.config).map(|m| render(&m.doc(secrets))) {
+            Ok(Ok(conf)) => req.planned.set_attr("slurm_conf", Value::string(conf)),
+            Ok(Err(errors)) => {
+                for e in errors {
+                    req.diagnostics.error_at(model_path(&e.path), e.summary, e.detail);
+                }
+            }
+            Err(e) => req
+                .diagnostics
+                .push(e.diagnostic("The cluster's configuration cannot be read")),
+        }
+    } else {
+        req.planned.set_attr("slurm_conf", Value::Unknown);
+    }
+}
+
+/// Checks that read AWS: the instance types against the guardrails, the head's image, the key
+/// pair, and the Slurm upgrade path.
+pub(super) async fn plan_reads(clients: &Clients, req: &PlanRequest) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let head_type = string(req.planned.attr("head_node").attr("instance_type"));
+    let login_type = string(req.planned.attr("login_nodes").attr("instance_type"));
+    for (t, at) in [(head_type, "head_node"), (login_type, "login_nodes")] {
+        let Some(t) = t else { continue };
+        if !clients.limits.allowed_instance_types.is_empty()
+            && !pricing::instance_type_allowed(&t, &clients.limits.allowed_instance_types)
+        {
+            diags.push(
+                Diagnostic::error(
+                    format!("{t} is not in guardrails.allowed_instance_types"),
+                    format!("Allowed: {}.", clients.limits.allowed_instance_types.join(", ")),
+                )
+                .at(AttributePath::root(at).attr("instance_type")),
+            );
+        }
+    }
+    // The head's image against slurm.version, its type and root volume, when any is new.
+    let image = |v: &Value| {
+        let h = v.attr("head_node");
+        (
+            h.attr("ami_id").clone(),
+            v.attr("slurm").attr("version").clone(),
+            h.attr("instance_type").clone(),
+            h.attr("root_volume_size").clone(),
+        )
+    };
+    if req.prior.is_null() || image(&req.planned) != image(&req.prior) {
+        diags.extend(head_image_checks(clients, &req.planned).await);
+    }
+    let key = |v: &Value| string(v.attr("head_node").attr("key_name"));
+    if let Some(name) = key(&req.planned).filter(|k| key(&req.prior).as_ref() != Some(k)) {
+        match clients.ec2.key_pair_exists(&name).await {
+            Ok(true) => {}
+            Ok(false) => diags.error_at(
+                AttributePath::root("head_node").attr("key_name"),
+                format!("there is no key pair {name:?} in {}", clients.aws.region),
+                "Create or import it first (aws_key_pair), or give the name of one of this account's key pairs in the region.",
+            ),
+            Err(e) => diags.extend(aws_diag("Cannot describe key pairs", &e)),
+        }
+    }
+    // A running cluster takes only the upgrades Slurm supports.
+    let version = |v: &Value| string(v.attr("slurm").attr("version"));
+    if let (Some(from), Some(to)) = (version(&req.prior), version(&req.planned)) {
+        if let Err(e) = slurm_model::check_upgrade(&from, &to) {
+            diags.error_at(AttributePath::root("slurm").attr("version"), e.summary, e.detail);
+        }
+    }
+    diags
+}
+
+/// What apply computes or launches becomes unknown: /home's file system, a new head node, the
+/// login nodes, the document's version; a state volume cannot be resized.
+pub(super) fn plan_unknowns(req: &mut PlanRequest) {
+    // The file system for /home: the given one, or the cluster's own (made at apply).
+    match string(req.planned.attr("home").attr("efs_id")) {
+        Some(id) => req.planned.set_attr("home_file_system_id", Value::string(id)),
+        None if managed_home(&req.prior).is_none() => req.planned.set_attr("home_file_system_id", Value::Unknown),
+        None => {}
+    }
+    if req.prior.is_null() {
+        for a in [
+            "login_node_ids",
+            "login_node_private_ips",
+            "desired_state_version",
+            "head_node_network_interface_id",
+            "state_volume_id",
+        ] {
+            req.planned.set_attr(a, Value::Unknown);
+        }
+        return;
+    }
+    // A head node terminated outside Terraform is launched again, and a changed image,
+    // type or root volume launches a new one: in place, on the same address.
+    let relaunch =
+        req.prior.attr("head_node_instance_id").is_null() || head::needs_new_instance(&req.prior, &req.planned);
+    if relaunch {
+        req.planned.set_attr("head_node_instance_id", Value::Unknown);
+    }
+    // A cluster made before heads had a kept interface gets one (and a new address with
+    // its next head).
+    if req.prior.attr("head_node_network_interface_id").is_null() {
+        for a in ["head_node_network_interface_id", "state_volume_id"] {
+            req.planned.set_attr(a, Value::Unknown);
+        }
+        if relaunch {
+            req.planned.set_attr("head_node_private_ip", Value::Unknown);
+        }
+    }
+    let size = |v: &Value| v.attr("head_node").attr("state_volume_size").clone();
+    if !req.prior.attr("state_volume_id").is_null() && size(&req.prior) != size(&req.planned) {
+        req.diagnostics.push(
+            Diagnostic::error(
+                "the state volume's size is set when the cluster is created",
+                format!(
+                    "The volume {} keeps the cluster's state; resizing it is not supported yet. \
+                     Keep state_volume_size at {}.",
+                    string(req.prior.attr("state_volume_id")).unwrap_or_default(),
+                    int(&size(&req.prior)).unwrap_or(head::DEFAULT_STATE_VOLUME_GIB)
+                ),
+            )
+            .at(AttributePath::root("head_node").attr("state_volume_size")),
+        );
+    }
+    if req.planned.attr("login_nodes") != req.prior.attr("login_nodes") {
+        req.planned.set_attr("login_node_ids", Value::Unknown);
+        req.planned.set_attr("login_node_private_ips", Value::Unknown);
+    }
+    if req.planned != req.prior {
+        req.planned.set_attr("desired_state_version", Value::Unknown);
+    }
+}

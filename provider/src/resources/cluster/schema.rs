@@ -1,0 +1,235 @@
+//! hpc_cluster's schema: its attributes, blocks, defaults and plan behaviour.
+
+use super::*;
+
+pub(super) fn schema() -> Schema {
+    let computed =
+        |name: &str, ty: Type, doc: &str| Attribute::computed(name, ty).description(doc).use_state_for_unknown();
+    let head = Block::new(vec![
+        Attribute::required("ami_id", Type::String).description(
+            "AMI of the head node (an hpc-image build). Changing it (or the type, root volume, key pair or \
+                 instance profile) replaces the head node in place: the old head stops, a new one starts on the \
+                 same address with the same state volume; queued jobs, accounting and compute nodes stay.",
+        ),
+        Attribute::optional("instance_type", Type::String)
+            .description("Head node instance type. Default `c7i.2xlarge`.")
+            .default(Value::string("c7i.2xlarge")),
+        Attribute::optional("root_volume_size", Type::Number)
+            .description("Root volume GiB. Default 100.")
+            .default(Value::int(100)),
+        Attribute::optional("root_volume_type", Type::String)
+            .description("`gp3` (default) or `gp2`.")
+            .default(Value::string("gp3")),
+        Attribute::optional("root_volume_encrypted", Type::Bool)
+            .description("Encrypt the root volume. Default true.")
+            .default(Value::Bool(true)),
+        Attribute::optional("key_name", Type::String).description("EC2 key pair for SSH as the AMI's default user."),
+        Attribute::optional("allowed_ssh_cidrs", Type::list(Type::String))
+            .description("Networks allowed to SSH to head and login nodes. Default: none (use SSM Session Manager)."),
+        Attribute::optional("instance_profile_arn", Type::String)
+            .description("Instance profile of the cluster's nodes; see `instance_profile_policy` for what it needs."),
+        Attribute::optional("node_role_arns", Type::list(Type::String)).description(
+            "IAM roles of the instance profiles nodes launch with (the cluster's, and any partition's own). `instance_profile_policy` then lets the head node pass only these roles, and only to EC2. Default: any role, to EC2 only.",
+        ),
+        Attribute::optional("state_volume_size", Type::Number)
+            .description(&format!(
+                "GiB of the encrypted gp3 volume that keeps the cluster's state across head nodes \
+             (slurmctld's saved state, the local accounting database). Default {}; set at creation.",
+                head::DEFAULT_STATE_VOLUME_GIB
+            ))
+            .default(Value::int(head::DEFAULT_STATE_VOLUME_GIB)),
+    ]);
+    let slurm = Block::new(vec![
+        Attribute::optional("version", Type::String)
+            .description("Slurm release series on the images: `22.05` or `24.11` (default).")
+            .default(Value::string("24.11")),
+        Attribute::optional("scaledown_idletime", Type::String)
+            .description(&format!(
+                "Idle time before a cloud node is powered down (SuspendTime). Default `{}`.",
+                desired_state::duration_text(DEFAULT_SCALEDOWN_IDLETIME_S)
+            ))
+            .default(Value::string(desired_state::duration_text(
+                DEFAULT_SCALEDOWN_IDLETIME_S,
+            ))),
+        Attribute::optional("resume_timeout", Type::String)
+            .description(&format!(
+                "How long a node may take to boot and register (ResumeTimeout); every partition's \
+                 `provision_timeout` must be shorter. Default `{}`.",
+                desired_state::duration_text(DEFAULT_RESUME_TIMEOUT_S)
+            ))
+            .default(Value::string(desired_state::duration_text(DEFAULT_RESUME_TIMEOUT_S))),
+        Attribute::optional("extra", Type::map(Type::String))
+            .description("More slurm.conf settings; unknown keys and keys hpcforge manages are rejected."),
+    ]);
+    let accounting = Block::new(vec![
+        Attribute::optional("mode", Type::String)
+            .description("`local` (MariaDB on the head node, default), `external` (your database) or `none`.")
+            .default(Value::string("local")),
+        Attribute::optional("host", Type::String).description("External database host."),
+        Attribute::optional("port", Type::Number).description("External database port. Default 3306."),
+        Attribute::optional("user", Type::String).description("External database user."),
+        Attribute::optional("database", Type::String).description("External database name. Default `slurm_acct_db`."),
+        Attribute::optional("password_secret_arn", Type::String)
+            .description("Secrets Manager secret holding the external database password."),
+        Attribute::optional("password", Type::String)
+            .description("External database password, stored in Secrets Manager by the provider; never kept in state.")
+            .sensitive()
+            .write_only(),
+        Attribute::optional("password_version", Type::Number).description(
+            "Any number; change it whenever `password` changes. Terraform never compares write-only values between plans, so this is what makes the provider store the new password (as a new version of the same secret).",
+        ),
+    ]);
+    let login = Block::new(vec![
+        Attribute::optional("count", Type::Number)
+            .description("Number of login nodes. Default 0.")
+            .default(Value::int(0)),
+        Attribute::optional("instance_type", Type::String)
+            .description("Login node instance type. Default `c7i.xlarge`.")
+            .default(Value::string("c7i.xlarge")),
+    ]);
+    let user = Block::new(vec![
+        Attribute::required("name", Type::String).description("Login name."),
+        Attribute::required("uid", Type::Number).description("Numeric user id (1000 or more)."),
+        Attribute::optional("gid", Type::Number).description("Primary group id. Default: the uid."),
+        Attribute::optional("ssh_public_keys", Type::list(Type::String)).description("Authorized SSH public keys."),
+        Attribute::optional("sudo", Type::Bool)
+            .description("Passwordless sudo. Default false.")
+            .default(Value::Bool(false)),
+        Attribute::optional("accounts", Type::list(Type::String)).description(
+            "Slurm accounts the user may charge, the first their default: made in the accounting database \
+             with the user's associations (what partitions' `allow_accounts` admit). Lowercase.",
+        ),
+    ]);
+    let home = Block::new(vec![
+        Attribute::optional("storage", Type::String)
+            .description("`efs` (the default and the only kind: the head node exports nothing).")
+            .default(Value::string("efs")),
+        Attribute::optional("efs_id", Type::String).description(
+            "Your EFS file system (`fs-...`), with a mount target in each zone the nodes run in. Without it the \
+             provider makes one for the cluster (`home_file_system_id`).",
+        ),
+    ]);
+    let mfa = Block::new(vec![
+        Attribute::required("pam_module", Type::String)
+            .description(
+                "PAM module for the second factor on login nodes' SSH, after the key, e.g. \
+                 `pam_google_authenticator.so` or `pam_duo.so` (hpc-image's `mfa` component bakes both).",
+            ),
+        Attribute::optional("config", Type::String)
+            .description("The module's arguments on its PAM line, e.g. `nullok` (users not enrolled yet log in by key)."),
+        Attribute::optional("settings_file", Type::String).description(
+            "Where login nodes write the module's settings, root-only (mode 0600), e.g. `/etc/security/pam_duo.conf`: \
+             a path under /etc. Requires `settings_secret_arn`.",
+        ),
+        Attribute::optional("settings_secret_arn", Type::String).description(
+            "A Secrets Manager secret whose text is the module's settings (e.g. pam_duo's host, ikey and skey). \
+             Login nodes fetch it (`instance_profile_policy` grants reading it) and follow its changes within a minute.",
+        ),
+    ]);
+    let storage = Block::new(vec![
+        Attribute::optional("lustre_id", Type::String).description("An hpc_lustre_fs id."),
+        Attribute::optional("dns_name", Type::String)
+            .description("The file system's DNS name (hpc_lustre_fs.dns_name); required."),
+        Attribute::optional("mount_name", Type::String)
+            .description("The file system's mount name (hpc_lustre_fs.mount_name); required."),
+        Attribute::required("mount_point", Type::String).description("Where nodes mount it, e.g. `/fsx`."),
+    ]);
+    Schema::new(
+        0,
+        Block::new(vec![
+            computed("id", Type::String, "The cluster name."),
+            Attribute::required("name", Type::String)
+                .description("Cluster name (Slurm ClusterName): lowercase letters, digits, `-`.")
+                .requires_replace(),
+            Attribute::required("subnet_id", Type::String)
+                .description("Subnet of the head and login nodes.")
+                .requires_replace(),
+            Attribute::optional("security_group_id", Type::String)
+                .description(
+                    "Use this security group as the cluster group (all traffic between members) instead of \
+                     creating one, e.g. `hpc_network.security_group_id`, so a Lustre file system made before the \
+                     cluster in that group is reachable from every node. It is never deleted by the cluster.",
+                )
+                .requires_replace(),
+            Attribute::optional("wait_for_ready", Type::Bool)
+                .description(
+                    "Create and update wait (within their timeouts) until the head node reports slurmctld running, \
+                     and fail with the head node's own error and its console's last lines when it reports a failure \
+                     or never reports. Default true.",
+                )
+                .default(Value::Bool(true)),
+            Attribute::optional("tags", Type::map(Type::String)).description("Tags of everything the cluster creates."),
+            Attribute::computed("tags_all", Type::map(Type::String))
+                .description("`tags` merged over the provider's `default_tags`."),
+            computed("vpc_id", Type::String, "VPC of the subnet."),
+            computed("head_node_instance_id", Type::String, "Head node instance."),
+            computed(
+                "head_node_private_ip",
+                Type::String,
+                "Head node address (SlurmctldHost): the kept network interface's, the same for every head node.",
+            ),
+            computed(
+                "head_node_network_interface_id",
+                Type::String,
+                "Network interface every head node of the cluster is launched on.",
+            ),
+            computed(
+                "state_volume_id",
+                Type::String,
+                "EBS volume with the cluster's state, attached to each head node.",
+            ),
+            computed(
+                "home_file_system_id",
+                Type::String,
+                "EFS file system every node mounts at /home: `home.efs_id`, or the one the provider made \
+                 (encrypted, elastic throughput, a mount target in each zone of the cluster's and its partitions' \
+                 subnets in this region; deleted with the cluster, the users' files with it).",
+            ),
+            Attribute::computed("login_node_ids", Type::list(Type::String)).description("Login node instances."),
+            Attribute::computed("login_node_private_ips", Type::list(Type::String))
+                .description("Login node addresses."),
+            computed(
+                "security_group_ids",
+                Type::list(Type::String),
+                "Cluster security group and SSH security group.",
+            ),
+            computed(
+                "munge_key_secret_arn",
+                Type::String,
+                "Secrets Manager secret with the munge key (generated; never in state).",
+            ),
+            computed(
+                "desired_state_parameter",
+                Type::String,
+                "SSM parameter of the cluster's desired state.",
+            ),
+            Attribute::computed("desired_state_version", Type::Number)
+                .description("Version of the published cluster document."),
+            Attribute::computed("slurm_conf", Type::String)
+                .description("The cluster-wide part of slurm.conf (each hpc_partition shows its own lines)."),
+            computed(
+                "instance_profile_policy",
+                Type::String,
+                "IAM policy JSON the instance profile needs.",
+            ),
+            Attribute::computed("estimated_hourly_cost", Type::Number)
+                .description("On-demand USD/hour of the head and login nodes (partitions report their own)."),
+        ])
+        .with_blocks(vec![
+            NestedBlock::new("head_node", BlockNesting::Single, head.description("The head node: slurmctld, accounting and the node agent; its AMI, type, root volume and SSH access."))
+                .min_items(1)
+                .max_items(1),
+            NestedBlock::new("slurm", BlockNesting::Single, slurm.description("Slurm version, power saving timings and extra slurm.conf settings.")),
+            NestedBlock::new("accounting", BlockNesting::Single, accounting.description("Job accounting: slurmdbd with a local MariaDB on the head node, an external database, or none.")),
+            NestedBlock::new("login_nodes", BlockNesting::Single, login.description("Login nodes users SSH to; their count changes in place.")),
+            NestedBlock::new("user", BlockNesting::List, user.description("A Unix user on every node (same uid everywhere).")),
+            NestedBlock::new("mfa", BlockNesting::Single, mfa.description("Multi-factor authentication for SSH logins (a PAM module and its configuration).")),
+            NestedBlock::new("home", BlockNesting::Single, home.description("Where /home lives: an EFS file system, the cluster's own unless you give one.")),
+            NestedBlock::new("storage", BlockNesting::List, storage.description("A Lustre file system every node mounts.")),
+            timeouts::block(&["create", "update", "delete"]),
+        ])
+        .description(
+            "A Slurm cluster: head node with slurmctld and accounting, login nodes, users and shared storage.",
+        ),
+    )
+}

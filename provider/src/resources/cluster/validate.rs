@@ -1,0 +1,255 @@
+//! hpc_cluster's checks of a configuration alone (no AWS): names, ids, sizes, modes, users,
+//! storage, and Slurm's own rules for the cluster-wide slurm.conf.
+
+use super::*;
+
+/// The cluster-wide slurm.conf, or the model's objections.
+pub(super) fn render(doc: &ClusterDoc) -> Result<String, Vec<slurm_model::ModelError>> {
+    let model = doc.to_model(&[]).map_err(|e| vec![e])?;
+    let errors: Vec<_> = slurm_model::validate(&model)
+        .into_iter()
+        .filter(|e| e.path.first().map(String::as_str) != Some("partition") && !e.summary.contains("no partition"))
+        .collect();
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(slurm_model::render_unvalidated(&model).slurm_conf)
+}
+
+pub(super) fn model_path(path: &[String]) -> AttributePath {
+    match path.get(1).map(String::as_str) {
+        Some("extra") => {
+            let p = AttributePath::root("slurm").attr("extra");
+            match path.get(2) {
+                Some(k) => p.key(k),
+                None => p,
+            }
+        }
+        Some("version") => AttributePath::root("slurm").attr("version"),
+        Some("name") => AttributePath::root("name"),
+        _ => AttributePath::root("slurm"),
+    }
+}
+
+/// Lowercase letters, digits, '_' and '-': what login names and Slurm account names share.
+pub(super) fn slurm_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.chars()
+            .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_' || ch == '-')
+}
+
+/// The cluster's name and subnet.
+pub(super) fn identity_checks(c: &Value, diags: &mut Diagnostics) {
+    if let Some(name) = c.attr("name").as_str() {
+        if let Err(why) = valid_name(name, 40) {
+            diags.error_at(
+                AttributePath::root("name"),
+                format!("cluster name {name:?} is not valid"),
+                why,
+            );
+        }
+    }
+    if let Some(s) = c.attr("subnet_id").as_str() {
+        if !s.starts_with("subnet-") {
+            diags.error_at(
+                AttributePath::root("subnet_id"),
+                format!("{s:?} is not a subnet id"),
+                "Use an id like subnet-0123456789abcdef0.",
+            );
+        }
+    }
+}
+
+/// The head node's ids, sizes, roles and SSH ranges.
+pub(super) fn head_checks(head: &Value, diags: &mut Diagnostics) {
+    if let Some(ami) = head.attr("ami_id").as_str() {
+        if !ami.starts_with("ami-") {
+            diags.error_at(
+                AttributePath::root("head_node").attr("ami_id"),
+                format!("{ami:?} is not an AMI id"),
+                "Use an id like ami-0123456789abcdef0.",
+            );
+        }
+    }
+    if let Some(size) = int(head.attr("state_volume_size")) {
+        if !(1..=16384).contains(&size) {
+            diags.error_at(
+                AttributePath::root("head_node").attr("state_volume_size"),
+                format!("a state volume of {size} GiB is not possible"),
+                "Give 1 to 16384 GiB (gp3's range).",
+            );
+        }
+    }
+    if head.attr("root_volume_encrypted").as_bool() == Some(false) {
+        diags.push(
+            Diagnostic::warning(
+                "head node root volume is not encrypted",
+                "Encryption at rest is on by default; turning it off is rarely wanted.",
+            )
+            .at(AttributePath::root("head_node").attr("root_volume_encrypted")),
+        );
+    }
+    for (i, arn) in strings(head.attr("node_role_arns"))
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        if !crate::resources::checks::is_iam_arn(arn, "role") {
+            diags.error_at(
+                AttributePath::root("head_node").attr("node_role_arns").index(i),
+                format!("{arn:?} is not an IAM role ARN"),
+                "Write the role's ARN, e.g. arn:aws:iam::111122223333:role/hpc-nodes (the role, not its instance profile).",
+            );
+        }
+    }
+    for (i, cidr) in strings(head.attr("allowed_ssh_cidrs"))
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        checks::ssh_cidr(
+            cidr,
+            AttributePath::root("head_node").attr("allowed_ssh_cidrs").index(i),
+            diags,
+        );
+    }
+}
+
+/// slurm's durations parse.
+pub(super) fn duration_checks(s: &Value, diags: &mut Diagnostics) {
+    for attr in ["scaledown_idletime", "resume_timeout"] {
+        if let Some(v) = s.attr(attr).as_str() {
+            if let Err(e) = timeouts::parse_duration(v) {
+                diags.error_at(
+                    AttributePath::root("slurm").attr(attr),
+                    format!("{attr} is not a duration"),
+                    e,
+                );
+            }
+        }
+    }
+}
+
+/// The accounting mode and what each mode takes.
+pub(super) fn accounting_checks(a: &Value, diags: &mut Diagnostics) {
+    if let Some(mode) = a.attr("mode").as_str() {
+        if !ACCOUNTING_MODES.contains(&mode) {
+            diags.error_at(
+                AttributePath::root("accounting").attr("mode"),
+                format!("unknown accounting mode {mode:?}"),
+                "Use local, external or none.",
+            );
+        }
+        if mode == "external" {
+            if a.attr("host").is_null() {
+                diags.error_at(
+                    AttributePath::root("accounting").attr("host"),
+                    "external accounting needs host",
+                    "Give the database host.",
+                );
+            }
+            if a.attr("password").is_null() && a.attr("password_secret_arn").is_null() {
+                diags.error_at(
+                    AttributePath::root("accounting").attr("password_secret_arn"),
+                    "external accounting needs a password",
+                    "Set password_secret_arn to a Secrets Manager secret, or password (write-only: kept out of state).",
+                );
+            }
+        } else if mode == "local" || mode == "none" {
+            for key in ["host", "password", "password_secret_arn", "password_version"] {
+                if !a.attr(key).is_null() {
+                    diags.error_at(
+                        AttributePath::root("accounting").attr(key),
+                        format!("{key} is for external accounting only"),
+                        format!(
+                            "With mode {mode:?} the provider {} the database; remove {key}, or set mode = \"external\".",
+                            if mode == "local" { "makes and keeps" } else { "uses no" }
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    if let Some(p) = a.attr("password").as_str() {
+        if let Err(e) = slurm_model::check_storage_password(p) {
+            diags.error_at(AttributePath::root("accounting").attr("password"), e.summary, e.detail);
+        }
+    }
+}
+
+/// Login names and account names, each user once, each in one shard (`c` with the schema's
+/// defaults).
+pub(super) fn user_checks(c: &Value, diags: &mut Diagnostics) {
+    let mut names = Vec::new();
+    for (i, u) in c.attr("user").elements().iter().enumerate() {
+        let at = || AttributePath::root("user").index(i);
+        if let Some(n) = u.attr("name").as_str() {
+            let ok = n.len() <= 32 && n.starts_with(|ch: char| ch.is_ascii_lowercase() || ch == '_') && slurm_name(n);
+            if !ok {
+                diags.error_at(
+                    at().attr("name"),
+                    format!("{n:?} is not a valid login name"),
+                    "Use lowercase letters, digits, '_' and '-', starting with a letter.",
+                );
+            }
+            if names.contains(&n.to_string()) {
+                diags.error_at(
+                    at().attr("name"),
+                    format!("user {n} is listed twice"),
+                    "List each user once.",
+                );
+            }
+            names.push(n.to_string());
+        }
+        for (j, account) in u.attr("accounts").elements().iter().enumerate() {
+            if let Some(a) = account.as_str() {
+                if !slurm_name(a) {
+                    diags.error_at(
+                        at().attr("accounts").index(j),
+                        format!("{a:?} is not a valid Slurm account name"),
+                        "Use lowercase letters, digits, '_' and '-' (Slurm keeps account names in lowercase).",
+                    );
+                }
+            }
+        }
+        let shard = User::read(u, &at()).map(|user| desired_state::user_shards(&[user.doc()]));
+        if let Ok(Err(e)) = shard {
+            diags.error_at(
+                at().attr("ssh_public_keys"),
+                e,
+                "Each user is published whole in one 8 KiB shard.",
+            );
+        }
+    }
+}
+
+/// Each storage block names what nodes mount.
+pub(super) fn storage_checks(storage: &[Value], diags: &mut Diagnostics) {
+    for (i, m) in storage.iter().enumerate() {
+        for attr in ["dns_name", "mount_name"] {
+            if m.attr(attr).is_null() {
+                diags.error_at(
+                    AttributePath::root("storage").index(i).attr(attr),
+                    format!("storage needs {attr}: nodes mount <dns_name>@tcp:/<mount_name>"),
+                    format!("Set {attr} = hpc_lustre_fs.<name>.{attr} (or the file system's own value)."),
+                );
+            }
+        }
+    }
+}
+
+/// Slurm's own rules for the cluster-wide slurm.conf (a configuration known whole).
+pub(super) fn render_checks(c: &Value) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    match Cluster::of(c) {
+        Ok(m) => {
+            if let Err(errors) = render(&m.doc(Secrets::none())) {
+                for e in errors {
+                    diags.error_at(model_path(&e.path), e.summary, e.detail);
+                }
+            }
+        }
+        Err(e) => diags.push(e.diagnostic("The cluster's configuration cannot be read")),
+    }
+    diags
+}
