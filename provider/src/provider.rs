@@ -32,9 +32,9 @@ tfplugin::model! {
         profile: Option<String>,
         max_retries: Option<i64>,
         assume_role: Option<AssumeRoleConfig>,
-        endpoints: BTreeMap<String, Option<String>>,
-        default_tags: DefaultTags,
-        guardrails: Guardrails,
+        endpoints: Option<BTreeMap<String, Option<String>>>,
+        default_tags: Option<DefaultTags>,
+        guardrails: Option<Guardrails>,
     }
 }
 
@@ -85,6 +85,7 @@ impl ProviderConfig {
             endpoints: self
                 .endpoints
                 .iter()
+                .flatten()
                 .filter_map(|(service, url)| Some((service.clone(), url.clone()?)))
                 .collect(),
             max_retries: u32::try_from(self.max_retries.unwrap_or(DEFAULT_MAX_RETRIES)).unwrap_or(0),
@@ -92,7 +93,9 @@ impl ProviderConfig {
     }
 
     fn limits(&self) -> Limits {
-        let g = &self.guardrails;
+        let Some(g) = &self.guardrails else {
+            return Limits::default();
+        };
         let count = |n: Option<i64>| n.and_then(|n| u64::try_from(n).ok());
         Limits {
             allowed_instance_types: g.allowed_instance_types.clone().unwrap_or_default(),
@@ -271,8 +274,10 @@ impl Provider for HpcProvider {
                 );
             }
         }
-        guardrail_checks(&c.guardrails, &mut diags);
-        for (service, url) in &c.endpoints {
+        if let Some(g) = &c.guardrails {
+            guardrail_checks(g, &mut diags);
+        }
+        for (service, url) in c.endpoints.iter().flatten() {
             let Some(u) = url else { continue };
             if !(u.starts_with("http://") || u.starts_with("https://")) {
                 diags.error_at(
@@ -299,12 +304,16 @@ impl Provider for HpcProvider {
             secrets: aws.secrets(),
             efs: aws.efs(),
             aws,
-            default_tags: config.default_tags.tags.clone().unwrap_or_default(),
+            default_tags: config
+                .default_tags
+                .as_ref()
+                .and_then(|d| d.tags.clone())
+                .unwrap_or_default(),
             limits: config.limits(),
             price_overrides: config
                 .guardrails
-                .prices
-                .clone()
+                .as_ref()
+                .and_then(|g| g.prices.clone())
                 .unwrap_or_default()
                 .into_iter()
                 .collect(),

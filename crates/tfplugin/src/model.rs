@@ -348,9 +348,9 @@ macro_rules! model {
 
 impl Block {
     /// `v` with every unset (null) attribute that has a default given its default, through
-    /// nested attributes and blocks. A single block with no required attribute that is absent
-    /// reads as present with nothing set (its defaults), so a model never repeats a block's
-    /// defaults; a single block with a required attribute stays null (absent means "off").
+    /// nested attributes and blocks. An absent single block that has defaults and no required
+    /// attribute reads as present with nothing set (its defaults), so a model never repeats a
+    /// block's defaults; other single blocks stay null (absent means "off", or nothing to say).
     /// An absent list or set of blocks is an empty one (as Terraform sends it). Unknown values
     /// are left unknown.
     pub fn with_defaults(&self, v: &Value) -> Value {
@@ -380,6 +380,12 @@ impl Block {
             x.is_null() || x.elements().is_empty() && !matches!(x, Value::Object(_))
         });
         attrs && blocks
+    }
+
+    /// An absent single block of this kind reads as its defaults: it has some and needs
+    /// nothing (`timeouts`, with no defaults, stays absent, as it came).
+    fn reads_as_defaults(&self) -> bool {
+        !self.has_required() && self.attributes.iter().any(|a| a.default.is_some())
     }
 
     fn has_required(&self) -> bool {
@@ -424,7 +430,7 @@ fn fill_attrs(attrs: &[Attribute], m: &mut BTreeMap<String, Value>) {
 
 fn fill_nested_block(b: &NestedBlock, slot: &mut Value) {
     match (b.nesting, &mut *slot) {
-        (BlockNesting::Single | BlockNesting::Group, Value::Null) if !b.block.has_required() => {
+        (BlockNesting::Single | BlockNesting::Group, Value::Null) if b.block.reads_as_defaults() => {
             *slot = Value::null_object(&b.block.ty());
             fill_block(&b.block, slot);
         }
@@ -639,10 +645,18 @@ mod tests {
     }
 
     #[test]
-    fn a_block_with_a_required_attribute_stays_absent() {
+    fn a_block_with_a_required_attribute_or_no_defaults_stays_absent() {
         let inner = Block::new(vec![Attribute::required("module", Type::String)]);
-        let outer = Block::default().with_blocks(vec![NestedBlock::new("mfa", BlockNesting::Single, inner)]);
-        let v = outer.with_defaults(&obj(vec![("mfa", Value::Null)]));
+        let timeouts = Block::new(vec![Attribute::optional("create", Type::String)]);
+        let outer = Block::default().with_blocks(vec![
+            NestedBlock::new("mfa", BlockNesting::Single, inner),
+            NestedBlock::new("timeouts", BlockNesting::Single, timeouts),
+        ]);
+        let v = outer.with_defaults(&obj(vec![("mfa", Value::Null), ("timeouts", Value::Null)]));
         assert!(v.attr("mfa").is_null());
+        assert!(
+            v.attr("timeouts").is_null(),
+            "read back as it came, not as an empty block"
+        );
     }
 }
