@@ -57,18 +57,22 @@ pub(super) fn one_default(name: &str, others: &[crate::desired_state::PartitionD
     diags
 }
 
+/// One EC2 client per region the planned pools name (a pool's other values may not be known
+/// yet, so the value is read as it is).
+fn planned_pool_clients(clients: &Clients, planned: &Value) -> BTreeMap<String, hpc_aws::ec2::Ec2> {
+    let regions = planned
+        .attr("capacity_pool")
+        .elements()
+        .iter()
+        .map(|p| p.attr("region").as_str());
+    super::pool_clients(clients, regions)
+}
+
 /// Each pool's subnets exist in its region, and every instance type is offered in their zones:
 /// none of them is an error (every launch there would fail), some of them a warning.
 pub(super) async fn offerings(clients: &Clients, planned: &Value, types: &[String]) -> Diagnostics {
     let mut diags = Diagnostics::default();
-    let ec2s = super::pool_clients(
-        clients,
-        planned
-            .attr("capacity_pool")
-            .elements()
-            .iter()
-            .map(|p| p.attr("region").as_str()),
-    );
+    let ec2s = planned_pool_clients(clients, planned);
     let mut offered: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     for (i, pool) in planned.attr("capacity_pool").elements().iter().enumerate() {
         let at = || AttributePath::root("capacity_pool").index(i).attr("subnet_ids");
@@ -147,14 +151,7 @@ pub(super) async fn offerings(clients: &Clients, planned: &Value, types: &[Strin
 /// pool says `capacity_block` (reads only).
 pub(super) async fn reservations(clients: &Clients, planned: &Value, types: &[String]) -> Diagnostics {
     let mut diags = Diagnostics::default();
-    let ec2s = super::pool_clients(
-        clients,
-        planned
-            .attr("capacity_pool")
-            .elements()
-            .iter()
-            .map(|p| p.attr("region").as_str()),
-    );
+    let ec2s = planned_pool_clients(clients, planned);
     for (i, pool) in planned.attr("capacity_pool").elements().iter().enumerate() {
         let Some(id) = string(pool.attr("capacity_reservation_id")) else {
             continue;
