@@ -284,266 +284,163 @@ impl Resolver<'_> {
     fn source(&mut self, s: &Source) -> Option<SourceConfig> {
         let block = format!("source \"{}\" \"{}\"", s.builder, s.name);
         match s.builder.as_str() {
-            "local" => {
-                let mut r = self.reader(block.clone(), s.line, &s.args);
-                let suite = r.string("suite").unwrap_or_else(|| "bookworm".to_string());
-                if !SUITES.contains(&suite.as_str()) {
-                    r.problem(
-                        r.line_of("suite"),
-                        format!("suite {suite:?} is not supported: use bookworm (Debian 12) or trixie (Debian 13)"),
-                    );
-                }
-                let mirror = r.string("mirror").unwrap_or_else(host_mirror);
-                let size_text = r.string("disk_size").unwrap_or_else(|| "4G".to_string());
-                let disk_size = match parse_size(&size_text) {
-                    Some(n) if n >= 2 << 30 => n,
-                    Some(_) => {
-                        r.problem(r.line_of("disk_size"), "disk_size must be at least 2G");
-                        0
-                    }
-                    None => {
-                        r.problem(
-                            r.line_of("disk_size"),
-                            format!("disk_size {size_text:?} is not a size like \"4G\" or \"8192M\""),
-                        );
-                        0
-                    }
-                };
-                let packages = r.strings("packages");
-                let verify = r.bool("verify", true);
-                let timeout_text = r.string("verify_timeout").unwrap_or_else(|| "20m".to_string());
-                let verify_timeout = parse_duration(&timeout_text).unwrap_or_else(|| {
-                    r.problem(
-                        r.line_of("verify_timeout"),
-                        format!("verify_timeout {timeout_text:?} is not a duration like \"20m\""),
-                    );
-                    Duration::ZERO
-                });
-                let memory_mib = r.u64("memory_mib", 2048);
-                let cpus = r.u64("cpus", 2);
-                let problems = r.finish();
-                self.absorb(problems);
-                Some(SourceConfig::Local(LocalSource {
-                    name: s.name.clone(),
-                    suite,
-                    mirror,
-                    disk_size,
-                    packages,
-                    verify,
-                    verify_timeout,
-                    memory_mib,
-                    cpus,
-                }))
+            "local" => Some(SourceConfig::Local(self.local_source(s, &block))),
+            _ => Some(SourceConfig::Ebs(self.ebs_source(s, &block))),
+        }
+    }
+
+    /// A `source "local"` block: suite, mirror, disk size, packages and the qemu check.
+    fn local_source(&mut self, s: &Source, block: &str) -> LocalSource {
+        let mut r = self.reader(block.to_string(), s.line, &s.args);
+        let suite = r.string("suite").unwrap_or_else(|| "bookworm".to_string());
+        if !SUITES.contains(&suite.as_str()) {
+            r.problem(
+                r.line_of("suite"),
+                format!("suite {suite:?} is not supported: use bookworm (Debian 12) or trixie (Debian 13)"),
+            );
+        }
+        let mirror = r.string("mirror").unwrap_or_else(host_mirror);
+        let size_text = r.string("disk_size").unwrap_or_else(|| "4G".to_string());
+        let disk_size = match parse_size(&size_text) {
+            Some(n) if n >= 2 << 30 => n,
+            Some(_) => {
+                r.problem(r.line_of("disk_size"), "disk_size must be at least 2G");
+                0
             }
-            _ => {
-                let mut r = self.reader(block.clone(), s.line, &s.args);
-                let region = r.required_string("region");
-                let instance_type = r.string("instance_type").unwrap_or_else(|| "c6i.large".to_string());
-                let source_ami = r.string("source_ami");
-                let subnet_id = r.string("subnet_id");
-                let communicator = r.string("communicator").unwrap_or_else(|| "ssh".to_string());
-                if communicator != "ssh" {
-                    r.problem(
-                        r.line_of("communicator"),
-                        "communicator must be \"ssh\" (SSM is not supported yet: components stage files, which need SSH)",
-                    );
-                }
-                let ssh_username = r.string("ssh_username").unwrap_or_else(|| "admin".to_string());
-                let ssh_cidrs = r.strings("ssh_cidrs");
-                for c in &ssh_cidrs {
-                    if c.ends_with("/0") {
-                        r.problem(
-                            r.line_of("ssh_cidrs"),
-                            format!(
-                                "ssh_cidrs must not contain {c}: list the builder's own address, e.g. 203.0.113.7/32"
-                            ),
-                        );
-                    }
-                }
-                if ssh_cidrs.is_empty() {
-                    r.problem(
-                        None,
-                        "ssh_cidrs is required: the addresses SSH may come from, e.g. [\"203.0.113.7/32\"]",
-                    );
-                }
-                let iam_instance_profile = r.string("iam_instance_profile");
-                let root_volume_gib = i32::try_from(r.u64("root_volume_gib", 30)).unwrap_or(30);
-                let timeout_text = r.string("ssh_timeout").unwrap_or_else(|| "10m".to_string());
-                let ssh_timeout = parse_duration(&timeout_text).unwrap_or_else(|| {
-                    r.problem(r.line_of("ssh_timeout"), "ssh_timeout must be a duration like \"10m\"");
-                    Duration::ZERO
-                });
-                let tags = r.string_map("tags");
-                let mut problems = r.finish();
-                let source_ami_filter = match s.blocks.get("source_ami_filter") {
-                    None => None,
-                    Some(args) => {
-                        let mut fr = self.reader(format!("{block} > source_ami_filter"), s.line, args);
-                        let name = fr.required_string("name");
-                        let owners = fr.strings("owners");
-                        let _ = fr.bool("most_recent", true);
-                        problems.extend(fr.finish());
-                        Some(AmiFilter { name, owners })
-                    }
-                };
-                for k in s.blocks.keys().filter(|k| *k != "source_ami_filter") {
-                    problems.push(Problem {
-                        file: self.file.clone(),
-                        line: s.line,
-                        block: block.clone(),
-                        message: format!("unknown block {k:?} (amazon-ebs takes source_ami_filter)"),
-                    });
-                }
-                if source_ami.is_none() && source_ami_filter.is_none() {
-                    problems.push(Problem {
-                        file: self.file.clone(),
-                        line: s.line,
-                        block: block.clone(),
-                        message: "set source_ami or a source_ami_filter { name = \"debian-12-amd64-*\" owners = [...] } block".into(),
-                    });
-                }
-                self.absorb(problems);
-                Some(SourceConfig::Ebs(EbsSource {
-                    name: s.name.clone(),
-                    region,
-                    instance_type,
-                    source_ami,
-                    source_ami_filter,
-                    subnet_id,
-                    communicator,
-                    ssh_username,
-                    ssh_cidrs,
-                    iam_instance_profile,
-                    root_volume_gib,
-                    ssh_timeout,
-                    tags,
-                }))
+            None => {
+                r.problem(
+                    r.line_of("disk_size"),
+                    format!("disk_size {size_text:?} is not a size like \"4G\" or \"8192M\""),
+                );
+                0
             }
+        };
+        let packages = r.strings("packages");
+        let verify = r.bool("verify", true);
+        let timeout_text = r.string("verify_timeout").unwrap_or_else(|| "20m".to_string());
+        let verify_timeout = parse_duration(&timeout_text).unwrap_or_else(|| {
+            r.problem(
+                r.line_of("verify_timeout"),
+                format!("verify_timeout {timeout_text:?} is not a duration like \"20m\""),
+            );
+            Duration::ZERO
+        });
+        let memory_mib = r.u64("memory_mib", 2048);
+        let cpus = r.u64("cpus", 2);
+        let problems = r.finish();
+        self.absorb(problems);
+        LocalSource {
+            name: s.name.clone(),
+            suite,
+            mirror,
+            disk_size,
+            packages,
+            verify,
+            verify_timeout,
+            memory_mib,
+            cpus,
+        }
+    }
+
+    /// A `source "amazon-ebs"` block: the builder instance, its SSH access and the source AMI.
+    fn ebs_source(&mut self, s: &Source, block: &str) -> EbsSource {
+        let mut r = self.reader(block.to_string(), s.line, &s.args);
+        let region = r.required_string("region");
+        let instance_type = r.string("instance_type").unwrap_or_else(|| "c6i.large".to_string());
+        let source_ami = r.string("source_ami");
+        let subnet_id = r.string("subnet_id");
+        let communicator = r.string("communicator").unwrap_or_else(|| "ssh".to_string());
+        if communicator != "ssh" {
+            r.problem(
+                r.line_of("communicator"),
+                "communicator must be \"ssh\" (SSM is not supported yet: components stage files, which need SSH)",
+            );
+        }
+        let ssh_username = r.string("ssh_username").unwrap_or_else(|| "admin".to_string());
+        let ssh_cidrs = r.strings("ssh_cidrs");
+        for c in &ssh_cidrs {
+            if c.ends_with("/0") {
+                r.problem(
+                    r.line_of("ssh_cidrs"),
+                    format!("ssh_cidrs must not contain {c}: list the builder's own address, e.g. 203.0.113.7/32"),
+                );
+            }
+        }
+        if ssh_cidrs.is_empty() {
+            r.problem(
+                None,
+                "ssh_cidrs is required: the addresses SSH may come from, e.g. [\"203.0.113.7/32\"]",
+            );
+        }
+        let iam_instance_profile = r.string("iam_instance_profile");
+        let root_volume_gib = i32::try_from(r.u64("root_volume_gib", 30)).unwrap_or(30);
+        let timeout_text = r.string("ssh_timeout").unwrap_or_else(|| "10m".to_string());
+        let ssh_timeout = parse_duration(&timeout_text).unwrap_or_else(|| {
+            r.problem(r.line_of("ssh_timeout"), "ssh_timeout must be a duration like \"10m\"");
+            Duration::ZERO
+        });
+        let tags = r.string_map("tags");
+        let mut problems = r.finish();
+        let source_ami_filter = match s.blocks.get("source_ami_filter") {
+            None => None,
+            Some(args) => {
+                let mut fr = self.reader(format!("{block} > source_ami_filter"), s.line, args);
+                let name = fr.required_string("name");
+                let owners = fr.strings("owners");
+                let _ = fr.bool("most_recent", true);
+                problems.extend(fr.finish());
+                Some(AmiFilter { name, owners })
+            }
+        };
+        for k in s.blocks.keys().filter(|k| *k != "source_ami_filter") {
+            problems.push(Problem {
+                file: self.file.clone(),
+                line: s.line,
+                block: block.to_string(),
+                message: format!("unknown block {k:?} (amazon-ebs takes source_ami_filter)"),
+            });
+        }
+        if source_ami.is_none() && source_ami_filter.is_none() {
+            problems.push(Problem {
+                file: self.file.clone(),
+                line: s.line,
+                block: block.to_string(),
+                message: "set source_ami or a source_ami_filter { name = \"debian-12-amd64-*\" owners = [...] } block"
+                    .into(),
+            });
+        }
+        self.absorb(problems);
+        EbsSource {
+            name: s.name.clone(),
+            region,
+            instance_type,
+            source_ami,
+            source_ami_filter,
+            subnet_id,
+            communicator,
+            ssh_username,
+            ssh_cidrs,
+            iam_instance_profile,
+            root_volume_gib,
+            ssh_timeout,
+            tags,
         }
     }
 
     fn component_step(&mut self, d: &StepDecl, c: &'static Component) -> Step {
-        let mut args: BTreeMap<String, String> = BTreeMap::new();
         let block = d.block_name();
-        let problem = |line: usize, message: String| Problem {
+        let at = BlockAt {
             file: self.file.clone(),
-            line,
             block: block.clone(),
-            message,
         };
         let mut problems = Vec::new();
-        for (k, v) in &d.args {
-            let Some(spec) = c.args.iter().find(|a| a.name == k) else {
-                let known: Vec<&str> = c.args.iter().map(|a| a.name).collect();
-                problems.push(problem(
-                    v.line,
-                    if known.is_empty() {
-                        format!("unknown argument {k:?}: component {:?} takes no arguments", c.name)
-                    } else {
-                        format!(
-                            "unknown argument {k:?} (component {:?} takes {})",
-                            c.name,
-                            known.join(", ")
-                        )
-                    },
-                ));
-                continue;
-            };
-            let text = match (&spec.kind, &v.value) {
-                (ArgKind::Bool, Value::Bool(b)) => b.to_string(),
-                (ArgKind::Bool, _) => {
-                    problems.push(problem(v.line, format!("{k} must be true or false")));
-                    continue;
-                }
-                (_, Value::String(s)) => s.clone(),
-                (_, Value::Number(n)) => n.to_string(),
-                _ => {
-                    problems.push(problem(v.line, format!("{k} must be a string")));
-                    continue;
-                }
-            };
-            if let ArgKind::Choice(choices) = spec.kind {
-                if !choices.contains(&text.as_str()) {
-                    problems.push(problem(
-                        v.line,
-                        format!("{k} = {text:?} is not one of {}", choices.join(", ")),
-                    ));
-                }
-            }
-            args.insert(k.clone(), text);
-        }
-        for spec in c.args {
-            if let (false, Some(default)) = (args.contains_key(spec.name), spec.default) {
-                args.insert(spec.name.to_string(), default.to_string());
-            }
-        }
-        for dl in c.downloads {
-            let applies = match dl.when {
-                None => true,
-                Some((a, value)) => args.get(a).map(String::as_str) == Some(value),
-            };
-            if !applies {
-                continue;
-            }
-            let why = match dl.when {
-                None => String::new(),
-                Some((a, value)) => format!(" with {a} = {value:?}"),
-            };
-            match args.get(dl.url_arg) {
-                None => problems.push(problem(
-                    d.line,
-                    format!("{}{why} needs {} (and {})", c.name, dl.url_arg, dl.sha256_arg),
-                )),
-                Some(u) if !(u.starts_with("https://") || u.starts_with("http://") || u.starts_with("file://")) => {
-                    problems.push(problem(
-                        d.args.get(dl.url_arg).map_or(d.line, |a| a.line),
-                        format!("{} must be an https://, http:// or file:// URL", dl.url_arg),
-                    ))
-                }
-                Some(_) => {}
-            }
-            match args.get(dl.sha256_arg) {
-                None => problems.push(problem(
-                    d.line,
-                    format!(
-                        "{}{why} downloads {}: its checksum {} is required (sha256sum of the file)",
-                        c.name, dl.url_arg, dl.sha256_arg
-                    ),
-                )),
-                Some(s) if !is_sha256(s) => problems.push(problem(
-                    d.args.get(dl.sha256_arg).map_or(d.line, |a| a.line),
-                    format!("{} must be 64 hex digits (a SHA-256)", dl.sha256_arg),
-                )),
-                Some(_) => {}
-            }
-        }
-        let mut files = Vec::new();
-        if c.name == "hpc-node" {
-            let given = args.get("binary").filter(|b| !b.is_empty()).map(|b| self.t.dir.join(b));
-            match given.or_else(default_agent_binary) {
-                Some(path) if path.is_file() => files.push(StagedFile {
-                    name: "hpc-node".into(),
-                    content: FileContent::Path(path),
-                    mode: 0o755,
-                }),
-                Some(path) => problems.push(problem(
-                    d.args.get("binary").map_or(d.line, |a| a.line),
-                    format!("binary {} does not exist", path.display()),
-                )),
-                None => problems.push(problem(
-                    d.line,
-                    "no hpc-node binary found: run `cargo build --release -p hpc-node`, or set binary = \"PATH\""
-                        .into(),
-                )),
-            }
-            for (name, text) in AGENT_UNITS {
-                files.push(StagedFile {
-                    name: format!("systemd/{name}"),
-                    content: FileContent::Text((*text).to_string()),
-                    mode: 0o644,
-                });
-            }
-        }
+        let args = component_args(d, c, &at, &mut problems);
+        download_checks(d, c, &args, &at, &mut problems);
+        let files = if c.name == "hpc-node" {
+            agent_files(&self.t.dir, d, &args, &at, &mut problems)
+        } else {
+            Vec::new()
+        };
         self.absorb(problems);
         let mut env: Vec<(String, String)> = vec![
             ("HPC_COMPONENT".into(), c.name.into()),
@@ -899,6 +796,168 @@ pub fn step_key(prev: &str, step: &Step) -> std::io::Result<String> {
 
 pub fn resolve_path(dir: &Path, p: &str) -> PathBuf {
     dir.join(p)
+}
+
+/// Where a component block's problems are reported.
+struct BlockAt {
+    file: String,
+    block: String,
+}
+
+impl BlockAt {
+    fn problem(&self, line: usize, message: impl Into<String>) -> Problem {
+        Problem {
+            file: self.file.clone(),
+            line,
+            block: self.block.clone(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A component block's arguments checked against the component's (names, kinds, choices),
+/// with the defaults of those not given.
+fn component_args(d: &StepDecl, c: &Component, at: &BlockAt, problems: &mut Vec<Problem>) -> BTreeMap<String, String> {
+    let problem = |line: usize, message: String| at.problem(line, message);
+    let mut args: BTreeMap<String, String> = BTreeMap::new();
+    for (k, v) in &d.args {
+        let Some(spec) = c.args.iter().find(|a| a.name == k) else {
+            let known: Vec<&str> = c.args.iter().map(|a| a.name).collect();
+            problems.push(problem(
+                v.line,
+                if known.is_empty() {
+                    format!("unknown argument {k:?}: component {:?} takes no arguments", c.name)
+                } else {
+                    format!(
+                        "unknown argument {k:?} (component {:?} takes {})",
+                        c.name,
+                        known.join(", ")
+                    )
+                },
+            ));
+            continue;
+        };
+        let text = match (&spec.kind, &v.value) {
+            (ArgKind::Bool, Value::Bool(b)) => b.to_string(),
+            (ArgKind::Bool, _) => {
+                problems.push(problem(v.line, format!("{k} must be true or false")));
+                continue;
+            }
+            (_, Value::String(s)) => s.clone(),
+            (_, Value::Number(n)) => n.to_string(),
+            _ => {
+                problems.push(problem(v.line, format!("{k} must be a string")));
+                continue;
+            }
+        };
+        if let ArgKind::Choice(choices) = spec.kind {
+            if !choices.contains(&text.as_str()) {
+                problems.push(problem(
+                    v.line,
+                    format!("{k} = {text:?} is not one of {}", choices.join(", ")),
+                ));
+            }
+        }
+        args.insert(k.clone(), text);
+    }
+    for spec in c.args {
+        if let (false, Some(default)) = (args.contains_key(spec.name), spec.default) {
+            args.insert(spec.name.to_string(), default.to_string());
+        }
+    }
+    for spec in c.args {
+        if let (false, Some(default)) = (args.contains_key(spec.name), spec.default) {
+            args.insert(spec.name.to_string(), default.to_string());
+        }
+    }
+    args
+}
+
+/// Each download the arguments turn on names its URL and its SHA-256.
+fn download_checks(
+    d: &StepDecl,
+    c: &Component,
+    args: &BTreeMap<String, String>,
+    at: &BlockAt,
+    problems: &mut Vec<Problem>,
+) {
+    let problem = |line: usize, message: String| at.problem(line, message);
+    for dl in c.downloads {
+        let applies = match dl.when {
+            None => true,
+            Some((a, value)) => args.get(a).map(String::as_str) == Some(value),
+        };
+        if !applies {
+            continue;
+        }
+        let why = match dl.when {
+            None => String::new(),
+            Some((a, value)) => format!(" with {a} = {value:?}"),
+        };
+        match args.get(dl.url_arg) {
+            None => problems.push(problem(
+                d.line,
+                format!("{}{why} needs {} (and {})", c.name, dl.url_arg, dl.sha256_arg),
+            )),
+            Some(u) if !(u.starts_with("https://") || u.starts_with("http://") || u.starts_with("file://")) => problems
+                .push(problem(
+                    d.args.get(dl.url_arg).map_or(d.line, |a| a.line),
+                    format!("{} must be an https://, http:// or file:// URL", dl.url_arg),
+                )),
+            Some(_) => {}
+        }
+        match args.get(dl.sha256_arg) {
+            None => problems.push(problem(
+                d.line,
+                format!(
+                    "{}{why} downloads {}: its checksum {} is required (sha256sum of the file)",
+                    c.name, dl.url_arg, dl.sha256_arg
+                ),
+            )),
+            Some(s) if !is_sha256(s) => problems.push(problem(
+                d.args.get(dl.sha256_arg).map_or(d.line, |a| a.line),
+                format!("{} must be 64 hex digits (a SHA-256)", dl.sha256_arg),
+            )),
+            Some(_) => {}
+        }
+    }
+}
+
+/// The hpc-node component's files: the agent binary (`binary`, else the one built beside this
+/// program) and its systemd units.
+fn agent_files(
+    dir: &Path,
+    d: &StepDecl,
+    args: &BTreeMap<String, String>,
+    at: &BlockAt,
+    problems: &mut Vec<Problem>,
+) -> Vec<StagedFile> {
+    let problem = |line: usize, message: String| at.problem(line, message);
+    let mut files = Vec::new();
+    let given = args.get("binary").filter(|b| !b.is_empty()).map(|b| dir.join(b));
+    match given.or_else(default_agent_binary) {
+        Some(path) if path.is_file() => files.push(StagedFile {
+            name: "hpc-node".into(),
+            content: FileContent::Path(path),
+            mode: 0o755,
+        }),
+        Some(path) => problems.push(problem(
+            d.args.get("binary").map_or(d.line, |a| a.line),
+            format!("binary {} does not exist", path.display()),
+        )),
+        None => problems.push(problem(
+            d.line,
+            "no hpc-node binary found: run `cargo build --release -p hpc-node`, or set binary = \"PATH\"".into(),
+        )),
+    }
+    for (name, text) in AGENT_UNITS {
+        files.push(StagedFile {
+            name: format!("systemd/{name}"),
+            content: FileContent::Text((*text).to_string()),
+            mode: 0o644,
+        });
+    }
+    files
 }
 
 #[cfg(test)]
