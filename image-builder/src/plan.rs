@@ -470,101 +470,19 @@ impl Resolver<'_> {
         let block = d.block_name();
         let mut r = ArgReader::new(&self.file, block.clone(), d.line, &d.args);
         let step = match d.name.as_str() {
-            "shell" => {
-                let inline = r.strings("inline");
-                let script = r.string("script");
-                let env_vars = r.string_map("environment_vars");
-                let mut files = Vec::new();
-                let body = match (inline.is_empty(), &script) {
-                    (false, None) => inline.join("\n"),
-                    (true, Some(path)) => {
-                        let full = self.t.dir.join(path);
-                        if !full.is_file() {
-                            r.problem(r.line_of("script"), format!("script {} does not exist", full.display()));
-                        }
-                        files.push(StagedFile {
-                            name: "script".into(),
-                            content: FileContent::Path(full),
-                            mode: 0o755,
-                        });
-                        "\"$HPC_FILES/script\"".to_string()
-                    }
-                    _ => {
-                        r.problem(
-                            None,
-                            "a shell provisioner takes either inline = [...] or script = \"FILE\"",
-                        );
-                        String::new()
-                    }
-                };
-                let env: Vec<(String, String)> = env_vars.into_iter().collect();
-                Step {
-                    id: format!("shell@{}", d.line),
-                    label: block,
-                    version: String::new(),
-                    script: compose(&env, &format!("set -eu\n{body}\n")),
-                    files,
-                    check: None,
-                    args: BTreeMap::new(),
-                }
-            }
-            "file" => {
-                let source = r.required_string("source");
-                let destination = r.required_string("destination");
-                let mode_text = r.string("mode").unwrap_or_else(|| "0644".to_string());
-                let mode = u32::from_str_radix(mode_text.trim_start_matches("0o"), 8).unwrap_or_else(|_| {
-                    r.problem(
-                        r.line_of("mode"),
-                        format!("mode {mode_text:?} is not an octal mode like \"0644\""),
-                    );
-                    0o644
-                });
-                if !destination.is_empty() && !destination.starts_with('/') {
-                    r.problem(
-                        r.line_of("destination"),
-                        "destination must be an absolute path in the image",
-                    );
-                }
-                let full = self.t.dir.join(&source);
-                if !source.is_empty() && !full.is_file() {
-                    r.problem(
-                        r.line_of("source"),
-                        format!(
-                            "source {} is not a file (relative paths start at the template's directory)",
-                            full.display()
-                        ),
-                    );
-                }
-                Step {
-                    id: format!("file@{}", d.line),
-                    label: block,
-                    version: String::new(),
-                    script: format!(
-                        "set -eu\ninstall -D -m {mode:o} \"$HPC_FILES/file\" {}\n",
-                        sh_quote(&destination)
-                    ),
-                    files: vec![StagedFile {
-                        name: "file".into(),
-                        content: FileContent::Path(full),
-                        mode,
-                    }],
-                    check: None,
-                    args: BTreeMap::from([("destination".to_string(), destination)]),
-                }
-            }
+            "shell" => Some(shell_step(&self.t.dir, d, block, &mut r)),
+            "file" => Some(file_step(&self.t.dir, d, block, &mut r)),
             other => {
                 r.problem(
                     None,
                     format!("unknown provisioner {other:?} (use \"shell\" or \"file\")"),
                 );
-                let problems = r.finish();
-                self.absorb(problems);
-                return None;
+                None
             }
         };
         let problems = r.finish();
         self.absorb(problems);
-        Some(step)
+        step
     }
 
     fn publish(&mut self) -> Option<PublishConfig> {
@@ -796,6 +714,92 @@ pub fn step_key(prev: &str, step: &Step) -> std::io::Result<String> {
 
 pub fn resolve_path(dir: &Path, p: &str) -> PathBuf {
     dir.join(p)
+}
+
+/// A `provisioner "shell"` block: inline commands or a script file, with its environment.
+fn shell_step(dir: &Path, d: &StepDecl, block: String, r: &mut ArgReader<'_>) -> Step {
+    let inline = r.strings("inline");
+    let script = r.string("script");
+    let env_vars = r.string_map("environment_vars");
+    let mut files = Vec::new();
+    let body = match (inline.is_empty(), &script) {
+        (false, None) => inline.join("\n"),
+        (true, Some(path)) => {
+            let full = dir.join(path);
+            if !full.is_file() {
+                r.problem(r.line_of("script"), format!("script {} does not exist", full.display()));
+            }
+            files.push(StagedFile {
+                name: "script".into(),
+                content: FileContent::Path(full),
+                mode: 0o755,
+            });
+            "\"$HPC_FILES/script\"".to_string()
+        }
+        _ => {
+            r.problem(
+                None,
+                "a shell provisioner takes either inline = [...] or script = \"FILE\"",
+            );
+            String::new()
+        }
+    };
+    let env: Vec<(String, String)> = env_vars.into_iter().collect();
+    Step {
+        id: format!("shell@{}", d.line),
+        label: block,
+        version: String::new(),
+        script: compose(&env, &format!("set -eu\n{body}\n")),
+        files,
+        check: None,
+        args: BTreeMap::new(),
+    }
+}
+
+/// A `provisioner "file"` block: a file of the template's folder installed in the image.
+fn file_step(dir: &Path, d: &StepDecl, block: String, r: &mut ArgReader<'_>) -> Step {
+    let source = r.required_string("source");
+    let destination = r.required_string("destination");
+    let mode_text = r.string("mode").unwrap_or_else(|| "0644".to_string());
+    let mode = u32::from_str_radix(mode_text.trim_start_matches("0o"), 8).unwrap_or_else(|_| {
+        r.problem(
+            r.line_of("mode"),
+            format!("mode {mode_text:?} is not an octal mode like \"0644\""),
+        );
+        0o644
+    });
+    if !destination.is_empty() && !destination.starts_with('/') {
+        r.problem(
+            r.line_of("destination"),
+            "destination must be an absolute path in the image",
+        );
+    }
+    let full = dir.join(&source);
+    if !source.is_empty() && !full.is_file() {
+        r.problem(
+            r.line_of("source"),
+            format!(
+                "source {} is not a file (relative paths start at the template's directory)",
+                full.display()
+            ),
+        );
+    }
+    Step {
+        id: format!("file@{}", d.line),
+        label: block,
+        version: String::new(),
+        script: format!(
+            "set -eu\ninstall -D -m {mode:o} \"$HPC_FILES/file\" {}\n",
+            sh_quote(&destination)
+        ),
+        files: vec![StagedFile {
+            name: "file".into(),
+            content: FileContent::Path(full),
+            mode,
+        }],
+        check: None,
+        args: BTreeMap::from([("destination".to_string(), destination)]),
+    }
 }
 
 /// Where a component block's problems are reported.
