@@ -11,17 +11,15 @@ use async_trait::async_trait;
 use hpc_aws::ec2::{LaunchTemplateSpec, RootVolume};
 use hpc_aws::secrets::SecretValue;
 use tfplugin::{
-    timeouts, ApplyOutcome, Attribute, AttributePath, Block, BlockNesting, CreateRequest, DeleteRequest, Diagnostic,
-    Diagnostics, ImportRequest, NestedBlock, PlanRequest, ReadRequest, Resource, Schema, Type, UpdateRequest,
-    ValidateRequest, Value,
+    timeouts, ApplyOutcome, AttributePath, CreateRequest, DeleteRequest, Diagnostic, Diagnostics, ImportRequest,
+    PlanRequest, ReadRequest, Resource, Schema, UpdateRequest, ValidateRequest, Value,
 };
 
 use crate::clients::Clients;
 use crate::convert::{self, boolean, int, of_list, pairs, string, strings};
 use crate::desired_state::boot::Role;
 use crate::desired_state::{self, tag, ClusterDoc};
-use crate::pricing;
-use crate::resources::{aws_diag, image_fits, image_release, or_stop, planned_image, valid_name};
+use crate::resources::{aws_diag, or_stop};
 
 mod checks;
 mod head;
@@ -35,12 +33,11 @@ use plan::{fixed_cost, partitions_fit, plan_identity, plan_reads, plan_slurm_con
 use policy::{external_password_secret, external_secrets, instance_profile_policy};
 use schema::schema;
 use validate::{
-    accounting_checks, duration_checks, head_checks, identity_checks, model_path, render, render_checks,
-    storage_checks, user_checks,
+    accounting_checks, duration_checks, head_checks, identity_checks, render, render_checks, storage_checks,
+    user_checks,
 };
 
-use model::{part, Cluster, InstanceType, LoginNodes, Secrets, User};
-use tfplugin::model::Model;
+use model::{Cluster, Secrets};
 
 pub struct HpcCluster;
 

@@ -3,23 +3,18 @@
 //! is on), its placement groups, and its own desired-state document. Creating, changing or
 //! removing a partition never touches the cluster or the other partitions.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hpc_aws::ec2::{Ec2, InstanceTypeInfo, LaunchTemplateSpec, ReservationTarget, RootVolume};
 use tfplugin::{
-    timeouts, ApplyOutcome, Attribute, AttributePath, Block, BlockNesting, CreateRequest, DeleteRequest, Diagnostic,
-    Diagnostics, ImportRequest, NestedBlock, PlanRequest, ReadRequest, Resource, Schema, Type, UpdateRequest,
-    ValidateRequest, Value,
+    timeouts, ApplyOutcome, AttributePath, CreateRequest, DeleteRequest, Diagnostic, Diagnostics, ImportRequest,
+    PlanRequest, ReadRequest, Resource, Schema, UpdateRequest, ValidateRequest, Value,
 };
 
 use crate::clients::Clients;
-use crate::convert::{self, int, of_list, of_map, string, strings};
-use crate::desired_state::boot::Role;
-use crate::desired_state::{self, tag, ClusterDoc, PartitionDoc, ScalingStrategy, ShapeDoc, SCHEMA};
-use crate::pricing;
-use crate::resources::{aws_diag, checks, image_fits, image_release, or_stop, planned_image, quotas, valid_name};
+use crate::convert::string;
+use crate::desired_state::{self, tag, ClusterDoc, PartitionDoc};
+use crate::resources::{aws_diag, or_stop};
 
 mod apply;
 mod model;
@@ -33,8 +28,7 @@ use plan::{plan_checks, plan_unknowns, set_derived};
 use schema::schema;
 use validate::{pool_value_checks, setting_checks, shape_checks, shared_checks, slurm_checks, PROBE_SLURM_VERSION};
 
-use model::{parse_template_key, template_key, Partition, Pool};
-use tfplugin::model::Model;
+use model::Partition;
 
 pub struct HpcPartition;
 
@@ -267,6 +261,8 @@ impl Resource for HpcPartition {
 mod tests {
     use super::apply::efa_cards;
     use super::*;
+    use crate::convert::{self, of_list};
+    use hpc_aws::ec2::InstanceTypeInfo;
 
     #[test]
     fn schema_is_well_formed() {

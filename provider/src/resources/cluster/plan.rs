@@ -1,7 +1,26 @@
 //! hpc_cluster's plan: identity and policy, the rendered slurm.conf, the checks that read AWS
 //! (image, key pair, partitions' timeouts), the cost, and what apply makes unknown.
 
-use super::*;
+use super::{
+    head, managed_home, model::part, model::Cluster, model::InstanceType, model::LoginNodes, model::Secrets,
+    policy::instance_profile_policy, validate::model_path, validate::render,
+};
+use crate::clients::Clients;
+use crate::convert::int;
+use crate::convert::string;
+use crate::convert::strings;
+use crate::desired_state;
+use crate::desired_state::ClusterDoc;
+use crate::pricing;
+use crate::resources::aws_diag;
+use crate::resources::image_fits;
+use crate::resources::image_release;
+use crate::resources::planned_image;
+use tfplugin::AttributePath;
+use tfplugin::Diagnostic;
+use tfplugin::Diagnostics;
+use tfplugin::PlanRequest;
+use tfplugin::Value;
 
 /// A shorter `slurm.resume_timeout` must still leave each published partition room to fail
 /// over (`ClusterDoc::check_timeouts`); read only when the timeout changes.

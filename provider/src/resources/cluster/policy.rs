@@ -1,7 +1,9 @@
 //! The IAM policy the cluster's nodes need, scoped to the cluster, and the user's own
 //! secrets it names.
 
-use super::*;
+use crate::desired_state;
+use crate::desired_state::tag;
+use crate::desired_state::ClusterDoc;
 
 /// The external database password's secret the user named (not the one the provider keeps for
 /// a write-only `password`).

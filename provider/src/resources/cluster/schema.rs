@@ -1,6 +1,15 @@
 //! hpc_cluster's schema: its attributes, blocks, defaults and plan behaviour.
 
-use super::*;
+use super::{head, DEFAULT_RESUME_TIMEOUT_S, DEFAULT_SCALEDOWN_IDLETIME_S};
+use crate::desired_state;
+use tfplugin::timeouts;
+use tfplugin::Attribute;
+use tfplugin::Block;
+use tfplugin::BlockNesting;
+use tfplugin::NestedBlock;
+use tfplugin::Schema;
+use tfplugin::Type;
+use tfplugin::Value;
 
 pub(super) fn schema() -> Schema {
     let computed =

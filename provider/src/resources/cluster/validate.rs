@@ -1,7 +1,18 @@
 //! hpc_cluster's checks of a configuration alone (no AWS): names, ids, sizes, modes, users,
 //! storage, and Slurm's own rules for the cluster-wide slurm.conf.
 
-use super::*;
+use super::{checks, model::Cluster, model::Secrets, model::User, ACCOUNTING_MODES};
+use crate::convert::int;
+use crate::convert::strings;
+use crate::desired_state;
+use crate::desired_state::ClusterDoc;
+use crate::resources::valid_name;
+use tfplugin::model::Model;
+use tfplugin::timeouts;
+use tfplugin::AttributePath;
+use tfplugin::Diagnostic;
+use tfplugin::Diagnostics;
+use tfplugin::Value;
 
 /// The cluster-wide slurm.conf, or the model's objections.
 pub(super) fn render(doc: &ClusterDoc) -> Result<String, Vec<slurm_model::ModelError>> {

@@ -3,7 +3,32 @@
 //! prior state had.
 
 use super::plan::cluster_checks;
-use super::*;
+use super::{
+    cluster_doc, cluster_missing, model::parse_template_key, model::template_key, model::Partition, model::Pool,
+    APPLY_TIMEOUT,
+};
+use crate::clients::Clients;
+use crate::convert::of_list;
+use crate::convert::of_map;
+use crate::desired_state;
+use crate::desired_state::boot::Role;
+use crate::desired_state::tag;
+use crate::desired_state::ClusterDoc;
+use crate::pricing;
+use crate::resources::aws_diag;
+use crate::resources::or_stop;
+use hpc_aws::ec2::Ec2;
+use hpc_aws::ec2::InstanceTypeInfo;
+use hpc_aws::ec2::LaunchTemplateSpec;
+use hpc_aws::ec2::ReservationTarget;
+use hpc_aws::ec2::RootVolume;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tfplugin::timeouts;
+use tfplugin::ApplyOutcome;
+use tfplugin::Diagnostic;
+use tfplugin::Diagnostics;
+use tfplugin::Value;
 
 /// Create and update: launch templates and placement groups per pool, then the document.
 pub(super) async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> ApplyOutcome {

@@ -2,7 +2,29 @@
 //! derived from the document, and what apply makes unknown.
 
 use super::validate::model_path;
-use super::*;
+use super::{
+    model::Partition, pool_checks, schema::schema, validate::slurm_checks, validate::PROBE_SLURM_VERSION, Published,
+};
+use crate::clients::Clients;
+use crate::convert;
+use crate::convert::int;
+use crate::convert::of_list;
+use crate::convert::string;
+use crate::desired_state::ClusterDoc;
+use crate::desired_state::PartitionDoc;
+use crate::pricing;
+use crate::resources::aws_diag;
+use crate::resources::image_fits;
+use crate::resources::image_release;
+use crate::resources::planned_image;
+use crate::resources::quotas;
+use hpc_aws::ec2::InstanceTypeInfo;
+use tfplugin::model::Model;
+use tfplugin::AttributePath;
+use tfplugin::Diagnostic;
+use tfplugin::Diagnostics;
+use tfplugin::PlanRequest;
+use tfplugin::Value;
 
 tfplugin::model! {
     /// What a partition may reach, which the plan checks against EC2 first.

@@ -1,6 +1,14 @@
 //! hpc_partition's schema: its attributes, capacity pools, defaults and plan behaviour.
 
-use super::*;
+use crate::desired_state::ScalingStrategy;
+use tfplugin::timeouts;
+use tfplugin::Attribute;
+use tfplugin::Block;
+use tfplugin::BlockNesting;
+use tfplugin::NestedBlock;
+use tfplugin::Schema;
+use tfplugin::Type;
+use tfplugin::Value;
 
 pub(super) fn schema() -> Schema {
     let computed = |name: &str, ty: Type, doc: &str| Attribute::computed(name, ty).description(doc);

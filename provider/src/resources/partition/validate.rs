@@ -1,7 +1,21 @@
 //! hpc_partition's checks of a configuration alone (no AWS): names, counts, types,
 //! strategies, durations, pools, and Slurm's own rules for the partition's lines.
 
-use super::*;
+use super::{CAPACITY_TYPES, STRATEGIES};
+use crate::convert::int;
+use crate::convert::strings;
+use crate::desired_state;
+use crate::desired_state::ClusterDoc;
+use crate::desired_state::PartitionDoc;
+use crate::desired_state::ScalingStrategy;
+use crate::desired_state::ShapeDoc;
+use crate::desired_state::SCHEMA;
+use crate::resources::checks;
+use crate::resources::valid_name;
+use tfplugin::timeouts;
+use tfplugin::AttributePath;
+use tfplugin::Diagnostics;
+use tfplugin::Value;
 
 /// The name, the node counts and the instance types.
 pub(super) fn shape_checks(c: &Value, diags: &mut Diagnostics) {
