@@ -108,7 +108,8 @@ impl ProviderConfig {
     }
 }
 
-fn settings(config: &Value) -> Result<Settings, Diagnostics> {
+/// The provider block as configured: it must be known whole (it says where AWS is).
+fn known_config(config: &Value) -> Result<ProviderConfig, Diagnostics> {
     if !config.is_wholly_known() {
         let mut diags = Diagnostics::new();
         diags.error(
@@ -118,10 +119,6 @@ fn settings(config: &Value) -> Result<Settings, Diagnostics> {
         );
         return Err(diags);
     }
-    config_of(config).map(|c| c.settings())
-}
-
-fn config_of(config: &Value) -> Result<ProviderConfig, Diagnostics> {
     ProviderConfig::of(config).map_err(|e| e.into_diagnostics("The provider configuration cannot be read"))
 }
 
@@ -291,8 +288,8 @@ impl Provider for HpcProvider {
     }
 
     async fn configure(&self, req: ConfigureRequest) -> Result<ProviderData, Diagnostics> {
-        let settings = settings(&req.config)?;
-        let config = config_of(&req.config)?;
+        let config = known_config(&req.config)?;
+        let settings = config.settings();
         let aws = Aws::connect(&settings)
             .await
             .map_err(|e| Diagnostics::from(Diagnostic::error("Cannot configure AWS", e.to_string())))?;
@@ -399,7 +396,7 @@ mod tests {
     #[test]
     fn unknown_provider_config_is_refused() {
         let config = convert::object(vec![("region", Value::Unknown)]);
-        let err = settings(&config).expect_err("unknown");
+        let err = known_config(&config).expect_err("unknown");
         assert!(err.0[0].summary.contains("not known yet"));
     }
 }
