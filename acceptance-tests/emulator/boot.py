@@ -5,8 +5,9 @@
   an AMI without a disk written through the EBS direct APIs is refused, naming the AMI.
 - StopInstances and TerminateInstances end the machine; the state follows it.
 - GetConsoleOutput serves the machine's console.
-- A reconciler applies security groups to each VPC's namespace and keeps one shared directory
-  per EFS and FSx file system, about once a second.
+- A reconciler links the namespaces of actively peered VPCs, puts EFS mount targets at their
+  addresses, applies security groups and route tables to each VPC's namespace and keeps one
+  shared directory per EFS and FSx file system, about once a second.
 - Calls signed with instance credentials are authorized against the instance's role.
 """
 
@@ -28,7 +29,9 @@ from moto.ec2.models.instances import Instance, InstanceBackend
 
 import firewall
 import netns
+import peering
 import volumes
+import vpcnet
 from disks import DiskError, root_snapshot
 from faults import FAULTS
 from machines import BootFault, MachineManager
@@ -201,11 +204,15 @@ def console_output(instance_id: str) -> str | None:
 
 
 def _reconcile_forever(manager: MachineManager) -> None:
-    applied: dict[str, str] = {}
+    applied: dict[str, tuple[vpcnet.Vpc, str]] = {}
     while not manager._closing:
         # Each on its own: a round where one fails (moto's state changing under us) must not
-        # hold up the other.
-        for step in (lambda: _apply_firewalls(manager, applied), lambda: _ensure_shares(manager)):
+        # hold up the others.
+        for step in (
+            lambda: _link_vpcs(manager),
+            lambda: _apply_firewalls(manager, applied),
+            lambda: _ensure_shares(manager),
+        ):
             try:
                 step()
             except Exception as err:  # noqa: BLE001 - try again next round
@@ -213,13 +220,30 @@ def _reconcile_forever(manager: MachineManager) -> None:
         time.sleep(RECONCILE_INTERVAL_S)
 
 
-def _apply_firewalls(manager: MachineManager, applied: dict[str, str]) -> None:
+def _live_vpcs(manager: MachineManager) -> dict[peering.VpcKey, vpcnet.Vpc]:
+    """The VPC namespaces of this moment (machines add and retire them from other threads)."""
+    with manager._lock:
+        return dict(manager.vpcs)
+
+
+def _link_vpcs(manager: MachineManager) -> None:
+    """Peering links between VPC namespaces, mount targets' addresses (``peering``)."""
+    manager.peerings.reconcile(_live_vpcs(manager), peering.efs_targets())
+
+
+def _apply_firewalls(manager: MachineManager, applied: dict[str, tuple[vpcnet.Vpc, str]]) -> None:
+    """Each VPC namespace's rules: its instances' and mount targets' security groups, and its
+    subnets' routes through its peering links (``firewall.vpc_rules``)."""
     live = [m for m in list(manager.machines.values()) if not m.done.is_set() and m.metadata is not None]
+    targets = peering.efs_targets()
     members: dict[str, list[str]] = {}
     for machine in live:
         for group in machine.instance.nics[0].group_set:
             members.setdefault(group.id, []).append(machine.address)
-    for vpc in list(manager.vpcs.values()):
+    for target in targets:
+        for group_id in target.group_ids:
+            members.setdefault(group_id, []).append(target.address)
+    for key, vpc in _live_vpcs(manager).items():
         interfaces = []
         for machine in live:
             if machine.vpc is not vpc:
@@ -232,10 +256,17 @@ def _apply_firewalls(manager: MachineManager, applied: dict[str, str]) -> None:
                     egress=tuple(firewall.permissions([r for g in groups for r in g.egress_rules], members)),
                 )
             )
-        rules = firewall.vpc_rules(interfaces)
-        if applied.get(vpc.ns) != rules:
+        mount_targets = [
+            firewall.MountTarget(t.address, tuple(firewall.permissions(peering.ingress_rules(key, t.group_ids), members)))
+            for t in targets
+            if t.vpc == key
+        ]
+        rules = firewall.vpc_rules(interfaces, peering.subnet_routes(vpc), manager.peerings.links_of(vpc), mount_targets)
+        # A namespace name comes back with a later VPC: what was applied counts for that VPC only.
+        previous = applied.get(vpc.ns)
+        if previous is None or previous[0] is not vpc or previous[1] != rules:
             netns.run(["iptables-restore"], ns=vpc.ns, stdin=rules)
-            applied[vpc.ns] = rules
+            applied[vpc.ns] = (vpc, rules)
 
 
 def _ensure_shares(manager: MachineManager) -> None:

@@ -19,6 +19,8 @@ moto's EC2 handler that adds or replaces these actions:
 - CreateLaunchTemplateVersion with SourceVersion: the new version inherits the source data.
 - Image and snapshot actions (RegisterImage, CreateImage, CopyImage, DeregisterImage,
   DeleteSnapshot, snapshot and image attributes): see ``ec2_images``.
+- VPC peering connections (filters, deletion rules) and routes through them (checks, blackhole
+  state): see ``ec2_peering``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from moto.core.responses import ActionResult
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses import EC2Response
 
+import ec2_peering
 from config import CONFIG
 from ec2_capacity import CapacityActions, admit
 from ec2_images import ImageActions
@@ -177,7 +180,7 @@ class CapacityPool:
         }
 
 
-class EmulatorEC2Response(CapacityActions, ImageActions, EC2Response):
+class EmulatorEC2Response(CapacityActions, ImageActions, ec2_peering.PeeringActions, EC2Response):
     """moto's EC2 handler with the actions listed in the module docstring added or replaced."""
 
     @property
@@ -610,3 +613,4 @@ def _tags_for(tag_specifications: list[dict[str, Any]], resource_type: str) -> d
 def install() -> None:
     """Routes moto's EC2 endpoint to :class:`EmulatorEC2Response`; call before serving."""
     moto.ec2.urls.url_paths["{0}/"] = EmulatorEC2Response.dispatch
+    ec2_peering.install()

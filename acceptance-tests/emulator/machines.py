@@ -35,6 +35,7 @@ from moto.ec2.models.instances import InstanceState, StateReason
 
 import iam_enforce
 import netns
+import peering
 import volumes
 import vpcnet
 from disks import DiskStore
@@ -133,6 +134,7 @@ class MachineManager:
         self.volumes = volumes.VolumeStore(self.state_dir)
         self.machines: dict[str, Machine] = {}
         self.vpcs: dict[tuple[str, str, str], vpcnet.Vpc] = {}
+        self.peerings = peering.Peerings(self.shares_dir)
         self._reserved = 0
         self._counter = 0
         self._lock = threading.RLock()
@@ -197,6 +199,7 @@ class MachineManager:
                     continue
                 for server in self._servers.pop(vpc.ns, []):
                     _shutdown(server)
+                self.peerings.forget(vpc)
                 vpc.destroy()
                 del self.vpcs[key]
 
@@ -417,6 +420,7 @@ class MachineManager:
         for servers in self._servers.values():
             for server in servers:
                 _shutdown(server)
+        self.peerings.close()
         for vpc in self.vpcs.values():
             vpc.destroy()
         self.volumes.close()
@@ -569,17 +573,43 @@ datasource:
     timeout: 5
 """
 
-MOUNT_HELPER = """#!/bin/sh
-# hpcemu: this kernel has neither NFS nor Lustre, so a file system's DNS name (EFS
-# fs-….efs.<region>.amazonaws.com:/path, FSx fs-….fsx.<region>.amazonaws.com@tcp:/name) is mounted
-# as a bind of the emulator's shared directory for that file system: every instance sees the same files.
+MOUNT_HELPER = r"""#!/bin/sh
+# hpcemu: this kernel has neither NFS nor Lustre, so a file system is mounted as a bind of the
+# emulator's shared directory for it: every instance sees the same files. The server is
+#  - a DNS name: EFS fs-….efs.<region>.amazonaws.com:/path (resolves only in its own region, as
+#    EFS names do), FSx fs-….fsx.<region>.amazonaws.com@tcp:/name;
+#  - an EFS mount target's IPv4 address (as from a peered VPC): it must answer on TCP 2049 over
+#    the emulated network (routes, peering, security groups), a refused connection proving the
+#    path; which file system it serves is in SHARES/.mount-targets/<this VPC's id>.
 set -eu
+export LC_ALL=C
 spec=$1; target=$2
-fsid=$(printf '%s' "$spec" | sed -n 's/^\\(fs-[0-9a-f]*\\)\\..*/\\1/p')
-[ -n "$fsid" ] || { echo "mount: $spec: not an EFS or FSx DNS name" >&2; exit 32; }
-sub=$(printf '%s' "$spec" | sed -n 's/^[^:]*:\\/\\{0,1\\}\\(.*\\)$/\\1/p' | sed 's/^[^/]*@tcp//')
+me=$(basename "$0")
+server=${spec%%:*}; server=${server%@tcp}
+fail() { echo "$me: $*" >&2; exit 32; }
+case $server in
+  fs-*.efs.*.amazonaws.com)
+    region=$(printf '%s' "$server" | sed -n 's/^fs-[0-9a-f]*\.efs\.\([a-z0-9-]*\)\.amazonaws\.com$/\1/p')
+    own=$(cat /etc/hpcemu/region 2>/dev/null || true)
+    [ -z "$own" ] || [ "$region" = "$own" ] || fail "Failed to resolve server $server: Name or service not known"
+    fsid=${server%%.*} ;;
+  fs-*.fsx.*)
+    fsid=${server%%.*} ;;
+  *[!0-9.]*|"")
+    fail "$spec: not an EFS or FSx DNS name, nor a mount target's address" ;;
+  *)
+    if probe=$(timeout 3 bash -c "exec 3<>/dev/tcp/$server/2049" 2>&1) || echo "$probe" | grep -q 'Connection refused'; then
+      :
+    else
+      reason=$(echo "$probe" | sed -n 's/.*: \(No route to host\|Network is unreachable\)$/\1/p' | head -n1)
+      fail "$spec: mount target unreachable (${reason:-Connection timed out})"
+    fi
+    map=SHARES/.mount-targets/$(cat /etc/hpcemu/vpc-id 2>/dev/null || true)
+    fsid=$(awk -v a="$server" '$1 == a { print $2 }' "$map" 2>/dev/null || true)
+    [ -n "$fsid" ] || fail "$spec: Connection refused (no EFS mount target at $server)" ;;
+esac
 dir=SHARES/$fsid
-[ -d "$dir" ] || { echo "mount: $spec: no such file system (mount target unreachable)" >&2; exit 32; }
+[ -d "$dir" ] || fail "$spec: no such file system (mount target unreachable)"
 exec mount --bind "$dir" "$target"
 """.replace("SHARES", SHARES_IN_MACHINE)
 
@@ -611,6 +641,9 @@ def write_overlay(upper: str, lower: str, machine: Machine) -> None:
         ),
         "etc/environment": (_read(os.path.join(lower, "etc/environment")) + f"AWS_ENDPOINT_URL={endpoint}\n", 0o644),
         "etc/hpcemu/instance-id": (machine.instance_id + "\n", 0o644),
+        # The mount helper's: EFS names resolve in their own region only; the VPC's mount targets.
+        "etc/hpcemu/region": (machine.region + "\n", 0o644),
+        "etc/hpcemu/vpc-id": (machine.vpc.vpc_id + "\n", 0o644),
         # sudo resets the environment; the endpoint stays (and root's SDK config names it too).
         "etc/sudoers.d/90-hpcemu": ('Defaults env_keep += "AWS_ENDPOINT_URL"\n', 0o440),
         "root/.aws/config": (f"[default]\nendpoint_url = {endpoint}\n", 0o600),

@@ -240,6 +240,86 @@ def test_a_copied_image_boots_in_its_region(boot: dict[str, Any], tmp_path: Path
         network.wait_state(instance_id, "terminated")
 
 
+def test_a_node_in_another_region_reaches_the_home_vpc_and_its_efs_only_through_an_active_peering_and_routes(
+    boot: dict[str, Any], vpc: Vpc, tmp_path: Path
+) -> None:
+    """A us-west-2 compute node of a us-east-1 cluster, connected as the product connects it."""
+    west = client(boot["endpoint"], "ec2", region="us-west-2")
+    image = west.copy_image(SourceImageId=boot["image_id"], SourceRegion="us-east-1", Name="hpcforge-boot-peering")["ImageId"]
+    remote = Vpc(boot["endpoint"], "10.83.0.0/16", tmp_path, region="us-west-2")
+    home_group = vpc.group("head", [vpc.ssh_from_vpc()])
+    remote_group = remote.group("compute", [remote.ssh_from_vpc()])
+    efs = client(boot["endpoint"], "efs")
+    fs_id = efs.create_file_system(CreationToken="peering-home", Encrypted=True)["FileSystemId"]
+    nfs_group = vpc.group("nfs", [])
+    target_ip = efs.create_mount_target(FileSystemId=fs_id, SubnetId=vpc.subnet_id, SecurityGroups=[nfs_group])["IpAddress"]
+    (home_id,) = vpc.launch([home_group], image_id=boot["image_id"])
+    (remote_id,) = remote.launch([remote_group], image_id=image)
+    connection = None
+    try:
+        home_ip = vpc.wait_state(home_id, "running")["PrivateIpAddress"]
+        remote_ip = remote.wait_state(remote_id, "running")["PrivateIpAddress"]
+        vpc.wait_ssh(home_ip)
+        remote.wait_ssh(remote_ip)
+        reach_home = f"timeout 3 bash -c 'exec 3<>/dev/tcp/{home_ip}/22'"
+
+        def mount_by_ip(directory: str) -> subprocess.CompletedProcess[str]:
+            return remote.ssh(remote_ip, f"sudo mkdir -p {directory} && sudo mount -t nfs4 -o nfsvers=4.1 {target_ip}:/ {directory}",
+                              check=False)
+
+        def until(done: Any, what: str) -> None:
+            deadline = time.monotonic() + 10
+            while not done():
+                assert time.monotonic() < deadline, f"{what} within 10 s"
+                time.sleep(0.5)
+
+        # Two VPCs, no peering: nothing gets across.
+        assert remote.ssh(remote_ip, reach_home, check=False).returncode != 0
+        unreachable = mount_by_ip("/mnt/home")
+        assert unreachable.returncode != 0 and "mount target unreachable" in unreachable.stderr, unreachable.stderr
+
+        # The product's peering: requested at home, accepted in the peer region, routed both ways
+        # in every route table, the other VPC's CIDR admitted by one group per side.
+        connection = vpc.ec2.create_vpc_peering_connection(
+            VpcId=vpc.vpc_id, PeerVpcId=remote.vpc_id, PeerRegion="us-west-2"
+        )["VpcPeeringConnection"]["VpcPeeringConnectionId"]
+        west.accept_vpc_peering_connection(VpcPeeringConnectionId=connection)
+        for side, peer_cidr in ((vpc, remote.cidr), (remote, vpc.cidr)):
+            for table in side.ec2.describe_route_tables(Filters=[{"Name": "vpc-id", "Values": [side.vpc_id]}])["RouteTables"]:
+                side.ec2.create_route(RouteTableId=table["RouteTableId"], DestinationCidrBlock=peer_cidr,
+                                      VpcPeeringConnectionId=connection)
+        for side, group, peer_cidr in ((vpc, home_group, remote.cidr), (remote, remote_group, vpc.cidr)):
+            side.ec2.authorize_security_group_ingress(GroupId=group, IpPermissions=[
+                {"IpProtocol": "-1", "IpRanges": [{"CidrIp": peer_cidr}]}])
+        until(lambda: remote.ssh(remote_ip, reach_home, check=False).returncode == 0, "the home node is not reachable")
+
+        # The mount target answers once its own group admits NFS from the remote VPC.
+        refused = mount_by_ip("/mnt/home")
+        assert refused.returncode != 0 and "mount target unreachable" in refused.stderr, refused.stderr
+        vpc.ec2.authorize_security_group_ingress(GroupId=nfs_group, IpPermissions=[
+            {"IpProtocol": "tcp", "FromPort": 2049, "ToPort": 2049, "IpRanges": [{"CidrIp": remote.cidr}]}])
+        until(lambda: mount_by_ip("/mnt/home").returncode == 0, "the EFS mount by IP did not succeed")
+        remote.ssh(remote_ip, "echo from-us-west-2 | sudo tee /mnt/home/remote >/dev/null")
+        name = f"{fs_id}.efs.us-east-1.amazonaws.com"
+        vpc.ssh(home_ip, f"sudo mkdir -p /mnt/efs && sudo mount -t nfs4 {name}:/ /mnt/efs")
+        assert vpc.ssh(home_ip, "cat /mnt/efs/remote").stdout.strip() == "from-us-west-2"
+        # EFS names resolve only in their own region, even over a peering.
+        by_name = remote.ssh(remote_ip, f"sudo mkdir -p /mnt/byname && sudo mount -t nfs4 {name}:/ /mnt/byname", check=False)
+        assert by_name.returncode != 0 and f"Failed to resolve server {name}" in by_name.stderr, by_name.stderr
+
+        # Routing is not stateful: without the home side's route, replies no longer get back.
+        home_table = vpc.ec2.describe_route_tables(Filters=[{"Name": "vpc-id", "Values": [vpc.vpc_id]}])["RouteTables"][0]
+        vpc.ec2.delete_route(RouteTableId=home_table["RouteTableId"], DestinationCidrBlock=remote.cidr)
+        until(lambda: remote.ssh(remote_ip, reach_home, check=False).returncode != 0, "the deleted route still carries")
+        cut = mount_by_ip("/mnt/again")
+        assert cut.returncode != 0 and "mount target unreachable" in cut.stderr, cut.stderr
+    finally:
+        if connection is not None:
+            vpc.ec2.delete_vpc_peering_connection(VpcPeeringConnectionId=connection)
+        remote.ec2.terminate_instances(InstanceIds=[remote_id])
+        remote.wait_state(remote_id, "terminated")
+
+
 def test_capacity_is_machines_and_a_machine_that_never_arrives_says_so(boot: dict[str, Any], vpc: Vpc) -> None:
     group = vpc.group("ssh", [vpc.ssh_from_vpc()])
     with pytest.raises(ClientError) as excinfo:

@@ -9,6 +9,7 @@ import boto3
 from moto import mock_aws
 
 from iam_enforce import Check, Session, decide, ec2_checks
+from middleware import classify
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -87,3 +88,18 @@ def test_terminate_create_tags_and_launches_are_checked_as_aws_checks_them() -> 
     admin = ec2_checks(SESSION, "RunInstances", form(LaunchTemplate__LaunchTemplateName="lt-admin"))
     denied = [c for c in admin if not allowed(c)]
     assert [c.action for c in denied] == ["iam:PassRole"] and denied[0].resource.endswith(":role/admin"), admin
+
+
+def test_a_remote_nodes_efs_mount_target_lookup_is_authorized_as_elasticfilesystem_describe_mount_targets() -> None:
+    # As the agent on a node in another region signs it: EFS's REST call, in the home region.
+    environ = {
+        "REQUEST_METHOD": "GET", "PATH_INFO": "/2015-02-01/mount-targets", "QUERY_STRING": "FileSystemId=fs-0123456789abcdef0",
+        "HTTP_AUTHORIZATION": "AWS4-HMAC-SHA256 Credential=ASIAEXAMPLE/20261205/us-east-1/elasticfilesystem/aws4_request, "
+                              "SignedHeaders=host;x-amz-date, Signature=0",
+    }
+    call = classify(environ)
+    assert call is not None and call.key == "elasticfilesystem:DescribeMountTargets"
+    grant = {"Statement": [{"Effect": "Allow", "Action": "elasticfilesystem:DescribeMountTargets",
+                            "Resource": f"arn:aws:elasticfilesystem:us-east-1:{ACCOUNT}:file-system/*"}]}
+    assert decide([grant], call.key, None)
+    assert not decide([POLICY], call.key, None)
