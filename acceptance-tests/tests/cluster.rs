@@ -1,7 +1,7 @@
 //! hpc_cluster and hpc_partition end to end: a cluster with three partitions and a Lustre
 //! file system; partitions come and go without touching the cluster or each other.
 
-use acceptance_tests::{Emulator, Workspace};
+use acceptance_tests::{xml_text, Emulator, Workspace};
 use serde_json::{json, Value};
 
 const AMI: &str = "ami-03cf127a";
@@ -914,8 +914,33 @@ fn launch_template_groups(emu: &Emulator, region: &str, lt_id: &str) -> Vec<Stri
     groups
 }
 
+/// The VPC of the emulator's default subnet in `region` and that VPC's route tables.
+fn default_vpc_in(emu: &Emulator, region: &str) -> String {
+    let subnet = emu.default_subnet_in(region);
+    let xml = emu.ec2_in(region, &format!("Action=DescribeSubnets&SubnetId.1={subnet}"));
+    xml_text(&xml, "vpcId")
+}
+
+/// Route tables of `vpc` in `region` (DescribeRouteTables' XML).
+fn route_tables(emu: &Emulator, region: &str, vpc: &str) -> String {
+    emu.ec2_in(
+        region,
+        &format!("Action=DescribeRouteTables&Filter.1.Name=vpc-id&Filter.1.Value.1={vpc}"),
+    )
+}
+
+const PEERING: &str = r#"
+resource "hpc_network_peering" "west" {
+  vpc_id                  = hpc_network.net.vpc_id
+  peer_vpc_id             = "WEST_VPC"
+  peer_region             = "us-west-2"
+  security_group_ids      = [hpc_network.net.security_group_id]
+  peer_security_group_ids = ["WEST_GROUP"]
+}
+"#;
+
 #[test]
-fn a_cluster_in_the_network_group_reaches_lustre_and_remote_pools_bring_their_own_groups() {
+fn a_cluster_in_the_network_group_reaches_lustre_and_remote_pools_bring_their_own_groups_and_path() {
     let emu = Emulator::start();
     let ws = Workspace::new("cluster-network-group", &emu);
     let body = cluster("  security_group_id = hpc_network.net.security_group_id")
@@ -923,19 +948,22 @@ fn a_cluster_in_the_network_group_reaches_lustre_and_remote_pools_bring_their_ow
             "  subnet_ids       = [hpc_network.net.private_subnet_ids[\"us-east-1a\"]]\n}",
             "  subnet_ids         = [hpc_network.net.private_subnet_ids[\"us-east-1a\"]]\n  security_group_ids = [hpc_network.net.security_group_id]\n}",
         );
-    // A remote pool without its own groups is refused before anything is made.
-    let remote_pool = |groups: &str| {
+    let west_subnet = emu.default_subnet_in("us-west-2");
+    let west_vpc = default_vpc_in(&emu, "us-west-2");
+    let west_vpc_group = emu.default_security_group_in("us-west-2");
+    // A remote pool without its own groups, or without a network path, is refused before
+    // anything is made.
+    let remote_pool = |groups: &str, max_nodes: u32| {
         partition(
             "gpu",
             "\"g6e.12xlarge\"",
-            2,
+            max_nodes,
             &format!(
-                "  capacity_pool {{\n    region     = \"us-west-2\"\n    subnet_ids = [\"{}\"]\n    ami_id     = \"{AMI}\"\n{groups}  }}\n",
-                emu.default_subnet_in("us-west-2")
+                "  capacity_pool {{\n    region     = \"us-west-2\"\n    subnet_ids = [\"{west_subnet}\"]\n    ami_id     = \"{AMI}\"\n{groups}  }}\n"
             ),
         )
     };
-    ws.write(&format!("{}{body}{}", network(), remote_pool("")));
+    ws.write(&format!("{}{body}{}", network(), remote_pool("", 2)));
     let out = ws.tf(&["plan", "-no-color", "-input=false"]);
     assert!(!out.success, "{}", out.text());
     assert!(
@@ -944,16 +972,31 @@ fn a_cluster_in_the_network_group_reaches_lustre_and_remote_pools_bring_their_ow
         "{}",
         out.text()
     );
+    let own_group = format!("    security_group_ids = [\"{west_vpc_group}\"]\n");
+    ws.write(&format!("{}{body}{}", network(), remote_pool(&own_group, 2)));
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(!out.success, "{}", out.text());
+    assert!(
+        out.text()
+            .contains("a pool in us-west-2 needs a network path to the cluster in us-east-1"),
+        "{}",
+        out.text()
+    );
 
-    let west_vpc_group = emu.default_security_group_in("us-west-2");
-    ws.write(&format!(
-        "{}{body}{}",
-        network(),
-        remote_pool(&format!("    security_group_ids = [\"{west_vpc_group}\"]\n"))
-    ));
+    // With the peering, made in the same apply (so the pool's path is checked at apply).
+    let peering = PEERING
+        .replace("WEST_VPC", &west_vpc)
+        .replace("WEST_GROUP", &west_vpc_group);
+    let pool_groups = format!(
+        "    security_group_ids    = [\"{west_vpc_group}\"]\n    peering_connection_id = hpc_network_peering.west.id\n"
+    );
+    let config = |max_nodes: u32| format!("{}{body}{peering}{}", network(), remote_pool(&pool_groups, max_nodes));
+    ws.write(&config(2));
     ws.apply();
+    ws.assert_no_changes();
     let net = ws.resource("hpc_network.net");
     let net_group = net["security_group_id"].as_str().expect("network group").to_string();
+    let home_vpc = net["vpc_id"].as_str().expect("vpc").to_string();
     let c = ws.resource("hpc_cluster.main");
     let groups = c["security_group_ids"].as_array().expect("groups");
     assert_eq!(
@@ -969,6 +1012,52 @@ fn a_cluster_in_the_network_group_reaches_lustre_and_remote_pools_bring_their_ow
         !sgs.contains("hpc-research-cluster"),
         "a cluster group was created anyway"
     );
+
+    // The path: an active connection, the other range routed through it in every route table
+    // of both VPCs, each side's group admitting the other's range.
+    let pcx_state = ws.resource("hpc_network_peering.west");
+    let pcx = pcx_state["id"].as_str().expect("pcx").to_string();
+    assert_eq!(pcx_state["cidr_block"], "10.0.0.0/16");
+    let west_cidr = pcx_state["peer_cidr_block"].as_str().expect("peer cidr").to_string();
+    let described = emu.ec2(&format!(
+        "Action=DescribeVpcPeeringConnections&VpcPeeringConnectionId.1={pcx}"
+    ));
+    assert!(described.contains("<code>active</code>"), "{described}");
+    for (region, vpc, dest, key) in [
+        ("us-east-1", &home_vpc, west_cidr.as_str(), "route_table_ids"),
+        ("us-west-2", &west_vpc, "10.0.0.0/16", "peer_route_table_ids"),
+    ] {
+        // Every route table of the VPC, and each sends the other range through the connection.
+        let tables = route_tables(&emu, region, vpc);
+        let recorded = pcx_state[key].as_array().expect("tables");
+        let all: Vec<&str> = tables
+            .split("<routeTableId>")
+            .skip(1)
+            .filter_map(|t| t.split('<').next())
+            .collect();
+        assert!(!recorded.is_empty(), "{pcx_state}");
+        for table in &all {
+            assert!(
+                recorded.contains(&json!(table)),
+                "{table} of {vpc} has no route: {pcx_state}"
+            );
+        }
+        for table in recorded {
+            let table = table.as_str().expect("table id");
+            let one = emu.ec2_in(region, &format!("Action=DescribeRouteTables&RouteTableId.1={table}"));
+            assert!(
+                one.contains(&format!("<destinationCidrBlock>{dest}</destinationCidrBlock>")) && one.contains(&pcx),
+                "{table} in {region} does not route {dest} through {pcx}:\n{one}"
+            );
+        }
+    }
+    let home_rules = emu.ec2(&format!("Action=DescribeSecurityGroups&GroupId.1={net_group}"));
+    assert!(home_rules.contains(&west_cidr), "{home_rules}");
+    let west_rules = emu.ec2_in(
+        "us-west-2",
+        &format!("Action=DescribeSecurityGroups&GroupId.1={west_vpc_group}"),
+    );
+    assert!(west_rules.contains("10.0.0.0/16"), "{west_rules}");
 
     // Compute nodes: the cluster group (not the SSH group); the remote pool: only its own group.
     let p = ws.resource("hpc_partition.gpu");
@@ -989,10 +1078,47 @@ fn a_cluster_in_the_network_group_reaches_lustre_and_remote_pools_bring_their_ow
         assert_eq!(got, want, "launch template {key} ({region})");
     }
 
-    // Destroying the cluster leaves the network's group to the network, which removes it.
+    // A route taken away out of band: the next change of the pools is refused at plan, naming
+    // the subnet, the range and the table.
+    let west_table = pcx_state["peer_route_table_ids"][0]
+        .as_str()
+        .expect("table")
+        .to_string();
+    emu.ec2_in(
+        "us-west-2",
+        &format!("Action=DeleteRoute&RouteTableId={west_table}&DestinationCidrBlock=10.0.0.0/16"),
+    );
+    ws.write(&config(3));
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(!out.success, "{}", out.text());
+    let text = out.text();
+    assert!(
+        text.contains(&format!("subnet {west_subnet} sends 10.0.0.0/16")) && text.contains(&west_table),
+        "{text}"
+    );
+    emu.ec2_in(
+        "us-west-2",
+        &format!(
+            "Action=CreateRoute&RouteTableId={west_table}&DestinationCidrBlock=10.0.0.0/16&VpcPeeringConnectionId={pcx}"
+        ),
+    );
+
+    // Destroying takes the path down with the rest: rules, routes, connection; the cluster
+    // leaves the network's group to the network, which removes it.
     ws.destroy();
     let sgs = emu.ec2("Action=DescribeSecurityGroups");
     assert!(!sgs.contains(&net_group), "the network's group outlived the network");
+    let west_rules = emu.ec2_in(
+        "us-west-2",
+        &format!("Action=DescribeSecurityGroups&GroupId.1={west_vpc_group}"),
+    );
+    assert!(!west_rules.contains("10.0.0.0/16"), "{west_rules}");
+    let tables = route_tables(&emu, "us-west-2", &west_vpc);
+    assert!(!tables.contains(&pcx), "{tables}");
+    let described = emu.ec2(&format!(
+        "Action=DescribeVpcPeeringConnections&VpcPeeringConnectionId.1={pcx}"
+    ));
+    assert!(described.contains("<code>deleted</code>"), "{described}");
 }
 
 #[test]

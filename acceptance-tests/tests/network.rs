@@ -366,3 +366,45 @@ output "capacity" { value = data.hpc_capacity.gpus }
     assert_eq!(trn["free_instances"], 4, "{trn}");
     assert_eq!(capacity["total_free_gpus"], 72);
 }
+
+#[test]
+fn peering_vpcs_whose_ranges_overlap_is_refused_at_plan_naming_both_ranges() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("peering-overlap", &emu);
+    let networks = r#"
+resource "hpc_network" "a" {
+  name        = "lab-a"
+  nat_gateway = false
+}
+resource "hpc_network" "b" {
+  name        = "lab-b"
+  cidr_block  = "10.0.0.0/17"
+  nat_gateway = false
+}
+"#;
+    ws.write(networks);
+    ws.apply();
+    emu.reset_calls();
+    ws.write(&format!(
+        "{networks}{}",
+        r#"
+resource "hpc_network_peering" "ab" {
+  vpc_id      = hpc_network.a.vpc_id
+  peer_vpc_id = hpc_network.b.vpc_id
+}
+"#
+    ));
+    let out = ws.tf(&["plan", "-no-color", "-input=false"]);
+    assert!(!out.success, "{}", out.text());
+    assert!(
+        out.text()
+            .contains("the VPCs' ranges overlap: 10.0.0.0/16 and 10.0.0.0/17"),
+        "{}",
+        out.text()
+    );
+    assert!(
+        emu.mutating_calls().is_empty(),
+        "a refused plan changed something: {:?}",
+        emu.mutating_calls()
+    );
+}

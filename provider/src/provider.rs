@@ -19,6 +19,7 @@ use crate::resources::instance_type::InstanceTypeData;
 use crate::resources::lustre_fs::LustreFs;
 use crate::resources::network::HpcNetwork;
 use crate::resources::partition::HpcPartition;
+use crate::resources::peering::HpcNetworkPeering;
 
 pub struct HpcProvider;
 
@@ -321,6 +322,7 @@ impl Provider for HpcProvider {
         vec![
             Arc::new(LustreFs),
             Arc::new(HpcNetwork),
+            Arc::new(HpcNetworkPeering),
             Arc::new(HpcCluster),
             Arc::new(HpcPartition),
         ]

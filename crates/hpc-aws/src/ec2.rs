@@ -1,6 +1,7 @@
 //! EC2: instance type facts and zones here; networks (`network` makes them, `vpc` finds and
 //! deletes them), `security_groups`, launch templates and placement groups (`templates`),
-//! instances and fleets (`instances`), kept interfaces and volumes (`persist`).
+//! instances and fleets (`instances`), kept interfaces and volumes (`persist`), VPC peering
+//! (`peering`).
 //!
 //! Creation is find-or-create wherever EC2 offers a unique name or a client token, so a
 //! create that was interrupted and run again adopts what the first run made instead of
@@ -26,11 +27,13 @@ use crate::wait::{self, Backoff, Poll};
 
 mod instances;
 mod network;
+mod peering;
 mod security_groups;
 mod templates;
 mod vpc;
 
 mod persist;
+pub use peering::{Peering, RouteTarget};
 pub use persist::{InterfaceInfo, VolumeInfo, VolumeSpec};
 
 /// What EC2 says about an instance type: what Slurm and the guardrails need.

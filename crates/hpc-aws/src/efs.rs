@@ -24,6 +24,9 @@ pub struct MountTarget {
     pub subnet_id: String,
     pub zone: Option<String>,
     pub state: String,
+    /// Its IPv4 address in the subnet (what a client mounts when the DNS name does not
+    /// resolve, e.g. from a peered VPC of another region).
+    pub ip_address: Option<String>,
 }
 
 /// The DNS name nodes mount an EFS file system by (`<id>.efs.<region>.amazonaws.com`).
@@ -144,6 +147,7 @@ impl Efs {
                 subnet_id: m.subnet_id().to_string(),
                 zone: m.availability_zone_name().map(str::to_string),
                 state: m.life_cycle_state().as_str().to_string(),
+                ip_address: m.ip_address().map(str::to_string),
             })
             .collect())
     }

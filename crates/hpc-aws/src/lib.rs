@@ -3,6 +3,7 @@
 //!
 //! This crate knows nothing of Terraform; the provider maps its values onto these models.
 
+pub mod cidr;
 pub mod config;
 pub mod ebs;
 pub mod ec2;

@@ -125,7 +125,7 @@ async fn steps(
     reporter.step(step, Phase::Booting, None).await;
     super::munge(aws, &booted.doc).await?;
     *step = "mounts";
-    let failed = super::mounts(&booted.doc);
+    let failed = super::mounts(aws, &booted.doc, &booted.identity.region).await;
     *warnings = failed.iter().map(ToString::to_string).collect();
     super::report_mounts(failed);
     *step = "users";

@@ -88,7 +88,7 @@ pub async fn join(
     let booted = begin(args, aws, role, partition).await?;
     slurm_release(&booted.doc)?;
     munge(aws, &booted.doc).await?;
-    report_mounts(mounts(&booted.doc));
+    report_mounts(mounts(aws, &booted.doc, &booted.identity.region).await);
     users(&booted.doc.users)?;
     let head = ready_head(aws, &booted.cluster).await?;
     write_file(
@@ -302,7 +302,12 @@ pub async fn sync(args: &ClusterArgs, aws: &Aws) -> Result<()> {
     let doc = crate::cmd::cluster_doc_with_users(aws, args)
         .await?
         .ok_or_else(|| Error::new(format!("cluster {} has no published desired state", args.cluster)))?;
-    report_mounts(mounts(&doc));
+    // Where this node runs; IMDS unreachable: assume the cluster's region.
+    let region = match hpc_aws::imds::identity(aws).await {
+        Ok(identity) => identity.region,
+        Err(_) => doc.region.clone(),
+    };
+    report_mounts(mounts(aws, &doc, &region).await);
     users(&doc.users)?;
     if this_role().as_deref() == Some(role_name(Role::Login).as_str()) {
         mfa::apply(aws, &doc).await?;
@@ -397,22 +402,16 @@ pub fn lustre_source(m: &MountDoc) -> Result<String> {
 }
 
 /// The shared file systems every node mounts: /home on EFS when the cluster keeps it there,
-/// then each Lustre `storage` block at its mount point.
+/// then each Lustre `storage` block at its mount point. `node_region` is where this node runs
+/// (a pool may be in another region than the cluster's).
 /// Each is also in /etc/fstab (`_netdev,nofail`), so a reboot mounts it without hanging. A
 /// mount that fails is returned, for the caller to report; the boot goes on (the health check
 /// drains a node whose mounts are missing).
-pub fn mounts(doc: &ClusterDoc) -> Vec<Error> {
+pub async fn mounts(aws: &Aws, doc: &ClusterDoc, node_region: &str) -> Vec<Error> {
     let mut failed = Vec::new();
     if doc.home == "efs" {
-        match &doc.home_efs_id {
-            Some(id) => {
-                let source = format!("{}:/", hpc_aws::efs::dns_name(id, &doc.region));
-                let mounted = seed_home(&source).and_then(|()| mount(&source, "/home", "nfs4", EFS_OPTIONS));
-                if let Err(e) = mounted {
-                    failed.push(e);
-                }
-            }
-            None => failed.push(Error::new("home is on EFS but the desired state names no file system")),
+        if let Err(e) = mount_home(aws, doc, node_region).await {
+            failed.push(e);
         }
     }
     for m in &doc.mounts {
@@ -422,6 +421,44 @@ pub fn mounts(doc: &ClusterDoc) -> Vec<Error> {
         }
     }
     failed
+}
+
+/// /home from the cluster's EFS file system: by its DNS name in the cluster's region; from a
+/// node of another region (a pool reached through a peering connection, where that name does
+/// not resolve) by a mount target's address, as AWS documents for peered VPCs.
+async fn mount_home(aws: &Aws, doc: &ClusterDoc, node_region: &str) -> Result<()> {
+    let id = doc
+        .home_efs_id
+        .as_deref()
+        .ok_or_else(|| Error::new("home is on EFS but the desired state names no file system"))?;
+    let source = if node_region == doc.region {
+        format!("{}:/", hpc_aws::efs::dns_name(id, &doc.region))
+    } else if crate::health::Probe::mounted(&crate::health::System, "/home") {
+        return Ok(());
+    } else {
+        format!("{}:/", remote_home_address(aws, doc, id).await?)
+    };
+    seed_home(&source).and_then(|()| mount(&source, "/home", "nfs4", EFS_OPTIONS))
+}
+
+/// The address a node of another region mounts /home by: the mount target in the head node's
+/// subnet, else any available one (EFS has one per zone of the cluster's region).
+async fn remote_home_address(aws: &Aws, doc: &ClusterDoc, id: &str) -> Result<String> {
+    let targets = aws
+        .efs()
+        .mount_targets(id)
+        .await
+        .map_err(|e| Error::new(format!("finding a mount target of {id} in {}: {e}", doc.region)))?;
+    let available: Vec<_> = targets
+        .iter()
+        .filter(|t| t.state == "available" && t.ip_address.is_some())
+        .collect();
+    available
+        .iter()
+        .find(|t| t.subnet_id == doc.subnet_id)
+        .or_else(|| available.first())
+        .and_then(|t| t.ip_address.clone())
+        .ok_or_else(|| Error::new(format!("{id} has no available mount target in {}", doc.region)))
 }
 
 /// Logs the mounts that failed on the console.

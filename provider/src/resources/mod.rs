@@ -7,6 +7,7 @@ pub mod instance_type;
 pub mod lustre_fs;
 pub mod network;
 pub mod partition;
+pub mod peering;
 pub(crate) mod quotas;
 
 use hpc_aws::AwsError;

@@ -18,6 +18,7 @@ use crate::resources::{aws_diag, or_stop};
 
 mod apply;
 mod model;
+mod paths;
 mod plan;
 mod pool_checks;
 mod schema;

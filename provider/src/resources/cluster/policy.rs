@@ -83,6 +83,14 @@ pub(super) fn instance_profile_policy(name: &str, node_roles: &[String], externa
                 "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
             },
             {
+                // Nodes of a pool in another region mount /home by a mount target's address
+                // (read-only; the file system is created with the cluster, after this policy).
+                "Sid": "FindHomeMountTargets",
+                "Effect": "Allow",
+                "Action": "elasticfilesystem:DescribeMountTargets",
+                "Resource": "*"
+            },
+            {
                 "Sid": "LustreReleaseTasks",
                 "Effect": "Allow",
                 "Action": ["fsx:CreateDataRepositoryTask", "fsx:DescribeDataRepositoryTasks", "fsx:DescribeFileSystems",

@@ -2,6 +2,7 @@
 //! targets, the published document, the wait for the node agent, and the clean-up of what the
 //! prior state had.
 
+use super::paths;
 use super::plan::cluster_checks;
 use super::{
     cluster_doc, cluster_missing, model::parse_template_key, model::template_key, model::Partition, model::Pool,
@@ -126,6 +127,11 @@ pub(super) async fn publish(
         tags,
     };
     let ec2s = pool_clients(clients, model.capacity_pool.iter().map(|p| p.region.as_deref()));
+    // A connection made in the same apply was not known at plan.
+    let reached = paths::check_all(clients, &cdoc, &model.capacity_pool, &ec2s).await;
+    if reached.has_errors() {
+        return Err(reached);
+    }
     let mut made = Made::default();
     for (i, pool) in model.capacity_pool.iter().enumerate() {
         let region = pool.region.clone().unwrap_or_else(|| clients.aws.region.clone());

@@ -69,6 +69,7 @@ tfplugin::model! {
         pub capacity_reservation_id: Option<String>,
         pub ami_id: Option<String>,
         pub security_group_ids: Option<Vec<String>>,
+        pub peering_connection_id: Option<String>,
     }
 }
 
@@ -191,7 +192,7 @@ impl Partition {
     }
 
     /// The state a published document stands for (read, import). What the document does not
-    /// carry comes from `prior` (a pool's region, AMI and groups as written, `wait_for_apply`,
+    /// carry comes from `prior` (a pool's region, AMI, groups and peering connection as written, `wait_for_apply`,
     /// the values derived at plan); durations keep the prior's spelling.
     pub fn of_doc(
         doc: &PartitionDoc,
@@ -214,6 +215,7 @@ impl Partition {
                     capacity_reservation_id: p.capacity_reservation_id.clone(),
                     ami_id: before.and_then(|b| b.ami_id.clone()),
                     security_group_ids: before.and_then(|b| b.security_group_ids.clone()),
+                    peering_connection_id: before.and_then(|b| b.peering_connection_id.clone()),
                 }
             })
             .collect();

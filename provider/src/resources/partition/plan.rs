@@ -3,7 +3,8 @@
 
 use super::validate::model_path;
 use super::{
-    model::Partition, pool_checks, schema::schema, validate::slurm_checks, validate::PROBE_SLURM_VERSION, Published,
+    apply::pool_clients, model::Partition, paths, pool_checks, schema::schema, validate::slurm_checks,
+    validate::PROBE_SLURM_VERSION, Published,
 };
 use crate::clients::Clients;
 use crate::convert;
@@ -49,6 +50,7 @@ pub(super) async fn plan_checks(clients: &Clients, req: &mut PlanRequest) {
         Err(e) => return req.diagnostics.extend(aws_diag("Cannot describe instance types", &e)),
     };
     req.diagnostics.extend(type_checks(clients, &reach, &infos));
+    req.diagnostics.extend(paths::named(&req.planned, &clients.aws.region));
     let p = &req.planned;
     req.diagnostics
         .extend(pool_checks::reservations(clients, p, &reach.instance_types).await);
@@ -87,6 +89,11 @@ pub(super) async fn plan_checks(clients: &Clients, req: &mut PlanRequest) {
         Ok(c) => c.flatten(),
         Err(d) => return req.diagnostics.extend(d),
     };
+    if let (true, Some(cdoc)) = (reach_changed, &cdoc) {
+        let ec2s = pool_clients(clients, model.capacity_pool.iter().map(|p| p.region.as_deref()));
+        let diags = paths::check_all(clients, cdoc, &model.capacity_pool, &ec2s).await;
+        req.diagnostics.extend(diags);
+    }
     if reach_changed {
         let this = quotas::Reach::planned(&req.planned, &infos, &clients.aws.region);
         match quotas::published_reaches(clients, model.cluster(), &model.name).await {

@@ -28,6 +28,12 @@ pub(super) fn schema() -> Schema {
             "Security groups of the pool's nodes in addition to the cluster group; required for a pool in \
              another region (security groups are regional: give groups of that region's VPC).",
         ),
+        Attribute::optional("peering_connection_id", Type::String).description(
+            "The network path of a pool in another region: a VPC peering connection between the pool's \
+             VPC and the cluster's, with routes both ways (`hpc_network_peering.<name>.id`). Required for a \
+             pool in another region; checked at plan (active, joins the two VPCs, routes from every subnet \
+             of the pool and from the head node's).",
+        ),
     ]);
     Schema::new(
         0,

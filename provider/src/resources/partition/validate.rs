@@ -168,6 +168,15 @@ pub(super) fn pool_value_checks(i: usize, pool: &Value, diags: &mut Diagnostics)
             "Security groups are regional: give groups of that region's VPC that allow traffic with the cluster.",
         );
     }
+    if let Some(pcx) = pool.attr("peering_connection_id").as_str() {
+        if !pcx.starts_with("pcx-") {
+            diags.error_at(
+                at().attr("peering_connection_id"),
+                format!("{pcx:?} is not a peering connection id"),
+                "Use an id like pcx-0123456789abcdef0 (hpc_network_peering.<name>.id).",
+            );
+        }
+    }
     if other_region && pool.attr("ami_id").is_null() {
         diags.error_at(
             at().attr("ami_id"),
