@@ -576,8 +576,8 @@ datasource:
 MOUNT_HELPER = r"""#!/bin/sh
 # hpcemu: this kernel has neither NFS nor Lustre, so a file system is mounted as a bind of the
 # emulator's shared directory for it: every instance sees the same files. The server is
-#  - a DNS name: EFS fs-….efs.<region>.amazonaws.com:/path (resolves only in its own region, as
-#    EFS names do), FSx fs-….fsx.<region>.amazonaws.com@tcp:/name;
+#  - a DNS name: EFS fs-….efs.<region>.amazonaws.com:/path, FSx fs-….fsx.<region>.amazonaws.com@tcp:/name
+#    (each resolves only in its own region, as their names do);
 #  - an EFS mount target's IPv4 address (as from a peered VPC): it must answer on TCP 2049 over
 #    the emulated network (routes, peering, security groups), a refused connection proving the
 #    path; which file system it serves is in SHARES/.mount-targets/<this VPC's id>.
@@ -588,8 +588,8 @@ me=$(basename "$0")
 server=${spec%%:*}; server=${server%@tcp}
 fail() { echo "$me: $*" >&2; exit 32; }
 case $server in
-  fs-*.efs.*.amazonaws.com)
-    region=$(printf '%s' "$server" | sed -n 's/^fs-[0-9a-f]*\.efs\.\([a-z0-9-]*\)\.amazonaws\.com$/\1/p')
+  fs-*.efs.*.amazonaws.com|fs-*.fsx.*.amazonaws.com)
+    region=$(printf '%s' "$server" | sed -n 's/^fs-[0-9a-f]*\.\(efs\|fsx\)\.\([a-z0-9-]*\)\.amazonaws\.com$/\2/p')
     own=$(cat /etc/hpcemu/region 2>/dev/null || true)
     [ -z "$own" ] || [ "$region" = "$own" ] || fail "Failed to resolve server $server: Name or service not known"
     fsid=${server%%.*} ;;

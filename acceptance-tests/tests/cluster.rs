@@ -1096,6 +1096,11 @@ fn a_cluster_in_the_network_group_reaches_lustre_and_remote_pools_bring_their_ow
         text.contains(&format!("subnet {west_subnet} sends 10.0.0.0/16")) && text.contains(&west_table),
         "{text}"
     );
+    // And the cluster's Lustre, whose name resolves only in us-east-1, is out of the pool's reach.
+    assert!(
+        text.contains("nodes of capacity_pool 2 in us-west-2 cannot mount /scratch"),
+        "{text}"
+    );
     emu.ec2_in(
         "us-west-2",
         &format!(

@@ -626,10 +626,17 @@ fn capacity_failover_applies_and_destroys_in_both_regions() {
     assert_eq!(ex.count_of("hpc_network"), 2, "a network in each region");
     assert_eq!(running_with_tag(&emu, &east, "hpcforge:cluster", "failover"), 2);
     assert_no_open_ingress(&emu, &[&east, &west]);
+    // The two VPCs are joined: an active connection, seen from both regions.
+    for scope in [&east, &west] {
+        let pcx = ec2(&emu, scope, "Action=DescribeVpcPeeringConnections");
+        assert_eq!(xml_values(&pcx, "code"), vec!["active"], "{pcx}");
+    }
 
     ex.assert_no_changes();
     ex.destroy();
     assert_nothing_left(&emu, &[&east, &west], "capacity-failover");
+    let pcx = ec2(&emu, &east, "Action=DescribeVpcPeeringConnections");
+    assert_eq!(xml_values(&pcx, "code"), vec!["deleted"], "{pcx}");
 }
 
 #[test]

@@ -1,9 +1,10 @@
 # Capacity failover: partitions whose nodes come from three zones of the home region and, when
 # none of them has capacity, from two zones of a second region. The head node stays home.
 #
-# Nodes in the second region must reach the head node: connect the two VPCs (peering or a
-# Transit Gateway; their ranges below do not overlap) before running jobs there. See
-# modules/multi-region/README.md for this design against one cluster per region.
+# Nodes in the second region reach the head node and /home through a VPC peering connection
+# (hpc_network_peering: routes both ways, each side's cluster group admitting the other's range;
+# the ranges below do not overlap). See modules/multi-region/README.md for this design against
+# one cluster per region.
 
 provider "hpc" {
   region = var.home_region
@@ -55,6 +56,16 @@ resource "hpc_network" "second" {
   nat_gateway        = false
 }
 
+# The path between the two VPCs: nodes in the second region register with slurmctld and mount
+# /home (by a mount target's address), and slurmctld reaches their slurmd.
+resource "hpc_network_peering" "second" {
+  vpc_id                  = module.cluster.vpc_id
+  peer_vpc_id             = hpc_network.second.vpc_id
+  peer_region             = var.second_region
+  security_group_ids      = [module.cluster.network_security_group_id]
+  peer_security_group_ids = [hpc_network.second.security_group_id]
+}
+
 module "failover" {
   source = "../../modules/multi-region"
 
@@ -67,8 +78,10 @@ module "failover" {
       region     = var.second_region
       subnet_ids = [for zone in sort(keys(hpc_network.second.private_subnet_ids)) : hpc_network.second.private_subnet_ids[zone]]
       ami_id     = var.second_region_ami_id
-      # Security groups are regional: the second network's group, open to its members.
-      security_group_ids = [hpc_network.second.security_group_id]
+      # Security groups are regional: the second network's group, open to its members and,
+      # through the peering, to the home VPC's range.
+      security_group_ids    = [hpc_network.second.security_group_id]
+      peering_connection_id = hpc_network_peering.second.id
     },
   ]
 

@@ -28,7 +28,7 @@ output "partitions" {
 }
 
 output "vpc_cidrs" {
-  description = "VPC ranges to connect (peering or Transit Gateway) so nodes in the second region reach the head node."
+  description = "VPC ranges of the two regions, joined by the peering connection."
   value = {
     (var.home_region)   = "10.0.0.0/16"
     (var.second_region) = hpc_network.second.cidr_block

@@ -7,9 +7,9 @@ locals {
   # On-demand pools in failover order: region by region, zone by zone (or one pool per region).
   on_demand_pools = flatten([
     for r in var.regions : r.pool_per_subnet ? [
-      for s in r.subnet_ids : { subnet_ids = [s], region = r.region, ami_id = r.ami_id, security_group_ids = r.security_group_ids }
+      for s in r.subnet_ids : { subnet_ids = [s], region = r.region, ami_id = r.ami_id, security_group_ids = r.security_group_ids, peering_connection_id = r.peering_connection_id }
       ] : [
-      { subnet_ids = r.subnet_ids, region = r.region, ami_id = r.ami_id, security_group_ids = r.security_group_ids }
+      { subnet_ids = r.subnet_ids, region = r.region, ami_id = r.ami_id, security_group_ids = r.security_group_ids, peering_connection_id = r.peering_connection_id }
     ]
   ])
 
@@ -50,7 +50,8 @@ resource "hpc_partition" "this" {
       capacity_type      = capacity_pool.value.capacity_type
       region             = capacity_pool.value.region
       ami_id             = capacity_pool.value.ami_id
-      security_group_ids = capacity_pool.value.security_group_ids
+      security_group_ids    = capacity_pool.value.security_group_ids
+      peering_connection_id = capacity_pool.value.peering_connection_id
     }
   }
 

@@ -14,13 +14,14 @@ variable "ami_id" {
 }
 
 variable "regions" {
-  description = "Where the partitions get capacity, in failover order. `region = null` is the home region; any other region needs `ami_id` (the image copied there, e.g. by `hpc-image publish` with several regions), `security_group_ids` of its VPC (security groups are regional; they must allow traffic with the home region's nodes) and subnets whose VPC is routed to the home VPC (peering or Transit Gateway, CIDRs not overlapping). With `pool_per_subnet` each subnet is a pool of its own (failover zone by zone), else the region's subnets form one pool."
+  description = "Where the partitions get capacity, in failover order. `region = null` is the home region; any other region needs `ami_id` (the image copied there, e.g. by `hpc-image publish` with several regions), `security_group_ids` of its VPC (security groups are regional; they must allow traffic with the home region's nodes) and `peering_connection_id`: the `hpc_network_peering` between its subnets' VPC and the home VPC (ranges not overlapping), which the provider checks at plan (active, routes both ways). With `pool_per_subnet` each subnet is a pool of its own (failover zone by zone), else the region's subnets form one pool."
   type = list(object({
     region             = optional(string)
     subnet_ids         = list(string)
     ami_id             = optional(string)
-    security_group_ids = optional(list(string))
-    pool_per_subnet    = optional(bool, true)
+    security_group_ids    = optional(list(string))
+    peering_connection_id = optional(string)
+    pool_per_subnet       = optional(bool, true)
   }))
 
   validation {
@@ -36,6 +37,11 @@ variable "regions" {
   validation {
     condition     = alltrue([for r in var.regions : r.region == null || r.security_group_ids != null])
     error_message = "Every region other than the home region needs security_group_ids from its own VPC (security groups are regional), e.g. the hpc_network security_group_id there."
+  }
+
+  validation {
+    condition     = alltrue([for r in var.regions : r.region == null || r.peering_connection_id != null])
+    error_message = "Every region other than the home region needs peering_connection_id: its nodes reach slurmctld and /home only through a network path, e.g. an hpc_network_peering between that region's VPC and the home VPC (peering_connection_id = hpc_network_peering.<name>.id)."
   }
 
   validation {

@@ -63,12 +63,36 @@ pub(super) async fn check_all(
         if !is_remote(Some(region), &clients.aws.region) {
             continue;
         }
+        diags.extend(lustre_out_of_reach(cdoc, i, region));
         let Some(ec2) = ec2s.get(region) else { continue };
         if let Err(d) = check(clients, cdoc, i, pool, pcx, ec2).await {
             diags.extend(d);
         }
     }
     diags
+}
+
+/// A Lustre file system's DNS name resolves only in its own region, and nodes mount it by
+/// name: nodes of another region start without it, and the health check drains them.
+fn lustre_out_of_reach(cdoc: &ClusterDoc, i: usize, region: &str) -> Diagnostics {
+    let points: Vec<&str> = cdoc.mounts.iter().map(|m| m.mount_point.as_str()).collect();
+    if points.is_empty() {
+        return Diagnostics::new();
+    }
+    Diagnostic::warning(
+        format!(
+            "nodes of capacity_pool {i} in {region} cannot mount {}",
+            points.join(", ")
+        ),
+        format!(
+            "The cluster's Lustre file systems live in {} and their DNS names resolve only there; a node \
+             of {region} starts without them, and Slurm's health check drains it. Keep storage blocks off \
+             clusters whose partitions fail over to another region, or move this pool to the cluster's region.",
+            cdoc.region
+        ),
+    )
+    .at(AttributePath::root("capacity_pool").index(i).attr("region"))
+    .into()
 }
 
 /// Pool `i`'s connection is active, joins its VPC and the cluster's, and routes carry the
