@@ -91,9 +91,24 @@ pub fn publish_test_image(emu: &Emulator) -> String {
 /// The test disk published again under another name (`name_suffix`): a second AMI, as a
 /// patched rebuild of the head node's image would be.
 pub fn publish_test_image_named(emu: &Emulator, name_suffix: &str) -> String {
+    let images = publish_test_image_to(emu, &["us-east-1"], name_suffix);
+    images
+        .get("us-east-1")
+        .cloned()
+        .unwrap_or_else(|| panic!("no us-east-1 AMI in the manifest: {images:?}"))
+}
+
+/// Publishes the test disk to `regions` (registered in the first, copied to the rest);
+/// returns the AMI of each region, from the manifest.
+pub fn publish_test_image_to(
+    emu: &Emulator,
+    regions: &[&str],
+    name_suffix: &str,
+) -> std::collections::BTreeMap<String, String> {
     let disk = test_disk();
     let work = scratch_dir("publish");
     let manifest = work.join("manifest.json");
+    let regions = serde_json::to_string(regions).expect("regions as JSON");
     let done = hpc_image_command(&repo_root().join("image-builder"), Some(emu))
         .arg("publish")
         .arg(template())
@@ -101,18 +116,18 @@ pub fn publish_test_image_named(emu: &Emulator, name_suffix: &str) -> String {
         .arg(&disk)
         .arg("--manifest")
         .arg(&manifest)
-        .args(["-var", r#"regions=["us-east-1"]"#])
+        .args(["-var", &format!("regions={regions}")])
         .args(["-var", &format!("name_suffix={name_suffix}")])
         .output()
         .expect("running hpc-image publish");
     assert!(done.status.success(), "hpc-image publish failed:\n{}", text(&done));
     let manifest = std::fs::read_to_string(&manifest).expect("publish manifest");
-    let start = manifest
-        .find("ami-")
-        .unwrap_or_else(|| panic!("no AMI in the manifest: {manifest}"));
-    manifest[start..]
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+    let parsed: serde_json::Value = serde_json::from_str(&manifest).expect("manifest JSON");
+    parsed["builds"][0]["images"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no images in the manifest: {manifest}"))
+        .iter()
+        .map(|(region, ami)| (region.clone(), ami.as_str().unwrap_or_default().to_string()))
         .collect()
 }
 

@@ -45,6 +45,10 @@ const USER: &str = "ada";
 /// The node role gets exactly the policy the cluster's state says it needs (the local EC2
 /// enforces it), as the module's aws_iam_role_policy would.
 fn grant_node_policy(emu: &Emulator, ws: &Workspace) {
+    grant_node_policy_to(emu, ws, "alive-node");
+}
+
+fn grant_node_policy_to(emu: &Emulator, ws: &Workspace, role: &str) {
     let policy = ws.resource("hpc_cluster.main")["instance_profile_policy"]
         .as_str()
         .expect("instance_profile_policy")
@@ -53,7 +57,7 @@ fn grant_node_policy(emu: &Emulator, ws: &Workspace) {
         "iam",
         "2010-05-08",
         &format!(
-            "Action=PutRolePolicy&RoleName=alive-node&PolicyName=hpcforge&PolicyDocument={}",
+            "Action=PutRolePolicy&RoleName={role}&PolicyName=hpcforge&PolicyDocument={}",
             encode(&policy)
         ),
     );
@@ -1155,4 +1159,174 @@ fn make_demo_boots_the_quickstart_and_runs_the_demo_users_job() {
         "machines of the demo outlived it: {}",
         text(&namespaces)
     );
+}
+
+/// A cluster in us-east-1 whose partition fails over to a pool in us-west-2, joined by an
+/// hpc_network_peering.
+fn far_config(amis: &std::collections::BTreeMap<String, String>, profile: &str, key: &str, wait: bool) -> String {
+    let (east, west) = (&amis["us-east-1"], &amis["us-west-2"]);
+    let role = profile.replace(":instance-profile/", ":role/");
+    format!(
+        r#"
+provider "hpc" {{
+  alias  = "west"
+  region = "us-west-2"
+}}
+resource "hpc_network" "net" {{
+  name        = "far"
+  cidr_block  = "10.0.0.0/16"
+  nat_gateway = false
+}}
+resource "hpc_network" "west" {{
+  provider           = hpc.west
+  name               = "far-west"
+  cidr_block         = "10.1.0.0/16"
+  availability_zones = ["us-west-2a"]
+  nat_gateway        = false
+}}
+resource "hpc_network_peering" "west" {{
+  vpc_id                  = hpc_network.net.vpc_id
+  peer_vpc_id             = hpc_network.west.vpc_id
+  peer_region             = "us-west-2"
+  security_group_ids      = [hpc_network.net.security_group_id]
+  peer_security_group_ids = [hpc_network.west.security_group_id]
+}}
+resource "hpc_cluster" "main" {{
+  name              = "far"
+  subnet_id         = hpc_network.net.private_subnet_ids["us-east-1a"]
+  security_group_id = hpc_network.net.security_group_id
+  wait_for_ready    = {wait}
+  head_node {{
+    ami_id               = "{east}"
+    instance_type        = "c7i.large"
+    key_name             = "far"
+    allowed_ssh_cidrs    = ["10.0.0.0/16"]
+    instance_profile_arn = "{profile}"
+    node_role_arns       = ["{role}"]
+  }}
+  slurm {{
+    version            = "22.05"
+    scaledown_idletime = "60s"
+    resume_timeout     = "5m"
+  }}
+  accounting {{
+    mode = "none"
+  }}
+  user {{
+    name            = "{USER}"
+    uid             = 2001
+    ssh_public_keys = ["{key}"]
+  }}
+}}
+resource "hpc_partition" "cpu" {{
+  cluster_id           = hpc_cluster.main.id
+  name                 = "cpu"
+  instance_types       = ["c7i.large"]
+  ami_id               = "{east}"
+  instance_profile_arn = "{profile}"
+  max_nodes            = 1
+  default              = true
+  provision_timeout    = "90s"
+  capacity_pool {{
+    subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1a"]]
+  }}
+  capacity_pool {{
+    region                = "us-west-2"
+    subnet_ids            = [hpc_network.west.private_subnet_ids["us-west-2a"]]
+    ami_id                = "{west}"
+    security_group_ids    = [hpc_network.west.security_group_id]
+    peering_connection_id = hpc_network_peering.west.id
+  }}
+}}
+"#
+    )
+}
+
+#[test]
+fn a_job_fails_over_to_a_pool_in_another_region_and_runs_there_through_the_peering() {
+    boot::require_prerequisites();
+    let _turn = one_at_a_time();
+    // The head node and the node in us-west-2.
+    let emu = boot::booting_emulator(3);
+    let amis = boot::publish_test_image_to(&emu, &["us-east-1", "us-west-2"], "");
+    let key = key_pair(&emu, "far");
+    let profile = node_role(&emu, "far-node");
+    let ws = Workspace::new("boot-far", &emu);
+    let user_key = public_key(&key);
+    ws.write(&far_config(&amis, &profile, &user_key, false));
+    ws.ok(&["apply", "-auto-approve", "-target=hpc_cluster.main"]);
+    grant_node_policy_to(&emu, &ws, "far-node");
+    // No capacity in the home region's pool.
+    emu.add_fault(serde_json::json!({
+        "service": "ec2", "action": "CreateFleet", "code": "InsufficientInstanceCapacity",
+        "match": {"AvailabilityZone": "us-east-1a"},
+    }));
+    ws.write(&far_config(&amis, &profile, &user_key, true));
+    let applied = ws.apply();
+    assert!(applied.text().contains("0 destroyed"), "{}", applied.text());
+    let cluster = ws.resource("hpc_cluster.main");
+    let head_ip = cluster["head_node_private_ip"].as_str().expect("head ip").to_string();
+    wait_ssh_as(&key, &head_ip);
+
+    let submit = ssh_as(
+        &key,
+        USER,
+        &head_ip,
+        "sbatch --parsable -N1 -o far.out --wrap 'hostname; cat /etc/hpcemu/region; grep \" /home \" /etc/fstab'",
+    );
+    assert!(submit.status.success(), "sbatch: {}", text(&submit));
+    let job = String::from_utf8_lossy(&submit.stdout).trim().to_string();
+    let job_state = || text(&ssh_as(&key, USER, &head_ip, &format!("scontrol show job {job} -o")));
+    eventually(
+        "the job completes in us-west-2",
+        Duration::from_secs(420),
+        || job_state().contains("JobState=COMPLETED"),
+        || {
+            let consoles: Vec<String> = emu
+                .machines()
+                .iter()
+                .filter_map(|m| m["InstanceId"].as_str().map(str::to_string))
+                .map(|id| {
+                    let xml = emu.ec2_in("us-west-2", &format!("Action=GetConsoleOutput&InstanceId={id}"));
+                    let start = xml.find("<output>").map(|i| i + 8).unwrap_or(0);
+                    let encoded: String = xml[start..].chars().take_while(|c| *c != '<').collect();
+                    format!("{id}:\n{}", decode_base64(&encoded))
+                })
+                .collect();
+            format!(
+                "job: {}\nmachines: {:?}\n{}",
+                job_state(),
+                emu.machines(),
+                consoles.join("\n----\n")
+            )
+        },
+    );
+    // The node ran in us-west-2 and wrote into the home region's EFS /home, which it mounted by
+    // a mount target's address across the peering (the name resolves only in us-east-1).
+    let out = text(&ssh_as(&key, USER, &head_ip, "cat far.out"));
+    let lines: Vec<&str> = out.trim().lines().collect();
+    assert_eq!(lines.first().copied(), Some("cpu-c7i-large-1"), "{out}");
+    assert_eq!(lines.get(1).copied(), Some("us-west-2"), "{out}");
+    let fstab = lines.get(2).copied().unwrap_or_default();
+    assert!(
+        fstab.starts_with("10.0.") && fstab.contains(":/ /home nfs4 "),
+        "/home on the remote node is not mounted by a home-region address: {out}"
+    );
+    let west_nodes = emu.ec2_in(
+        "us-west-2",
+        "Action=DescribeInstances&Filter.1.Name=tag:hpcforge:partition&Filter.1.Value.1=far/cpu",
+    );
+    assert!(
+        west_nodes.contains("<instanceId>"),
+        "no node in us-west-2: {west_nodes}"
+    );
+    ws.assert_no_changes();
+
+    ws.destroy();
+    let live: Vec<Value> = emu
+        .machines()
+        .into_iter()
+        .filter(|m| m["State"] != "terminated")
+        .collect();
+    assert!(live.is_empty(), "machines left after destroy: {live:?}");
 }
