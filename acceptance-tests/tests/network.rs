@@ -408,3 +408,114 @@ resource "hpc_network_peering" "ab" {
         emu.mutating_calls()
     );
 }
+
+#[test]
+fn a_provider_killed_inside_the_peering_create_leaves_one_connection_on_rerun() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("peering-killed", &emu);
+    let networks = r#"
+provider "hpc" {
+  alias  = "west"
+  region = "us-west-2"
+}
+resource "hpc_network" "a" {
+  name        = "lab-a"
+  nat_gateway = false
+}
+resource "hpc_network" "b" {
+  provider    = hpc.west
+  name        = "lab-b"
+  cidr_block  = "10.1.0.0/16"
+  nat_gateway = false
+}
+"#;
+    let peering = r#"
+resource "hpc_network_peering" "ab" {
+  vpc_id                  = hpc_network.a.vpc_id
+  peer_vpc_id             = hpc_network.b.vpc_id
+  peer_region             = "us-west-2"
+  security_group_ids      = [hpc_network.a.security_group_id]
+  peer_security_group_ids = [hpc_network.b.security_group_id]
+}
+"#;
+    ws.write(networks);
+    ws.apply();
+    ws.write(&format!("{networks}{peering}"));
+    // Killed once the connection is requested (before it is accepted), then with the routes
+    // half made.
+    ws.apply_killed_after(&emu, "ec2:CreateVpcPeeringConnection");
+    ws.apply_killed_after(&emu, "ec2:CreateRoute");
+    ws.apply();
+    let live = |region: &str| {
+        let xml = emu.ec2_in(region, "Action=DescribeVpcPeeringConnections");
+        xml.matches("<code>").count() - xml.matches("<code>deleted</code>").count()
+    };
+    assert_eq!(
+        (live("us-east-1"), live("us-west-2")),
+        (1, 1),
+        "the reruns made a second connection"
+    );
+    let state = ws.resource("hpc_network_peering.ab");
+    let described = emu.ec2("Action=DescribeVpcPeeringConnections");
+    assert!(described.contains("<code>active</code>"), "{described}");
+    assert!(described.contains(state["id"].as_str().expect("id")), "{described}");
+    ws.assert_no_changes();
+    ws.destroy();
+    assert_eq!(
+        (live("us-east-1"), live("us-west-2")),
+        (0, 0),
+        "destroy left a connection"
+    );
+}
+
+#[test]
+fn peering_import_by_connection_id_then_plan_shows_no_changes() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("peering-import", &emu);
+    let config = r#"
+provider "hpc" {
+  alias  = "west"
+  region = "us-west-2"
+}
+resource "hpc_network" "a" {
+  name        = "lab-a"
+  nat_gateway = false
+}
+resource "hpc_network" "b" {
+  provider    = hpc.west
+  name        = "lab-b"
+  cidr_block  = "10.1.0.0/16"
+  nat_gateway = false
+}
+resource "hpc_network_peering" "ab" {
+  vpc_id                  = hpc_network.a.vpc_id
+  peer_vpc_id             = hpc_network.b.vpc_id
+  peer_region             = "us-west-2"
+  security_group_ids      = [hpc_network.a.security_group_id]
+  peer_security_group_ids = [hpc_network.b.security_group_id]
+  tags                    = { purpose = "failover" }
+}
+"#;
+    ws.write(config);
+    ws.apply();
+    let id = ws.resource("hpc_network_peering.ab")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    ws.ok(&["state", "rm", "hpc_network_peering.ab"]);
+    ws.ok(&["import", "-input=false", "hpc_network_peering.ab", &id]);
+    ws.assert_no_changes();
+    ws.ok(&["state", "rm", "hpc_network_peering.ab"]);
+    let bad = ws.tf(&[
+        "import",
+        "-input=false",
+        "-no-color",
+        "hpc_network_peering.ab",
+        "vpc-123",
+    ]);
+    assert!(
+        !bad.success && bad.text().contains("import an hpc_network_peering by the id (pcx-...)"),
+        "{}",
+        bad.text()
+    );
+}

@@ -1,3 +1,3 @@
-# Import a connection requested from the provider's region by its id. The groups it opened are
-# not recorded by EC2: the configuration's are admitted again on the next apply (already there).
+# Import a connection requested from the provider's region by its id; the groups whose rules
+# admit the other side for it (their description says so) are found again.
 terraform import hpc_network_peering.west pcx-0123456789abcdef0

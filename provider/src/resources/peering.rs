@@ -446,12 +446,21 @@ impl Resource for HpcNetworkPeering {
     }
 }
 
-/// An imported connection: its VPCs and ranges, and the route tables that route through it
-/// (the groups it opened are not recorded by EC2: the configuration's are added on the next
-/// apply, which finds them already there).
+/// An imported connection: its VPCs and ranges, the route tables that route through it, and
+/// the groups whose rules say they admit the other side for it.
 async fn import_value(clients: &Clients, p: &Peering) -> Result<Value, Diagnostics> {
     let sides = Sides::of(clients, Some(&p.peer_region));
-    let read = |e: AwsError| aws_diag("Cannot import the peering connection's routes", &e);
+    let read = |e: AwsError| aws_diag("Cannot import the peering connection's routes and groups", &e);
+    let groups = sides
+        .home
+        .groups_admitting(&p.vpc_id, &p.peer_cidr_block, RULE_DESCRIPTION)
+        .await
+        .map_err(read)?;
+    let peer_groups = sides
+        .peer
+        .groups_admitting(&p.peer_vpc_id, &p.cidr_block, RULE_DESCRIPTION)
+        .await
+        .map_err(read)?;
     let tables = sides
         .home
         .tables_routing(&p.vpc_id, &p.peer_cidr_block, &p.id)
@@ -469,8 +478,8 @@ async fn import_value(clients: &Clients, p: &Peering) -> Result<Value, Diagnosti
         vpc_id: p.vpc_id.clone(),
         peer_vpc_id: p.peer_vpc_id.clone(),
         peer_region: Some(p.peer_region.clone()),
-        security_group_ids: None,
-        peer_security_group_ids: None,
+        security_group_ids: (!groups.is_empty()).then_some(groups),
+        peer_security_group_ids: (!peer_groups.is_empty()).then_some(peer_groups),
         tags: (!user.is_empty()).then_some(user),
         tags_all: Some(tags_all),
         cidr_block: Some(p.cidr_block.clone()),

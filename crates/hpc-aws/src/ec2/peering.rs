@@ -375,6 +375,32 @@ impl Ec2 {
         }
     }
 
+    /// The groups of `vpc_id` with an all-traffic rule from `cidr` that says `description`
+    /// (what [`Ec2::allow_range`] added), sorted.
+    pub async fn groups_admitting(&self, vpc_id: &str, cidr: &str, description: &str) -> Result<Vec<String>> {
+        let out = self
+            .client
+            .describe_security_groups()
+            .filters(filter("vpc-id", &[vpc_id]))
+            .send()
+            .await
+            .map_err(|e| self.err(&format!("describing the security groups of {vpc_id}"), &e))?;
+        let ours = |p: &IpPermission| {
+            p.ip_protocol() == Some("-1")
+                && p.ip_ranges()
+                    .iter()
+                    .any(|r| r.cidr_ip() == Some(cidr) && r.description() == Some(description))
+        };
+        let mut ids: Vec<String> = out
+            .security_groups()
+            .iter()
+            .filter(|g| g.ip_permissions().iter().any(ours))
+            .filter_map(|g| g.group_id().map(str::to_string))
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+
     /// Takes back [`Ec2::allow_range`] (a rule or group already gone is fine).
     pub async fn revoke_range(&self, group_id: &str, cidr: &str) -> Result<()> {
         match self
