@@ -11,11 +11,19 @@ writes, for each version (a second run with another version adds to the same tre
     dist/release/<version>/terraform-provider-hpc_<version>_SHA256SUMS
     dist/release/<version>/terraform-provider-hpc_<version>_SHA256SUMS.sig    (detached, binary)
     dist/mirror/registry.terraform.io/hpcforge/hpc/...                        (both mirror layouts)
+    dist/modules/terraform-hpc-slurm/ and terraform-hpc-slurm-<version>.tar.gz (the modules)
+    dist/registry/...                                   (the module registry protocol's files)
 
 The mirror tree is what `terraform providers mirror` writes: the zips in the packed layout a
 `filesystem_mirror` reads, and the `index.json` / `<version>.json` files of the provider
 network mirror protocol (hashes in Terraform's h1 form) for a `network_mirror` served over HTTPS.
 `make release` builds the binaries and calls this; it is a packager only.
+
+The modules are one registry package, `hpcforge/slurm/hpc`, in the layout the Terraform
+Registry reads from a `terraform-hpc-slurm` repository: slurm-cluster at the root, the others
+under modules/ (`hpcforge/slurm/hpc//modules/gpu-partition`). dist/registry holds what a module
+registry serves for it (service discovery, the versions list, the package); the download
+endpoint's `X-Terraform-Get` answer is the one thing a static file server cannot give.
 """
 
 import argparse
@@ -27,6 +35,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 
 NAME = "terraform-provider-hpc"
@@ -38,6 +47,82 @@ PLATFORM_RE = re.compile(r"^(linux|darwin|windows|freebsd)_(amd64|arm64|386|arm)
 
 class ReleaseError(Exception):
     pass
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The registry package of the modules: its namespace/name/provider, the module at its root, and
+# the repository name the Terraform Registry requires for it.
+MODULE_PACKAGE = ("hpcforge", "slurm", "hpc")
+ROOT_MODULE = "slurm-cluster"
+MODULE_REPOSITORY = "terraform-hpc-slurm"
+MODULE_SOURCE_RE = re.compile(r'source\s*=\s*"\.\./([a-z0-9-]+)"')
+
+
+def package_modules(version, out):
+    """The modules in the registry's repository layout, as a folder and a .tar.gz."""
+    modules = os.path.join(ROOT, "modules")
+    names = sorted(n for n in os.listdir(modules) if os.path.isdir(os.path.join(modules, n)))
+    if ROOT_MODULE not in names:
+        raise ReleaseError(f"modules/{ROOT_MODULE} is missing: it is the package's root module")
+    tree = os.path.join(out, "modules", MODULE_REPOSITORY)
+    shutil.rmtree(tree, ignore_errors=True)
+    for name in names:
+        dest = tree if name == ROOT_MODULE else os.path.join(tree, "modules", name)
+        shutil.copytree(os.path.join(modules, name), dest, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"))
+        relink_sources(dest, at_root=name == ROOT_MODULE, names=names)
+    archive = os.path.join(out, "modules", f"{MODULE_REPOSITORY}-{version}.tar.gz")
+    with tarfile.open(archive, "w:gz") as tar:
+        for entry in sorted(os.listdir(tree)):
+            tar.add(os.path.join(tree, entry), arcname=entry)
+    return archive
+
+
+def relink_sources(folder, at_root, names):
+    """A module's `source = "../<module>"` as the package lays the modules out: from the root
+    ./modules/<module>, from a submodule ../<module> still (or ../../ for the root module)."""
+    for entry in sorted(os.listdir(folder)):
+        if not entry.endswith(".tf"):
+            continue
+        path = os.path.join(folder, entry)
+        with open(path) as f:
+            text = f.read()
+
+        def relink(match):
+            target = match.group(1)
+            if target not in names:
+                raise ReleaseError(f"{path}: source \"../{target}\" names no module of modules/")
+            if at_root:
+                return f'source = "./modules/{target}"'
+            return f'source = "../../"' if target == ROOT_MODULE else match.group(0)
+
+        changed = MODULE_SOURCE_RE.sub(relink, text)
+        if "../../modules/" in changed or re.search(r'source\s*=\s*"\.\./\.\./[a-z]', changed):
+            raise ReleaseError(f"{path}: a source outside modules/ cannot be packaged")
+        if changed != text:
+            with open(path, "w") as f:
+                f.write(changed)
+
+
+def write_registry(version, archive, out):
+    """What a module registry serves for the package: service discovery, the versions list (every
+    version packaged into this tree), the package, and per version the package's location."""
+    registry = os.path.join(out, "registry")
+    os.makedirs(os.path.join(registry, ".well-known"), exist_ok=True)
+    with open(os.path.join(registry, ".well-known", "terraform.json"), "w") as f:
+        json.dump({"modules.v1": "/v1/modules/"}, f)
+    files = os.path.join(registry, "files")
+    os.makedirs(files, exist_ok=True)
+    shutil.copyfile(archive, os.path.join(files, os.path.basename(archive)))
+    package = os.path.join(registry, "v1", "modules", *MODULE_PACKAGE)
+    os.makedirs(os.path.join(package, version), exist_ok=True)
+    with open(os.path.join(package, version, "download"), "w") as f:
+        f.write(f"/files/{os.path.basename(archive)}\n")
+    versions = sorted(v for v in os.listdir(package) if os.path.isdir(os.path.join(package, v)))
+    with open(os.path.join(package, "versions"), "w") as f:
+        json.dump({"modules": [{"versions": [{"version": v} for v in versions]}]}, f, indent=2)
+        f.write("\n")
+    return registry
 
 
 def sha256_file(path):
@@ -157,11 +242,14 @@ def main(argv):
         binaries = parse_binaries(args.binary)
         rel = write_release(args.version, binaries, args.out, args.gpg_key)
         mirror = update_mirror(args.version, rel, args.out)
+        archive = package_modules(args.version, args.out)
+        registry = write_registry(args.version, archive, args.out)
     except (ReleaseError, OSError) as e:
         print(f"release: {e}", file=sys.stderr)
         return 1
     print(f"release {args.version}: {rel}")
     print(f"mirror: {os.path.join(args.out, 'mirror')} ({mirror})")
+    print(f"modules: {archive} ({'/'.join(MODULE_PACKAGE)}; registry files: {registry})")
     return 0
 
 

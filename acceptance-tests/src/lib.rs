@@ -7,7 +7,7 @@
 //! - [`Workspace`]: a scratch Terraform root module with the CLI config and AWS env set up.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -942,5 +942,65 @@ impl Drop for Workspace {
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+    }
+}
+
+/// The mirror folder served over HTTPS on loopback with a self-signed certificate; killed on drop.
+pub struct HttpsFiles {
+    child: Child,
+    /// `https://127.0.0.1:<port>/`
+    pub url: String,
+    /// The self-signed certificate to trust (SSL_CERT_FILE).
+    pub cert: PathBuf,
+}
+
+impl HttpsFiles {
+    pub fn serve(folder: &Path, dir: &Path) -> HttpsFiles {
+        let (cert, key) = (dir.join("mirror-cert.pem"), dir.join("mirror-key.pem"));
+        let made = Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=127.0.0.1",
+            ])
+            .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .expect("running openssl (apt-get install openssl)");
+        assert!(made.status.success(), "openssl req failed:\n{}", output_text(&made));
+        let mut child = Command::new("python3")
+            .arg(repo_root().join("acceptance-tests/support/https_files.py"))
+            .args([folder, &cert, &key])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting the HTTPS mirror");
+        let mut port = String::new();
+        if let Some(out) = child.stdout.take() {
+            let _ = BufReader::new(out).read_line(&mut port);
+        }
+        let port = port.trim().to_string();
+        assert!(!port.is_empty(), "the HTTPS mirror did not start");
+        HttpsFiles {
+            child,
+            url: format!("https://127.0.0.1:{port}/"),
+            cert,
+        }
+    }
+}
+
+impl Drop for HttpsFiles {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

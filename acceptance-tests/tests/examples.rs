@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use acceptance_tests::{
-    http, mirror_cli_config, package_release, provider_dir, repo_root, scratch_dir, Emulator, TfOutput, Workspace,
+    http, mirror_cli_config, package_release, provider_dir, repo_root, scratch_dir, Emulator, HttpsFiles, TfOutput,
+    Workspace,
 };
 use serde_json::{json, Value};
 
@@ -105,6 +106,39 @@ impl Example {
     /// READMEs document (the repository being `clone`), and runs `terraform init`.
     fn from_git(name: &str, emu: &Emulator, inputs: &[(&str, String)], clone: &Path, mirror: &Path) -> Example {
         let ws = Workspace::new(&format!("example-git-{name}"), emu);
+        let file = format!("file://{}", clone.display());
+        Example::from_sources(ws, name, inputs, mirror, |m| {
+            documented_git_source(m).replace(REPOSITORY, &file)
+        })
+    }
+
+    /// Copies examples/<name> alone, its module sources rewritten to the registry addresses the
+    /// modules' READMEs document, on the registry `registry` (`host:port`) whose certificate is
+    /// `cert`, and runs `terraform init`.
+    fn from_registry(
+        name: &str,
+        emu: &Emulator,
+        inputs: &[(&str, String)],
+        registry: &str,
+        cert: &Path,
+        mirror: &Path,
+    ) -> Example {
+        let ws =
+            Workspace::new(&format!("example-registry-{name}"), emu).env("SSL_CERT_FILE", &cert.display().to_string());
+        Example::from_sources(ws, name, inputs, mirror, |m| {
+            format!("{registry}/{}", documented_registry_source(m))
+        })
+    }
+
+    /// examples/<name> in `ws` with each `../../modules/<module>` source replaced by
+    /// `source_of(module)`, the provider from the release `mirror`; `terraform init` run.
+    fn from_sources(
+        ws: Workspace,
+        name: &str,
+        inputs: &[(&str, String)],
+        mirror: &Path,
+        source_of: impl Fn(&str) -> String,
+    ) -> Example {
         // Installed as users install it: the provider from a release mirror, not dev_overrides.
         ws.cli_config(&mirror_cli_config(mirror));
         let folder = ws.dir.join("examples").join(name);
@@ -114,8 +148,10 @@ impl Example {
             if path.extension().is_some_and(|e| e == "tf") {
                 let mut text = std::fs::read_to_string(&path).expect("reading a .tf file");
                 for module in MODULES {
-                    let git = documented_git_source(module).replace(REPOSITORY, &format!("file://{}", clone.display()));
-                    text = text.replace(&format!("\"../../modules/{module}\""), &format!("\"{git}\""));
+                    text = text.replace(
+                        &format!("\"../../modules/{module}\""),
+                        &format!("\"{}\"", source_of(module)),
+                    );
                 }
                 assert!(
                     !text.contains("../../modules/"),
@@ -720,6 +756,24 @@ fn documented_git_source(module: &str) -> String {
     want
 }
 
+/// The registry address modules/<module>/README.md documents (without a host: the public
+/// registry's), with this release's version pinned beside it.
+fn documented_registry_source(module: &str) -> String {
+    let readme =
+        std::fs::read_to_string(repo_root().join("modules").join(module).join("README.md")).expect("a module README");
+    let address = if module == "slurm-cluster" {
+        "hpcforge/slurm/hpc".to_string()
+    } else {
+        format!("hpcforge/slurm/hpc//modules/{module}")
+    };
+    let pinned = format!("source  = \"{address}\"\n  version = \"{}\"", env!("CARGO_PKG_VERSION"));
+    assert!(
+        readme.contains(&pinned),
+        "modules/{module}/README.md does not show the registry source:\n{pinned}"
+    );
+    address
+}
+
 /// A git repository holding this tree's modules/, tagged as the modules' READMEs pin it.
 fn modules_repository() -> PathBuf {
     let repo = scratch_dir("modules-repo");
@@ -748,6 +802,7 @@ fn modules_repository() -> PathBuf {
 fn every_module_readme_shows_a_source_a_user_can_paste() {
     for module in MODULES {
         documented_git_source(module);
+        documented_registry_source(module);
     }
     let listed: Vec<String> = std::fs::read_dir(repo_root().join("modules"))
         .expect("modules/")
@@ -803,4 +858,62 @@ fn modules_install_from_their_git_source_validate_and_plan() {
             plan.text()
         );
     }
+}
+
+#[test]
+fn modules_install_from_the_registry_package_validate_and_plan() {
+    let emu = Emulator::start();
+    let dist = scratch_dir("modules-registry");
+    let mirror = package_release(
+        &dist,
+        env!("CARGO_PKG_VERSION"),
+        &provider_dir().join("terraform-provider-hpc"),
+        None,
+    );
+    // The module registry protocol over HTTPS on loopback, as a registry serves the package.
+    let https = HttpsFiles::serve(&dist.join("registry"), &dist);
+    let host = https
+        .url
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .to_string();
+    let ex = Example::from_registry(
+        "gpu-research-cluster",
+        &emu,
+        &[("ami_id", AMI.into())],
+        &host,
+        &https.cert,
+        &mirror,
+    );
+    let modules = std::fs::read_to_string(
+        ex.ws
+            .dir
+            .join("examples/gpu-research-cluster/.terraform/modules/modules.json"),
+    )
+    .expect("init recorded no modules");
+    let recorded: Value = serde_json::from_str(&modules).expect("modules.json");
+    let sources: Vec<&str> = recorded["Modules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["Source"].as_str())
+        .collect();
+    for want in [
+        format!("{host}/hpcforge/slurm/hpc"),
+        format!("{host}/hpcforge/slurm/hpc//modules/gpu-partition"),
+    ] {
+        assert!(sources.contains(&want.as_str()), "{want} not installed: {sources:?}");
+    }
+    ex.ok(&["validate", "-no-color"]);
+    let plan = ex.tf(&["plan", "-input=false", "-no-color"], true);
+    assert!(
+        plan.success,
+        "planning with modules from the registry failed:\n{}",
+        plan.text()
+    );
+    assert!(
+        plan.stdout.contains("hpc_cluster.this will be created"),
+        "{}",
+        plan.text()
+    );
 }

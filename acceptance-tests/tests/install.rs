@@ -3,12 +3,11 @@
 //! shows. The network mirror is served over HTTPS on loopback; the filesystem mirror is the same
 //! folder. Two releases (0.1.0, then 0.2.0 added to the mirror) and a tampered package.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use acceptance_tests::{
-    missing_tools, output_text, package_release, provider_dir, repo_root, scratch_dir, Emulator, Workspace,
+    missing_tools, output_text, package_release, provider_dir, repo_root, scratch_dir, Emulator, HttpsFiles, Workspace,
 };
 use serde_json::Value;
 
@@ -90,61 +89,6 @@ fn assert_release_layout(dist: &Path, version: &str, gnupg: &Path) {
         .args(["--batch", "--verify"])
         .arg(rel.join(name("SHA256SUMS.sig")))
         .arg(rel.join(name("SHA256SUMS"))));
-}
-
-/// The mirror folder served over HTTPS on loopback with a self-signed certificate; killed on drop.
-struct HttpsMirror {
-    child: Child,
-    url: String,
-    cert: PathBuf,
-}
-
-impl HttpsMirror {
-    fn serve(folder: &Path, dir: &Path) -> HttpsMirror {
-        let (cert, key) = (dir.join("mirror-cert.pem"), dir.join("mirror-key.pem"));
-        run(Command::new("openssl")
-            .args([
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-days",
-                "1",
-                "-subj",
-                "/CN=127.0.0.1",
-            ])
-            .args(["-addext", "subjectAltName=IP:127.0.0.1"])
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
-            .arg(&cert));
-        let mut child = Command::new("python3")
-            .arg(repo_root().join("acceptance-tests/support/https_files.py"))
-            .args([folder, &cert, &key])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting the HTTPS mirror");
-        let mut port = String::new();
-        if let Some(out) = child.stdout.take() {
-            let _ = BufReader::new(out).read_line(&mut port);
-        }
-        let port = port.trim().to_string();
-        assert!(!port.is_empty(), "the HTTPS mirror did not start");
-        HttpsMirror {
-            child,
-            url: format!("https://127.0.0.1:{port}/"),
-            cert,
-        }
-    }
-}
-
-impl Drop for HttpsMirror {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// The README's fenced hcl block holding `marker`.
@@ -229,7 +173,7 @@ fn the_provider_installs_from_its_release_mirror_upgrades_and_refuses_a_tampered
     assert_release_layout(&dist, "0.1.0", &gnupg);
     let mirror_root = dist.join("mirror");
     let mirror = mirror_root.join(ADDRESS);
-    let https = HttpsMirror::serve(&mirror_root, &dir);
+    let https = HttpsFiles::serve(&mirror_root, &dir);
 
     // Installed from the network mirror with the README's configuration, pinned in the lock file.
     let network_cli = readme_block("network_mirror").replace(README_MIRROR_URL, &https.url);
