@@ -349,23 +349,15 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         text(&wrote)
     );
     // The user submits from the login node; the job's output lands in their EFS home.
-    let submit = ssh_as(
+    let job = job_completes(
         &key,
-        USER,
         &login_ip,
-        "sbatch --parsable -N1 -o job.out --wrap 'hostname; id -un; cat /scratch/hello'",
-    );
-    assert!(submit.status.success(), "sbatch: {}", text(&submit));
-    let job = String::from_utf8_lossy(&submit.stdout).trim().to_string();
-    let job_state = || text(&ssh_as(&key, USER, &login_ip, &format!("scontrol show job {job} -o")));
-    eventually(
-        "the job completes",
+        "-N1 -o job.out --wrap 'hostname; id -un; cat /scratch/hello'",
         Duration::from_secs(300),
-        || job_state().contains("JobState=COMPLETED"),
         || {
             let nodes = instances_tagged(&emu, "hpcforge:partition", "alive/cpu");
             let consoles: Vec<String> = nodes.iter().map(|n| console(&emu, n)).collect();
-            format!("job: {}\nnodes: {nodes:?}\n{}", job_state(), consoles.join("\n----\n"))
+            format!("nodes: {nodes:?}\n{}", consoles.join("\n----\n"))
         },
     );
     let out = ssh_as(&key, USER, &login_ip, "cat job.out");
@@ -909,6 +901,28 @@ fn module_settings(emu: &Emulator, ws: &Workspace, key: &std::path::Path, login_
 }
 
 /// SSH as the cluster's user works once login-init installed their key.
+/// Submits a batch job (`sbatch_args`) as the cluster's user on `host` and waits until it
+/// completes; `context` adds what to show when it does not. Returns the job id.
+fn job_completes(
+    key: &std::path::Path,
+    host: &str,
+    sbatch_args: &str,
+    limit: Duration,
+    context: impl Fn() -> String,
+) -> String {
+    let submit = ssh_as(key, USER, host, &format!("sbatch --parsable {sbatch_args}"));
+    assert!(submit.status.success(), "sbatch: {}", text(&submit));
+    let job = String::from_utf8_lossy(&submit.stdout).trim().to_string();
+    let job_state = || text(&ssh_as(key, USER, host, &format!("scontrol show job {job} -o")));
+    eventually(
+        "the job completes",
+        limit,
+        || job_state().contains("JobState=COMPLETED"),
+        || format!("job: {}\n{}", job_state(), context()),
+    );
+    job
+}
+
 fn wait_ssh_as(key: &std::path::Path, address: &str) {
     eventually(
         "SSH to the login node as the cluster's user",
@@ -1268,19 +1282,11 @@ fn a_job_fails_over_to_a_pool_in_another_region_and_runs_there_through_the_peeri
     let head_ip = cluster["head_node_private_ip"].as_str().expect("head ip").to_string();
     wait_ssh_as(&key, &head_ip);
 
-    let submit = ssh_as(
+    job_completes(
         &key,
-        USER,
         &head_ip,
-        "sbatch --parsable -N1 -o far.out --wrap 'hostname; cat /etc/hpcemu/region; grep \" /home \" /etc/fstab'",
-    );
-    assert!(submit.status.success(), "sbatch: {}", text(&submit));
-    let job = String::from_utf8_lossy(&submit.stdout).trim().to_string();
-    let job_state = || text(&ssh_as(&key, USER, &head_ip, &format!("scontrol show job {job} -o")));
-    eventually(
-        "the job completes in us-west-2",
+        "-N1 -o far.out --wrap 'hostname; cat /etc/hpcemu/region; grep \" /home \" /etc/fstab'",
         Duration::from_secs(420),
-        || job_state().contains("JobState=COMPLETED"),
         || {
             let consoles: Vec<String> = emu
                 .machines()
@@ -1293,12 +1299,7 @@ fn a_job_fails_over_to_a_pool_in_another_region_and_runs_there_through_the_peeri
                     format!("{id}:\n{}", decode_base64(&encoded))
                 })
                 .collect();
-            format!(
-                "job: {}\nmachines: {:?}\n{}",
-                job_state(),
-                emu.machines(),
-                consoles.join("\n----\n")
-            )
+            format!("machines: {:?}\n{}", emu.machines(), consoles.join("\n----\n"))
         },
     );
     // The node ran in us-west-2 and wrote into the home region's EFS /home, which it mounted by

@@ -409,11 +409,8 @@ resource "hpc_network_peering" "ab" {
     );
 }
 
-#[test]
-fn a_provider_killed_inside_the_peering_create_leaves_one_connection_on_rerun() {
-    let emu = Emulator::start();
-    let ws = Workspace::new("peering-killed", &emu);
-    let networks = r#"
+/// Two networks in two regions, and the start of a peering between them (its block left open).
+const TWO_REGIONS: &str = r#"
 provider "hpc" {
   alias  = "west"
   region = "us-west-2"
@@ -429,15 +426,20 @@ resource "hpc_network" "b" {
   nat_gateway = false
 }
 "#;
-    let peering = r#"
+const PEERING: &str = r#"
 resource "hpc_network_peering" "ab" {
   vpc_id                  = hpc_network.a.vpc_id
   peer_vpc_id             = hpc_network.b.vpc_id
   peer_region             = "us-west-2"
   security_group_ids      = [hpc_network.a.security_group_id]
   peer_security_group_ids = [hpc_network.b.security_group_id]
-}
 "#;
+
+#[test]
+fn a_provider_killed_inside_the_peering_create_leaves_one_connection_on_rerun() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("peering-killed", &emu);
+    let (networks, peering) = (TWO_REGIONS, format!("{PEERING}}}\n"));
     ws.write(networks);
     ws.apply();
     ws.write(&format!("{networks}{peering}"));
@@ -472,31 +474,8 @@ resource "hpc_network_peering" "ab" {
 fn peering_import_by_connection_id_then_plan_shows_no_changes() {
     let emu = Emulator::start();
     let ws = Workspace::new("peering-import", &emu);
-    let config = r#"
-provider "hpc" {
-  alias  = "west"
-  region = "us-west-2"
-}
-resource "hpc_network" "a" {
-  name        = "lab-a"
-  nat_gateway = false
-}
-resource "hpc_network" "b" {
-  provider    = hpc.west
-  name        = "lab-b"
-  cidr_block  = "10.1.0.0/16"
-  nat_gateway = false
-}
-resource "hpc_network_peering" "ab" {
-  vpc_id                  = hpc_network.a.vpc_id
-  peer_vpc_id             = hpc_network.b.vpc_id
-  peer_region             = "us-west-2"
-  security_group_ids      = [hpc_network.a.security_group_id]
-  peer_security_group_ids = [hpc_network.b.security_group_id]
-  tags                    = { purpose = "failover" }
-}
-"#;
-    ws.write(config);
+    let config = format!("{TWO_REGIONS}{PEERING}  tags                    = {{ purpose = \"failover\" }}\n}}\n");
+    ws.write(&config);
     ws.apply();
     let id = ws.resource("hpc_network_peering.ab")["id"]
         .as_str()
