@@ -498,3 +498,50 @@ fn peering_import_by_connection_id_then_plan_shows_no_changes() {
         bad.text()
     );
 }
+
+#[test]
+fn a_peering_deleted_or_a_rule_revoked_out_of_band_is_made_again_by_the_next_apply() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("peering-drift", &emu);
+    ws.write(&format!("{TWO_REGIONS}{PEERING}}}\n"));
+    ws.apply();
+    let state = ws.resource("hpc_network_peering.ab");
+    let first = state["id"].as_str().expect("id").to_string();
+    let group = state["security_group_ids"][0].as_str().expect("group").to_string();
+    let rules = || emu.ec2(&format!("Action=DescribeSecurityGroups&GroupId.1={group}"));
+    assert!(rules().contains("10.1.0.0/16"), "{}", rules());
+
+    // A rule revoked outside Terraform: the plan adds it back, in place.
+    emu.ec2(&format!(
+        "Action=RevokeSecurityGroupIngress&GroupId={group}&IpPermissions.1.IpProtocol=-1&IpPermissions.1.IpRanges.1.CidrIp=10.1.0.0/16"
+    ));
+    assert!(!rules().contains("10.1.0.0/16"), "{}", rules());
+    let plan = ws.plan().text();
+    assert!(plan.contains("1 to change") && plan.contains("0 to destroy"), "{plan}");
+    ws.apply();
+    assert!(rules().contains("10.1.0.0/16"), "{}", rules());
+    ws.assert_no_changes();
+
+    // The connection deleted outside Terraform: its routes stay behind as blackholes (as EC2
+    // keeps them); the next apply makes a new connection and routes through it.
+    emu.ec2(&format!("Action=DeleteVpcPeeringConnection&VpcPeeringConnectionId={first}"));
+    ws.apply();
+    let second = ws.resource("hpc_network_peering.ab")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    assert_ne!(first, second);
+    for (region, vpc) in [
+        ("us-east-1", ws.resource("hpc_network.a")["vpc_id"].clone()),
+        ("us-west-2", ws.resource("hpc_network.b")["vpc_id"].clone()),
+    ] {
+        let vpc = vpc.as_str().expect("vpc").to_string();
+        let tables = emu.ec2_in(
+            region,
+            &format!("Action=DescribeRouteTables&Filter.1.Name=vpc-id&Filter.1.Value.1={vpc}"),
+        );
+        assert!(tables.contains(&second) && !tables.contains(&first), "{tables}");
+        assert!(!tables.contains("blackhole"), "{tables}");
+    }
+    ws.assert_no_changes();
+}

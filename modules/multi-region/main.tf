@@ -46,10 +46,10 @@ resource "hpc_partition" "this" {
   dynamic "capacity_pool" {
     for_each = local.pools[each.key]
     content {
-      subnet_ids         = capacity_pool.value.subnet_ids
-      capacity_type      = capacity_pool.value.capacity_type
-      region             = capacity_pool.value.region
-      ami_id             = capacity_pool.value.ami_id
+      subnet_ids            = capacity_pool.value.subnet_ids
+      capacity_type         = capacity_pool.value.capacity_type
+      region                = capacity_pool.value.region
+      ami_id                = capacity_pool.value.ami_id
       security_group_ids    = capacity_pool.value.security_group_ids
       peering_connection_id = capacity_pool.value.peering_connection_id
     }

@@ -16,9 +16,9 @@ variable "ami_id" {
 variable "regions" {
   description = "Where the partitions get capacity, in failover order. `region = null` is the home region; any other region needs `ami_id` (the image copied there, e.g. by `hpc-image publish` with several regions), `security_group_ids` of its VPC (security groups are regional; they must allow traffic with the home region's nodes) and `peering_connection_id`: the `hpc_network_peering` between its subnets' VPC and the home VPC (ranges not overlapping), which the provider checks at plan (active, routes both ways). With `pool_per_subnet` each subnet is a pool of its own (failover zone by zone), else the region's subnets form one pool."
   type = list(object({
-    region             = optional(string)
-    subnet_ids         = list(string)
-    ami_id             = optional(string)
+    region                = optional(string)
+    subnet_ids            = list(string)
+    ami_id                = optional(string)
     security_group_ids    = optional(list(string))
     peering_connection_id = optional(string)
     pool_per_subnet       = optional(bool, true)

@@ -120,6 +120,9 @@ pub mod tag {
     pub const NODE: &str = "hpcforge:node";
     /// Head and login instances: `head` or `login`.
     pub const ROLE: &str = "hpcforge:role";
+    /// On a VPC peering connection hpcforge requested: `<vpc id> <peer vpc id>` (found again by
+    /// it after an interrupted create; a connection without it is the user's own).
+    pub const PEERING: &str = "hpcforge:peering";
     /// A Lustre file system's release policy, read by `hpc-node evict`.
     pub const RELEASE_UNACCESSED_DAYS: &str = "hpcforge:release-unaccessed-days";
     pub const RELEASE_USAGE_PERCENT: &str = "hpcforge:release-usage-percent";

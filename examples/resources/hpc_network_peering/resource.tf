@@ -1,6 +1,11 @@
 # The path from a cluster's VPC (the provider's region) to a second region's VPC, where a
 # partition's capacity pool launches when the home region has no capacity: the connection,
 # routes both ways, and each side's cluster group admitting the other side's range.
+resource "hpc_network" "home" {
+  name       = "research"
+  cidr_block = "10.0.0.0/16"
+}
+
 provider "hpc" {
   alias  = "west"
   region = "us-west-2"

@@ -19,6 +19,7 @@ use tfplugin::{
 
 use crate::clients::Clients;
 use crate::convert::{strings, user_tags};
+use crate::desired_state::tag;
 use crate::resources::{aws_diag, checks, or_stop};
 
 pub struct HpcNetworkPeering;
@@ -179,14 +180,20 @@ async fn connect(sides: &Sides, state: &mut PeeringModel, timeout: Duration) -> 
         state.peer_cidr_block.clone().unwrap_or_default(),
     );
     let region = sides.peer.region().to_string();
+    let marker = (
+        tag::PEERING.to_string(),
+        format!("{} {}", state.vpc_id, state.peer_vpc_id),
+    );
     let requested = sides
         .home
-        .request_peering(&state.vpc_id, &state.peer_vpc_id, &region, &state.tags_all())
+        .request_peering(&state.vpc_id, &state.peer_vpc_id, &region, &state.tags_all(), marker)
         .await?;
     let pcx = requested.id.clone();
     state.id = Some(pcx.clone());
     if !requested.is_active() {
         sides.peer.accept_peering(&pcx, timeout).await?;
+        // The requester's side may see it active a moment later.
+        sides.home.wait_peering_active(&pcx, timeout).await?;
     }
     state.route_table_ids = Some(sides.home.add_peering_routes(&state.vpc_id, &peer_cidr, &pcx).await?);
     state.peer_route_table_ids = Some(
@@ -209,10 +216,10 @@ async fn disconnect(sides: &Sides, state: &PeeringModel) -> Result<(), AwsError>
     let home_cidr = state.cidr_block.clone().unwrap_or_default();
     let peer_cidr = state.peer_cidr_block.clone().unwrap_or_default();
     for g in state.groups() {
-        sides.home.revoke_range(&g, &peer_cidr).await?;
+        sides.home.revoke_range(&g, &peer_cidr, RULE_DESCRIPTION).await?;
     }
     for g in state.peer_groups() {
-        sides.peer.revoke_range(&g, &home_cidr).await?;
+        sides.peer.revoke_range(&g, &home_cidr, RULE_DESCRIPTION).await?;
     }
     let Some(pcx) = state.id.as_deref() else {
         return Ok(());
@@ -228,7 +235,7 @@ async fn disconnect(sides: &Sides, state: &PeeringModel) -> Result<(), AwsError>
 /// removed from it.
 async fn regroup(ec2: &Ec2, prior: &[String], planned: &[String], cidr: &str) -> Result<(), AwsError> {
     for g in prior.iter().filter(|g| !planned.contains(g)) {
-        ec2.revoke_range(g, cidr).await?;
+        ec2.revoke_range(g, cidr, RULE_DESCRIPTION).await?;
     }
     for g in planned.iter().filter(|g| !prior.contains(g)) {
         ec2.allow_range(g, cidr, RULE_DESCRIPTION).await?;
@@ -306,6 +313,16 @@ impl Resource for HpcNetworkPeering {
         let Ok(m) = PeeringModel::of(&req.planned) else {
             return;
         };
+        if m.vpc_id == m.peer_vpc_id && m.peer_region.as_deref() == Some(clients.aws.region.as_str()) {
+            req.diagnostics.push(
+                Diagnostic::error(
+                    "a VPC cannot be peered with itself",
+                    "Give the VPC of the other region's (or the other) network.",
+                )
+                .at(AttributePath::root("peer_vpc_id")),
+            );
+            return;
+        }
         match ranges(&Sides::of(clients, m.peer_region.as_deref()), &m).await {
             Ok((home, peer)) => {
                 req.diagnostics.extend(overlap_check(&home, &peer));
@@ -360,7 +377,13 @@ impl Resource for HpcNetworkPeering {
             .await
             .map_err(|e| aws_diag("Cannot read the peering connection", &e))?;
         // Deleted, rejected or expired: planned again from scratch.
-        Ok(found.filter(Peering::is_active).map(|_| state.value()))
+        let Some(p) = found.filter(Peering::is_active) else {
+            return Ok(None);
+        };
+        let state = refreshed(clients, state, &p)
+            .await
+            .map_err(|e| aws_diag("Cannot read the peering's groups", &e))?;
+        Ok(Some(state.value()))
     }
 
     async fn update(&self, req: UpdateRequest) -> ApplyOutcome {
@@ -420,6 +443,16 @@ impl Resource for HpcNetworkPeering {
             )
             .into());
         };
+        if p.region != clients.aws.region {
+            return Err(Diagnostic::error(
+                "Peering connection requested from another region",
+                format!(
+                    "{id} was requested from {} ({}) and accepted in {}: import it with a provider of {}, whose VPC is vpc_id.",
+                    p.region, p.vpc_id, p.peer_region, p.region
+                ),
+            )
+            .into());
+        }
         import_value(clients, &p).await
     }
 
@@ -446,21 +479,66 @@ impl Resource for HpcNetworkPeering {
     }
 }
 
+/// The recorded groups that still admit the other side (a rule taken away is added back by
+/// the next apply), and the connection's tags as EC2 has them.
+async fn refreshed(clients: &Clients, mut state: PeeringModel, p: &Peering) -> Result<PeeringModel, AwsError> {
+    let sides = Sides::of(clients, state.peer_region.as_deref());
+    let still = |found: Vec<(String, bool)>, recorded: &Option<Vec<String>>| {
+        recorded.as_ref().map(|groups| {
+            groups
+                .iter()
+                .filter(|g| found.iter().any(|(f, _)| f == *g))
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+    };
+    let (home_cidr, peer_cidr) = (p.cidr_block.clone(), p.peer_cidr_block.clone());
+    let found = sides
+        .home
+        .groups_admitting(&p.vpc_id, &peer_cidr, RULE_DESCRIPTION)
+        .await?;
+    state.security_group_ids = still(found, &state.security_group_ids);
+    let found = sides
+        .peer
+        .groups_admitting(&p.peer_vpc_id, &home_cidr, RULE_DESCRIPTION)
+        .await?;
+    state.peer_security_group_ids = still(found, &state.peer_security_group_ids);
+    let tags = user_tags_of(p);
+    if Some(&tags) != state.tags_all.as_ref() {
+        let user = user_tags(&tags, &clients.default_tags);
+        state.tags = (!user.is_empty() || state.tags.is_some()).then_some(user);
+        state.tags_all = Some(tags);
+    }
+    Ok(state)
+}
+
+/// The connection's tags but hpcforge's own marker.
+fn user_tags_of(p: &Peering) -> BTreeMap<String, String> {
+    p.tags.iter().filter(|(k, _)| k != tag::PEERING).cloned().collect()
+}
+
 /// An imported connection: its VPCs and ranges, the route tables that route through it, and
 /// the groups whose rules say they admit the other side for it.
 async fn import_value(clients: &Clients, p: &Peering) -> Result<Value, Diagnostics> {
     let sides = Sides::of(clients, Some(&p.peer_region));
     let read = |e: AwsError| aws_diag("Cannot import the peering connection's routes and groups", &e);
-    let groups = sides
-        .home
-        .groups_admitting(&p.vpc_id, &p.peer_cidr_block, RULE_DESCRIPTION)
-        .await
-        .map_err(read)?;
-    let peer_groups = sides
-        .peer
-        .groups_admitting(&p.peer_vpc_id, &p.cidr_block, RULE_DESCRIPTION)
-        .await
-        .map_err(read)?;
+    let ours = |found: Vec<(String, bool)>| -> Vec<String> {
+        found.into_iter().filter(|(_, ours)| *ours).map(|(g, _)| g).collect()
+    };
+    let groups = ours(
+        sides
+            .home
+            .groups_admitting(&p.vpc_id, &p.peer_cidr_block, RULE_DESCRIPTION)
+            .await
+            .map_err(read)?,
+    );
+    let peer_groups = ours(
+        sides
+            .peer
+            .groups_admitting(&p.peer_vpc_id, &p.cidr_block, RULE_DESCRIPTION)
+            .await
+            .map_err(read)?,
+    );
     let tables = sides
         .home
         .tables_routing(&p.vpc_id, &p.peer_cidr_block, &p.id)
@@ -471,7 +549,7 @@ async fn import_value(clients: &Clients, p: &Peering) -> Result<Value, Diagnosti
         .tables_routing(&p.peer_vpc_id, &p.cidr_block, &p.id)
         .await
         .map_err(read)?;
-    let tags_all: BTreeMap<String, String> = p.tags.iter().cloned().collect();
+    let tags_all = user_tags_of(p);
     let user = user_tags(&tags_all, &clients.default_tags);
     Ok(PeeringModel {
         id: Some(p.id.clone()),

@@ -21,8 +21,9 @@ const GONE: &[&str] = &["deleted", "deleting", "rejected", "failed", "expired"];
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Peering {
     pub id: String,
-    /// `pending-acceptance`, `active`, ... (EC2's status code).
+    /// `pending-acceptance`, `active`, ... (EC2's status code), and what EC2 says of it.
     pub status: String,
+    pub message: String,
     pub vpc_id: String,
     pub cidr_block: String,
     pub region: String,
@@ -41,6 +42,7 @@ impl Peering {
         Peering {
             id: text(p.vpc_peering_connection_id()),
             status: text(p.status().and_then(|s| s.code()).map(|c| c.as_str())),
+            message: text(p.status().and_then(|s| s.message())),
             vpc_id: text(requester.and_then(|v| v.vpc_id())),
             cidr_block: text(requester.and_then(|v| v.cidr_block())),
             region: text(requester.and_then(|v| v.region())),
@@ -127,30 +129,41 @@ impl Ec2 {
         }
     }
 
-    /// The connection with this id; None when EC2 does not know it or it is gone.
-    pub async fn peering(&self, id: &str) -> Result<Option<Peering>> {
-        let found = match self
+    /// The connection with this id in whatever state it is; None when EC2 does not know it.
+    async fn describe_peering(&self, id: &str) -> Result<Option<Peering>> {
+        match self
             .client
             .describe_vpc_peering_connections()
             .vpc_peering_connection_ids(id)
             .send()
             .await
         {
-            Ok(out) => out.vpc_peering_connections().first().map(Peering::of),
+            Ok(out) => Ok(out.vpc_peering_connections().first().map(Peering::of)),
             Err(e) => self
                 .err(&format!("describing peering connection {id}"), &e)
-                .or_ok_if(&["InvalidVpcPeeringConnectionID.NotFound"], None)?,
-        };
-        Ok(found.filter(Peering::is_live))
+                .or_ok_if(&["InvalidVpcPeeringConnectionID.NotFound"], None),
+        }
     }
 
-    /// The live connection this region requested from `vpc_id` to `peer_vpc_id`, if any.
-    async fn requested_peering(&self, vpc_id: &str, peer_vpc_id: &str) -> Result<Option<Peering>> {
+    /// The connection with this id; None when EC2 does not know it or it is gone.
+    pub async fn peering(&self, id: &str) -> Result<Option<Peering>> {
+        Ok(self.describe_peering(id).await?.filter(Peering::is_live))
+    }
+
+    /// The live connection this region requested from `vpc_id` to `peer_vpc_id` carrying the
+    /// `marker` tag, if any (a connection without it is someone else's).
+    async fn requested_peering(
+        &self,
+        vpc_id: &str,
+        peer_vpc_id: &str,
+        marker: &(String, String),
+    ) -> Result<Option<Peering>> {
         let out = self
             .client
             .describe_vpc_peering_connections()
             .filters(filter("requester-vpc-info.vpc-id", &[vpc_id]))
             .filters(filter("accepter-vpc-info.vpc-id", &[peer_vpc_id]))
+            .filters(filter(&format!("tag:{}", marker.0), &[&marker.1]))
             .send()
             .await
             .map_err(|e| self.err("looking up peering connections", &e))?;
@@ -161,25 +174,29 @@ impl Ec2 {
             .find(Peering::is_live))
     }
 
-    /// Requests a connection from `vpc_id` (in this region) to `peer_vpc_id` in `peer_region`,
-    /// or finds the one an earlier run requested.
+    /// Requests a connection from `vpc_id` (in this region) to `peer_vpc_id` in `peer_region`
+    /// tagged `tags` and `marker`, or finds the one an earlier run requested by `marker`.
     pub async fn request_peering(
         &self,
         vpc_id: &str,
         peer_vpc_id: &str,
         peer_region: &str,
         tags: &[(String, String)],
+        marker: (String, String),
     ) -> Result<Peering> {
-        if let Some(found) = self.requested_peering(vpc_id, peer_vpc_id).await? {
+        if let Some(found) = self.requested_peering(vpc_id, peer_vpc_id, &marker).await? {
             return Ok(found);
         }
+        let mut tags = tags.to_vec();
+        tags.retain(|(k, _)| *k != marker.0);
+        tags.push(marker);
         let out = self
             .client
             .create_vpc_peering_connection()
             .vpc_id(vpc_id)
             .peer_vpc_id(peer_vpc_id)
             .peer_region(peer_region)
-            .set_tag_specifications(tag_specs(&[ResourceType::VpcPeeringConnection], tags))
+            .set_tag_specifications(tag_specs(&[ResourceType::VpcPeeringConnection], &tags))
             .send()
             .await
             .map_err(|e| self.err(&format!("requesting peering of {vpc_id} with {peer_vpc_id}"), &e))?;
@@ -189,19 +206,21 @@ impl Ec2 {
     }
 
     /// Accepts connection `id` in this (the peer's) region once it is visible here, and waits
-    /// until it is active.
+    /// until it is active; a connection EC2 failed, rejected or let expire is an error with
+    /// EC2's reason.
     pub async fn accept_peering(&self, id: &str, timeout: Duration) -> Result<Peering> {
         wait::until(
             &format!("accepting peering connection {id} in {}", self.region()),
             timeout,
             Backoff::default(),
             || async {
-                let Some(p) = self.peering(id).await? else {
+                let Some(p) = self.describe_peering(id).await? else {
                     // A cross-region request takes a moment to reach the peer's region.
                     return Ok(Poll::Pending("not visible in the peer's region yet".into()));
                 };
                 match p.status.as_str() {
                     "active" => Ok(Poll::Done(p)),
+                    status if GONE.contains(&status) => Err(self.gone(&p)),
                     "pending-acceptance" => {
                         match self
                             .client
@@ -221,7 +240,34 @@ impl Ec2 {
         .await
     }
 
-    /// Deletes connection `id` (a connection already gone is fine).
+    /// Waits until connection `id` is active as this region sees it (a cross-region connection's
+    /// two sides may lag each other).
+    pub async fn wait_peering_active(&self, id: &str, timeout: Duration) -> Result<Peering> {
+        wait::until(
+            &format!("peering connection {id} active in {}", self.region()),
+            timeout,
+            Backoff::default(),
+            || async {
+                match self.describe_peering(id).await? {
+                    Some(p) if p.is_active() => Ok(Poll::Done(p)),
+                    Some(p) if !p.is_live() => Err(self.gone(&p)),
+                    Some(p) => Ok(Poll::Pending(p.status)),
+                    None => Ok(Poll::Pending("not visible yet".into())),
+                }
+            },
+        )
+        .await
+    }
+
+    fn gone(&self, p: &Peering) -> AwsError {
+        AwsError::new(
+            self.ctx(&format!("peering connection {}", p.id)),
+            Some(&p.status),
+            format!("EC2 says {}: {}", p.status, p.message),
+        )
+    }
+
+    /// Deletes connection `id` (a connection already gone, or on its way, is fine).
     pub async fn delete_peering(&self, id: &str) -> Result<()> {
         match self
             .client
@@ -231,9 +277,10 @@ impl Ec2 {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) => self
-                .err(&format!("deleting peering connection {id}"), &e)
-                .or_ok_if(&["InvalidVpcPeeringConnectionID.NotFound"], ()),
+            Err(e) => self.err(&format!("deleting peering connection {id}"), &e).or_ok_if(
+                &["InvalidVpcPeeringConnectionID.NotFound", "InvalidStateTransition"],
+                (),
+            ),
         }
     }
 
@@ -257,8 +304,13 @@ impl Ec2 {
         for table in &tables {
             let id = table.route_table_id().unwrap_or_default().to_string();
             let existing = table.routes().iter().find(|r| r.destination_cidr_block() == Some(dest));
+            let blackhole = existing.is_some_and(|r| r.state() == Some(&aws_sdk_ec2::types::RouteState::Blackhole));
             match existing.map(route_target_id) {
                 Some(target) if target == pcx => {}
+                // A route to a connection deleted since (EC2 keeps it, carrying nothing).
+                Some(target) if blackhole && target.starts_with("pcx-") => {
+                    self.replace_peering_route(&id, dest, pcx).await?
+                }
                 Some(target) => {
                     return Err(AwsError::new(
                         self.ctx("adding peering routes"),
@@ -288,6 +340,18 @@ impl Ec2 {
                 .err(&format!("routing {dest} through {pcx} in {table}"), &e)
                 .or_ok_if(&["RouteAlreadyExists"], ()),
         }
+    }
+
+    async fn replace_peering_route(&self, table: &str, dest: &str, pcx: &str) -> Result<()> {
+        self.client
+            .replace_route()
+            .route_table_id(table)
+            .destination_cidr_block(dest)
+            .vpc_peering_connection_id(pcx)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| self.err(&format!("routing {dest} through {pcx} in {table} again"), &e))
     }
 
     /// Removes the routes of `dest` through `pcx` from `tables` (routes to anything else, and
@@ -375,9 +439,9 @@ impl Ec2 {
         }
     }
 
-    /// The groups of `vpc_id` with an all-traffic rule from `cidr` that says `description`
-    /// (what [`Ec2::allow_range`] added), sorted.
-    pub async fn groups_admitting(&self, vpc_id: &str, cidr: &str, description: &str) -> Result<Vec<String>> {
+    /// The groups of `vpc_id` admitting all traffic from `cidr`, sorted, each with whether its
+    /// rule says `description` (what [`Ec2::allow_range`] added).
+    pub async fn groups_admitting(&self, vpc_id: &str, cidr: &str, description: &str) -> Result<Vec<(String, bool)>> {
         let out = self
             .client
             .describe_security_groups()
@@ -385,29 +449,39 @@ impl Ec2 {
             .send()
             .await
             .map_err(|e| self.err(&format!("describing the security groups of {vpc_id}"), &e))?;
-        let ours = |p: &IpPermission| {
-            p.ip_protocol() == Some("-1")
-                && p.ip_ranges()
-                    .iter()
-                    .any(|r| r.cidr_ip() == Some(cidr) && r.description() == Some(description))
-        };
-        let mut ids: Vec<String> = out
+        let mut found: Vec<(String, bool)> = out
             .security_groups()
             .iter()
-            .filter(|g| g.ip_permissions().iter().any(ours))
-            .filter_map(|g| g.group_id().map(str::to_string))
+            .filter_map(|g| Some((g.group_id()?.to_string(), admits(g, cidr)?)))
+            .map(|(g, said)| (g, said.as_deref() == Some(description)))
             .collect();
-        ids.sort();
-        Ok(ids)
+        found.sort();
+        Ok(found)
     }
 
-    /// Takes back [`Ec2::allow_range`] (a rule or group already gone is fine).
-    pub async fn revoke_range(&self, group_id: &str, cidr: &str) -> Result<()> {
+    /// Takes back [`Ec2::allow_range`]: the rule from `cidr` that says `description` (a rule
+    /// the group had of its own, or a group already gone, is left alone).
+    pub async fn revoke_range(&self, group_id: &str, cidr: &str, description: &str) -> Result<()> {
+        let out = match self.client.describe_security_groups().group_ids(group_id).send().await {
+            Ok(out) => out,
+            Err(e) => {
+                return self
+                    .err(&format!("describing security group {group_id}"), &e)
+                    .or_ok_if(&["InvalidGroup.NotFound"], ())
+            }
+        };
+        let ours = out
+            .security_groups()
+            .iter()
+            .any(|g| admits(g, cidr).flatten().as_deref() == Some(description));
+        if !ours {
+            return Ok(());
+        }
         match self
             .client
             .revoke_security_group_ingress()
             .group_id(group_id)
-            .ip_permissions(all_traffic_from(cidr, ""))
+            .ip_permissions(all_traffic_from(cidr, description))
             .send()
             .await
         {
@@ -417,6 +491,17 @@ impl Ec2 {
                 .or_ok_if(&["InvalidPermission.NotFound", "InvalidGroup.NotFound"], ()),
         }
     }
+}
+
+/// Whether `group` admits all traffic from `cidr`: None if not, else the rule's description.
+fn admits(group: &aws_sdk_ec2::types::SecurityGroup, cidr: &str) -> Option<Option<String>> {
+    group
+        .ip_permissions()
+        .iter()
+        .filter(|p| p.ip_protocol() == Some("-1"))
+        .flat_map(|p| p.ip_ranges())
+        .find(|r| r.cidr_ip() == Some(cidr))
+        .map(|r| r.description().map(str::to_string))
 }
 
 #[cfg(test)]

@@ -84,11 +84,12 @@ pub(super) fn instance_profile_policy(name: &str, node_roles: &[String], externa
             },
             {
                 // Nodes of a pool in another region mount /home by a mount target's address
-                // (read-only; the file system is created with the cluster, after this policy).
+                // (read-only; the file system is made with the cluster, after this policy is
+                // planned, so any file system of the account).
                 "Sid": "FindHomeMountTargets",
                 "Effect": "Allow",
                 "Action": "elasticfilesystem:DescribeMountTargets",
-                "Resource": "*"
+                "Resource": "arn:aws:elasticfilesystem:*:*:file-system/*"
             },
             {
                 "Sid": "LustreReleaseTasks",

@@ -352,7 +352,7 @@ pub(super) async fn wait_applied(
 
 /// The cluster's own /home file system gets a mount target in each zone of the partition's pools
 /// in the cluster's region, before any node there boots (the user's own file system is theirs
-/// to reach; pools in other regions cannot mount it).
+/// to reach; nodes of pools in other regions mount it by a mount target's address).
 pub(super) async fn home_mount_targets(
     ctx: &tfplugin::Ctx,
     clients: &Clients,
