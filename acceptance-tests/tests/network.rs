@@ -524,7 +524,9 @@ fn a_peering_deleted_or_a_rule_revoked_out_of_band_is_made_again_by_the_next_app
 
     // The connection deleted outside Terraform: its routes stay behind as blackholes (as EC2
     // keeps them); the next apply makes a new connection and routes through it.
-    emu.ec2(&format!("Action=DeleteVpcPeeringConnection&VpcPeeringConnectionId={first}"));
+    emu.ec2(&format!(
+        "Action=DeleteVpcPeeringConnection&VpcPeeringConnectionId={first}"
+    ));
     ws.apply();
     let second = ws.resource("hpc_network_peering.ab")["id"]
         .as_str()

@@ -78,24 +78,15 @@ impl Ec2 {
         let vpcs = match self.client.describe_vpcs().vpc_ids(vpc_id).send().await {
             Ok(out) => out,
             Err(e) => {
-                let err = self.err("describing VPC", &e);
-                return if err.code_is(&["InvalidVpcID.NotFound"]) {
-                    Ok(None)
-                } else {
-                    Err(err)
-                };
+                return self
+                    .err("describing VPC", &e)
+                    .or_ok_if(&["InvalidVpcID.NotFound"], None)
             }
         };
         let Some(vpc) = vpcs.vpcs().first() else {
             return Ok(None);
         };
-        let tag = |tags: &[Tag], key: &str| {
-            tags.iter()
-                .find(|t| t.key() == Some(key))
-                .and_then(|t| t.value())
-                .map(str::to_string)
-        };
-        let Some(name) = tag(vpc.tags(), "Name").and_then(|n| n.strip_suffix("-vpc").map(str::to_string)) else {
+        let Some(name) = tag_value(vpc.tags(), "Name").and_then(|n| n.strip_suffix("-vpc").map(str::to_string)) else {
             return Err(AwsError::new(
                 self.ctx("importing network"),
                 None,
@@ -114,11 +105,21 @@ impl Ec2 {
             })
             .collect();
         tags.sort();
-        let in_vpc = || filter("vpc-id", &[vpc_id]);
         let mut net = Network {
             vpc_id: vpc_id.to_string(),
+            internet_gateway_id: self.found_internet_gateway(vpc_id).await?,
+            s3_endpoint_id: self.found_s3_endpoint(vpc_id).await?,
+            security_group_id: self.found_cluster_group(&name, vpc_id).await?,
             ..Network::default()
         };
+        self.find_subnets(&name, &mut net).await?;
+        self.find_route_tables(&name, &mut net).await?;
+        self.find_nat(&mut net).await?;
+        let cidr = vpc.cidr_block().unwrap_or_default().to_string();
+        Ok(Some((name, net, cidr, tags)))
+    }
+
+    async fn found_internet_gateway(&self, vpc_id: &str) -> Result<String> {
         let igws = self
             .client
             .describe_internet_gateways()
@@ -126,21 +127,26 @@ impl Ec2 {
             .send()
             .await
             .map_err(|e| self.err("describing internet gateways", &e))?;
-        net.internet_gateway_id = igws
+        Ok(igws
             .internet_gateways()
             .first()
             .and_then(|g| g.internet_gateway_id())
             .unwrap_or_default()
-            .to_string();
+            .to_string())
+    }
+
+    /// The public and private subnets of network `name`, by zone (sorted).
+    async fn find_subnets(&self, name: &str, net: &mut Network) -> Result<()> {
         let subnets = self
             .client
             .describe_subnets()
-            .filters(in_vpc())
+            .filters(filter("vpc-id", &[&net.vpc_id]))
             .send()
             .await
             .map_err(|e| self.err("describing subnets", &e))?;
         for s in subnets.subnets() {
-            let (Some(n), Some(az), Some(id)) = (tag(s.tags(), "Name"), s.availability_zone(), s.subnet_id()) else {
+            let (Some(n), Some(az), Some(id)) = (tag_value(s.tags(), "Name"), s.availability_zone(), s.subnet_id())
+            else {
                 continue;
             };
             if n == format!("{name}-public-{az}") {
@@ -151,25 +157,34 @@ impl Ec2 {
         }
         net.public_subnets.sort();
         net.private_subnets.sort();
+        Ok(())
+    }
+
+    async fn find_route_tables(&self, name: &str, net: &mut Network) -> Result<()> {
         let tables = self
             .client
             .describe_route_tables()
-            .filters(in_vpc())
+            .filters(filter("vpc-id", &[&net.vpc_id]))
             .send()
             .await
             .map_err(|e| self.err("describing route tables", &e))?;
         for t in tables.route_tables() {
             let id = t.route_table_id().unwrap_or_default().to_string();
-            match tag(t.tags(), "Name") {
+            match tag_value(t.tags(), "Name") {
                 Some(n) if n == format!("{name}-public") => net.public_route_table_id = id,
                 Some(n) if n == format!("{name}-private") => net.private_route_table_id = id,
                 _ => {}
             }
         }
+        Ok(())
+    }
+
+    /// The VPC's available NAT gateway and its address's allocation, if any.
+    async fn find_nat(&self, net: &mut Network) -> Result<()> {
         let nats = self
             .client
             .describe_nat_gateways()
-            .filter(in_vpc())
+            .filter(filter("vpc-id", &[&net.vpc_id]))
             .send()
             .await
             .map_err(|e| self.err("describing NAT gateways", &e))?;
@@ -185,35 +200,40 @@ impl Ec2 {
                 .and_then(|a| a.allocation_id())
                 .map(str::to_string);
         }
+        Ok(())
+    }
+
+    async fn found_s3_endpoint(&self, vpc_id: &str) -> Result<Option<String>> {
         let endpoints = self
             .client
             .describe_vpc_endpoints()
-            .filters(in_vpc())
+            .filters(filter("vpc-id", &[vpc_id]))
             .send()
             .await
             .map_err(|e| self.err("describing VPC endpoints", &e))?;
-        net.s3_endpoint_id = endpoints
+        Ok(endpoints
             .vpc_endpoints()
             .iter()
             .find(|e| e.service_name().is_some_and(|s| s.ends_with(".s3")))
             .and_then(|e| e.vpc_endpoint_id())
-            .map(str::to_string);
+            .map(str::to_string))
+    }
+
+    async fn found_cluster_group(&self, name: &str, vpc_id: &str) -> Result<String> {
         let groups = self
             .client
             .describe_security_groups()
-            .filters(in_vpc())
+            .filters(filter("vpc-id", &[vpc_id]))
             .filters(filter("group-name", &[&format!("{name}-cluster")]))
             .send()
             .await
             .map_err(|e| self.err("describing security groups", &e))?;
-        net.security_group_id = groups
+        Ok(groups
             .security_groups()
             .first()
             .and_then(|g| g.group_id())
             .unwrap_or_default()
-            .to_string();
-        let cidr = vpc.cidr_block().unwrap_or_default().to_string();
-        Ok(Some((name, net, cidr, tags)))
+            .to_string())
     }
 
     /// Deletes a network made by [`Ec2::create_network`], in reverse order; missing parts are skipped.
@@ -366,4 +386,12 @@ impl Ec2 {
                 .or_ok_if(&["InvalidVpcID.NotFound"], None),
         }
     }
+}
+
+/// The value of tag `key` among `tags`.
+fn tag_value(tags: &[Tag], key: &str) -> Option<String> {
+    tags.iter()
+        .find(|t| t.key() == Some(key))
+        .and_then(|t| t.value())
+        .map(str::to_string)
 }
