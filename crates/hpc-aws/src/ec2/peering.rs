@@ -424,19 +424,7 @@ impl Ec2 {
 
     /// Admits all traffic from `cidr` into `group_id` (the rule says `description`).
     pub async fn allow_range(&self, group_id: &str, cidr: &str, description: &str) -> Result<()> {
-        match self
-            .client
-            .authorize_security_group_ingress()
-            .group_id(group_id)
-            .ip_permissions(all_traffic_from(cidr, description))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) => self
-                .err(&format!("admitting {cidr} into {group_id}"), &e)
-                .or_ok_if(&["InvalidPermission.Duplicate"], ()),
-        }
+        self.authorize(group_id, all_traffic_from(cidr, description)).await
     }
 
     /// The groups of `vpc_id` admitting all traffic from `cidr`, sorted, each with whether its
@@ -477,19 +465,7 @@ impl Ec2 {
         if !ours {
             return Ok(());
         }
-        match self
-            .client
-            .revoke_security_group_ingress()
-            .group_id(group_id)
-            .ip_permissions(all_traffic_from(cidr, description))
-            .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) => self
-                .err(&format!("revoking {cidr} from {group_id}"), &e)
-                .or_ok_if(&["InvalidPermission.NotFound", "InvalidGroup.NotFound"], ()),
-        }
+        self.revoke(group_id, all_traffic_from(cidr, description)).await
     }
 }
 

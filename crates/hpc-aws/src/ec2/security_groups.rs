@@ -75,7 +75,7 @@ impl Ec2 {
         }
     }
 
-    async fn revoke(&self, group_id: &str, perm: IpPermission) -> Result<()> {
+    pub(super) async fn revoke(&self, group_id: &str, perm: IpPermission) -> Result<()> {
         match self
             .client
             .revoke_security_group_ingress()
@@ -87,11 +87,11 @@ impl Ec2 {
             Ok(_) => Ok(()),
             Err(e) => self
                 .err("revoking a security group rule", &e)
-                .or_ok_if(&["InvalidPermission.NotFound"], ()),
+                .or_ok_if(&["InvalidPermission.NotFound", "InvalidGroup.NotFound"], ()),
         }
     }
 
-    async fn authorize(&self, group_id: &str, perm: IpPermission) -> Result<()> {
+    pub(super) async fn authorize(&self, group_id: &str, perm: IpPermission) -> Result<()> {
         match self
             .client
             .authorize_security_group_ingress()
