@@ -458,6 +458,20 @@ def test_a_volume_and_a_network_interface_outlive_the_instance_and_move_to_the_n
     vpc.ssh(address, f"for i in $(seq 50); do [ -b {by_id} ] && break; sleep 0.2; done; "
             f"sudo mkdir -p /data && sudo mount {by_id} /data")
     assert vpc.ssh(address, "cat /data/proof").stdout.strip() == "kept"
+    # ModifyVolume: no shrinking; growing shows on the attached device at once, and the file
+    # system grows into it (offline: this host's kernel refuses ext4's online growth to
+    # processes without CAP_SYS_RESOURCE, which the host itself lacks).
+    vpc.ec2.modify_volume(VolumeId=volume, Size=2)
+    assert vpc.ssh(address, f"sudo blockdev --getsize64 {by_id}").stdout.strip() == str(2 << 30)
+    with pytest.raises(ClientError) as shrink:
+        vpc.ec2.modify_volume(VolumeId=volume, Size=1)
+    assert error_code(shrink) == "InvalidParameterValue"
+    assert "smaller" in str(shrink.value)
+    vpc.ssh(address, f"sudo umount /data && sudo e2fsck -f -p {by_id} && sudo resize2fs {by_id} && "
+            f"sudo mount {by_id} /data")
+    blocks = vpc.ssh(address, "df --output=size -B1M /data | tail -1").stdout.strip()
+    assert int(blocks) > 1500, blocks
+    assert vpc.ssh(address, "cat /data/proof").stdout.strip() == "kept"
     vpc.ssh(address, "sudo umount /data")
     vpc.ec2.detach_volume(VolumeId=volume)
     vpc.ssh(address, f"! test -e {by_id}")

@@ -8,8 +8,9 @@ serial), so the product finds it the way it does on EC2. DetachVolume, and the e
 machine, remove the node and the loop device; the file keeps the data for the next attachment.
 
 moto does not check what EC2 refuses here, and this module does: a volume attached elsewhere
-(``VolumeInUse``) or in another zone (``InvalidVolume.ZoneMismatch``), an instance that is not
-pending or running, the deletion of a volume whose data a machine still holds, and a network
+(``VolumeInUse``) or in another zone (``InvalidVolume.ZoneMismatch``), a ModifyVolume that would
+shrink a volume (``InvalidParameterValue``; a larger size grows the attached device at once), an
+instance that is not pending or running, the deletion of a volume whose data a machine still holds, and a network
 interface that is still attached to another instance when RunInstances names it
 (``InvalidNetworkInterface.InUse``). A network interface that outlives its instance
 (DeleteOnTermination false) becomes ``available`` once the instance is terminated, as on EC2.
@@ -141,6 +142,21 @@ class VolumeStore:
             if forget:
                 self.attached.pop(machine.instance_id, None)
 
+    def grow(self, volume_id: str, size_gib: int) -> None:
+        """ModifyVolume to a larger size: the file grows, and a plugged loop device takes the new
+        capacity at once, as an attached EBS volume does."""
+        path = self.path(volume_id)
+        with self._lock:
+            for volumes in self.attached.values():
+                if volume_id in volumes:
+                    volumes[volume_id] = size_gib
+            loops = [p.loop for v in self.plugged.values() for p in v.values() if p.volume_id == volume_id]
+        if os.path.exists(path) and os.path.getsize(path) < size_gib << 30:
+            os.truncate(path, size_gib << 30)
+        for loop in loops:
+            _run(["losetup", "--set-capacity", loop])
+        log.info("volume %s grew to %d GiB", volume_id, size_gib)
+
     def remove(self, volume_id: str) -> None:
         try:
             os.remove(self.path(volume_id))
@@ -208,6 +224,7 @@ def install(manager: Any) -> None:
     store: VolumeStore = manager.volumes
     original_attach, original_detach = EBSBackend.attach_volume, EBSBackend.detach_volume
     original_delete = EBSBackend.delete_volume
+    original_modify = EBSBackend.modify_volume
     original_run = InstanceBackend.run_instances
     original_terminate = Instance.terminate
 
@@ -253,6 +270,16 @@ def install(manager: Any) -> None:
         store.remove(volume_id)
         return volume
 
+    def modify_volume(self: Any, volume_id: str, target_size: Any = None, *args: Any, **kwargs: Any) -> Any:
+        volume = self.get_volume(volume_id)
+        size = None if target_size in (None, "") else int(target_size)
+        if size is not None and size < int(volume.size):
+            raise EC2ClientError("InvalidParameterValue", "New size cannot be smaller than existing size")
+        modified = original_modify(self, volume_id, target_size, *args, **kwargs)
+        if size is not None:
+            store.grow(volume_id, size)
+        return modified
+
     def run_instances(self: Any, image_id: str, count: int, user_data: Any, security_group_names: Any, **kwargs: Any) -> Any:
         for nic in kwargs.get("nics") or []:
             eni_id = nic.get("NetworkInterfaceId")
@@ -296,6 +323,7 @@ def install(manager: Any) -> None:
     EBSBackend.attach_volume = attach_volume  # type: ignore[method-assign]
     EBSBackend.detach_volume = detach_volume  # type: ignore[method-assign]
     EBSBackend.delete_volume = delete_volume  # type: ignore[method-assign]
+    EBSBackend.modify_volume = modify_volume  # type: ignore[method-assign]
     InstanceBackend.run_instances = run_instances  # type: ignore[method-assign]
 
 

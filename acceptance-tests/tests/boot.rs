@@ -313,6 +313,15 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         "the apply returned before the head was ready"
     );
     assert_eq!(report()["instance_id"], head.as_str());
+    // And until the login node reports it serves.
+    let login = cluster["login_node_ids"][0].as_str().expect("login id");
+    let login_report = emu
+        .parameter_json(&hpc_desired_state::boot::login_param("alive", login))
+        .unwrap_or(Value::Null);
+    assert_eq!(
+        login_report["phase"], "ready",
+        "the login node's report: {login_report}"
+    );
     wait_ssh_as(&key, &login_ip);
     // The image's default user keeps the key pair's key under the shared /home.
     let head_ip = cluster["head_node_private_ip"].as_str().expect("head ip").to_string();
@@ -650,25 +659,32 @@ fn head_survives(
     config: &str,
     ami: &str,
 ) {
-    let as_user = |command: &str| text(&ssh_as(key, USER, login_ip, command));
-    let held = as_user("sbatch --parsable --hold -p cpu -o held.out --wrap hostname")
+    let on = |ip: &str, command: &str| text(&ssh_as(key, USER, ip, command));
+    let held = on(login_ip, "sbatch --parsable --hold -p cpu -o held.out --wrap hostname")
         .trim()
         .to_string();
     assert!(held.parse::<u64>().is_ok(), "sbatch --hold: {held}");
     // On the static node: running while the head is replaced.
-    let running = as_user("sbatch --parsable -p small -o running.out --wrap 'sleep 45; echo finished'")
-        .trim()
-        .to_string();
+    let running = on(
+        login_ip,
+        "sbatch --parsable -p small -o running.out --wrap 'sleep 45; echo finished'",
+    )
+    .trim()
+    .to_string();
     eventually(
         "the job on the static node runs",
         Duration::from_secs(60),
-        || as_user(&format!("squeue -h -j {running} -o %T")).trim() == "RUNNING",
-        || as_user("squeue; sinfo"),
+        || on(login_ip, &format!("squeue -h -j {running} -o %T")).trim() == "RUNNING",
+        || on(login_ip, "squeue; sinfo"),
     );
     let before = ws.resource("hpc_cluster.main");
     let head_ip = before["head_node_private_ip"].as_str().expect("head ip").to_string();
     let static_node = carrying(emu, key, &head_ip, "small-c7i-large-1");
+    // Through the cluster's login node as it is now.
     let survived = |what: &str| {
+        let now = ws.resource("hpc_cluster.main");
+        let login = now["login_node_private_ips"][0].as_str().expect("login ip").to_string();
+        let as_user = |command: &str| on(&login, command);
         let sacct = || as_user(&format!("sacct -n -X -P -j {job} -o JobID,State"));
         eventually(
             &format!("{what}: the cluster schedules again with its accounting"),
@@ -679,13 +695,7 @@ fn head_survives(
         let queued = as_user(&format!("squeue -h -j {held} -o '%T %r'"));
         assert_eq!(queued.trim(), "PENDING JobHeldUser", "{what}: the held job: {queued}");
         assert_eq!(as_user("head -c 16 job.out").trim(), "cpu-c7i-large-1", "{what}: /home");
-        let now = ws.resource("hpc_cluster.main");
-        for kept in [
-            "head_node_private_ip",
-            "state_volume_id",
-            "munge_key_secret_arn",
-            "login_node_ids",
-        ] {
+        for kept in ["head_node_private_ip", "state_volume_id", "munge_key_secret_arn"] {
             assert_eq!(now[kept], before[kept], "{what}: {kept}");
         }
         assert_eq!(
@@ -694,10 +704,13 @@ fn head_survives(
             "{what}: the static node stays"
         );
         ws.assert_no_changes();
-        now["head_node_instance_id"].as_str().unwrap_or_default().to_string()
+        now
     };
+    let id = |v: &Value, at: &str| v[at].as_str().unwrap_or_default().to_string();
+    let login_id = |v: &Value| v["login_node_ids"][0].as_str().unwrap_or_default().to_string();
 
-    // (a) A patched image of the head node: an update in place.
+    // (a) A patched image of the head node: an update in place; the login node, launched from
+    // the same image, rolls to it.
     let patched = boot::publish_test_image_named(emu, "-patched");
     assert_ne!(patched, ami);
     let new_image = config.replacen(
@@ -710,22 +723,60 @@ fn head_survives(
     let plan = ws.plan().text();
     assert!(plan.contains("hpc_cluster.main will be updated in-place"), "{plan}");
     assert!(!plan.contains("must be replaced"), "{plan}");
+    assert!(
+        plan.contains("login_node_ids"),
+        "the plan shows the login node rolling: {plan}"
+    );
     ws.apply();
-    let first = before["head_node_instance_id"].as_str().unwrap_or_default().to_string();
-    let second = survived("a new head image");
+    let first = id(&before, "head_node_instance_id");
+    let now = survived("a new head image");
+    let second = id(&now, "head_node_instance_id");
     assert_ne!(second, first, "a new head node");
     assert_eq!(machine_state(emu, &first).as_deref(), Some("terminated"));
+    let (old_login, new_login) = (login_id(&before), login_id(&now));
+    assert_ne!(new_login, old_login, "a new login node");
+    assert_eq!(machine_state(emu, &old_login).as_deref(), Some("terminated"));
+    let described = emu.ec2(&format!("Action=DescribeInstances&InstanceId.1={new_login}"));
+    assert!(
+        described.contains(&format!("<imageId>{patched}</imageId>")),
+        "the login node runs the patched image: {described}"
+    );
     // The job that ran across the replacement finished on its node and was accounted.
-    let finished = || as_user(&format!("sacct -n -X -P -j {running} -o State"));
+    let login_ip = now["login_node_private_ips"][0].as_str().expect("login ip").to_string();
+    let finished = || on(&login_ip, &format!("sacct -n -X -P -j {running} -o State"));
     eventually(
         "the job running during the replacement completes",
         Duration::from_secs(120),
         || finished().trim() == "COMPLETED",
-        || format!("{}\n{}", finished(), as_user("squeue")),
+        || format!("{}\n{}", finished(), on(&login_ip, "squeue")),
     );
-    assert_eq!(as_user("cat running.out").trim(), "finished");
+    assert_eq!(on(&login_ip, "cat running.out").trim(), "finished");
 
-    // (b) The head terminated outside Terraform: the next apply starts its successor.
+    // (b) A larger state volume grows in place: the head stays.
+    let patched_line = format!("    ami_id               = \"{patched}\"");
+    let grown = new_image.replacen(
+        &patched_line,
+        &format!("{patched_line}\n    state_volume_size    = 30"),
+        1,
+    );
+    assert_ne!(grown, new_image);
+    ws.write(&grown);
+    let plan = ws.plan().text();
+    assert!(plan.contains("hpc_cluster.main will be updated in-place"), "{plan}");
+    ws.apply();
+    let volume = id(&now, "state_volume_id");
+    let described = emu.ec2(&format!("Action=DescribeVolumes&VolumeId.1={volume}"));
+    assert!(described.contains("<size>30</size>"), "{described}");
+    assert_eq!(
+        id(&ws.resource("hpc_cluster.main"), "head_node_instance_id"),
+        second,
+        "the head stays"
+    );
+    ws.assert_no_changes();
+
+    // (c) The head terminated outside Terraform: the next apply starts its successor, which
+    // grows the state file system into the volume before it mounts it (this host's kernel
+    // refuses ext4's online growth: see the emulator's README); the login node stays.
     emu.ec2(&format!("Action=TerminateInstances&InstanceId.1={second}"));
     eventually(
         "the head node is gone",
@@ -736,8 +787,13 @@ fn head_survives(
     let plan = ws.plan().text();
     assert!(plan.contains("hpc_cluster.main will be updated in-place"), "{plan}");
     ws.apply();
-    let third = survived("an out-of-band termination");
-    assert_ne!(third, second, "a successor");
+    let after = survived("an out-of-band termination");
+    assert_ne!(id(&after, "head_node_instance_id"), second, "a successor");
+    assert_eq!(after["login_node_ids"], now["login_node_ids"], "the login node stays");
+    let df = boot::ssh(key, &head_ip, "df --output=size -BG /var/lib/hpcforge-state | tail -1");
+    let size = String::from_utf8_lossy(&df.stdout).to_string();
+    let gib = size.trim().trim_end_matches('G').parse::<u64>().unwrap_or(0);
+    assert!(gib >= 29, "the state file system fills the 30 GiB volume: {size}");
 }
 
 /// The second factor, added to the running cluster: TOTP codes, users not enrolled yet let in

@@ -823,7 +823,8 @@ fn cluster_settings_update_in_place_and_renames_replace() {
     ws.assert_no_changes();
 
     // A new head image is an update in place: a new head on the same interface and address,
-    // the state volume moved to it, the old head gone, the munge key and login nodes kept.
+    // the state volume moved to it, the old head gone, the munge key kept; the login nodes,
+    // launched from the same image, roll to it.
     let other_ami = emu.image_other_than(AMI);
     let new_image = changed.replace(&format!("ami_id = \"{AMI}\""), &format!("ami_id = \"{other_ami}\""));
     ws.write(&format!("{}{new_image}{part}", network()));
@@ -840,12 +841,28 @@ fn cluster_settings_update_in_place_and_renames_replace() {
         "head_node_network_interface_id",
         "state_volume_id",
         "munge_key_secret_arn",
-        "login_node_ids",
     ] {
         assert_eq!(moved[kept], after[kept], "{kept} is kept");
     }
     let old = emu.ec2(&format!("Action=DescribeInstances&InstanceId.1={old_head}"));
     assert!(old.contains("<name>terminated</name>"), "{old}");
+    let ids = |v: &Value| -> Vec<String> {
+        v["login_node_ids"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|i| i.as_str().map(str::to_string)).collect())
+            .unwrap_or_default()
+    };
+    let (old_logins, new_logins) = (ids(&after), ids(&moved));
+    assert_eq!(new_logins.len(), 2, "{new_logins:?}");
+    for id in &old_logins {
+        assert!(!new_logins.contains(id), "login node {id} rolls: {new_logins:?}");
+        let old = emu.ec2(&format!("Action=DescribeInstances&InstanceId.1={id}"));
+        assert!(old.contains("<name>terminated</name>"), "{old}");
+    }
+    for id in &new_logins {
+        let new = emu.ec2(&format!("Action=DescribeInstances&InstanceId.1={id}"));
+        assert!(new.contains(&format!("<imageId>{other_ami}</imageId>")), "{new}");
+    }
     let volume = moved["state_volume_id"].as_str().unwrap_or_default();
     let described = emu.ec2(&format!("Action=DescribeVolumes&VolumeId.1={volume}"));
     assert!(
@@ -855,6 +872,54 @@ fn cluster_settings_update_in_place_and_renames_replace() {
     assert!(described.contains("<encrypted>true</encrypted>"), "{described}");
     ws.assert_no_changes();
     let changed = new_image;
+
+    // The state volume grows in place (the head grows its file system: the booted test shows
+    // it); it cannot shrink.
+    let grown = changed.replace(
+        &format!("ami_id = \"{other_ami}\""),
+        &format!("ami_id = \"{other_ami}\"\n    state_volume_size = 30"),
+    );
+    assert_ne!(grown, changed);
+    ws.write(&format!("{}{grown}{part}", network()));
+    let plan = ws.plan().text();
+    assert!(plan.contains("hpc_cluster.main will be updated in-place"), "{plan}");
+    assert!(!plan.contains("must be replaced"), "{plan}");
+    ws.apply();
+    let described = emu.ec2(&format!("Action=DescribeVolumes&VolumeId.1={volume}"));
+    assert!(described.contains("<size>30</size>"), "{described}");
+    let resized = ws.resource("hpc_cluster.main");
+    for kept in ["head_node_instance_id", "state_volume_id", "login_node_ids"] {
+        assert_eq!(resized[kept], moved[kept], "{kept} is kept when the volume grows");
+    }
+    ws.assert_no_changes();
+
+    // A login node terminated outside Terraform: the refresh drops it, the next apply replaces
+    // it and keeps the other.
+    let lost = new_logins[0].clone();
+    emu.ec2(&format!("Action=TerminateInstances&InstanceId.1={lost}"));
+    let plan = ws.plan().text();
+    assert!(plan.contains("hpc_cluster.main will be updated in-place"), "{plan}");
+    ws.apply();
+    let relaunched = ids(&ws.resource("hpc_cluster.main"));
+    assert_eq!(relaunched.len(), 2, "{relaunched:?}");
+    assert!(!relaunched.contains(&lost), "{relaunched:?}");
+    assert!(
+        relaunched.contains(&new_logins[1]),
+        "the other login node stays: {relaunched:?}"
+    );
+    ws.assert_no_changes();
+    ws.write(&format!(
+        "{}{}{part}",
+        network(),
+        grown.replace("state_volume_size = 30", "state_volume_size = 25")
+    ));
+    let refused = ws.tf(&["plan", "-no-color", "-input=false"]);
+    let said = refused.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        !refused.success && said.contains("the state volume cannot shrink") && said.contains("is 30 GiB"),
+        "{said}"
+    );
+    let changed = grown;
 
     // Renaming a partition, the cluster or the network's range plans a replacement.
     ws.write(&format!(

@@ -114,12 +114,10 @@ mod tests {
         let instance = |id: &str, tags: &[(&str, &str)]| InstanceInfo {
             id: id.into(),
             state: "running".into(),
-            private_ip: None,
-            public_ip: None,
-            subnet_id: None,
             instance_type: "p5.48xlarge".into(),
             tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             launched_at: 0,
+            ..InstanceInfo::default()
         };
         let mapped = instance("i-1", &[]);
         let tagged = instance("i-2", &[(tag::NODE, "gpu-2")]);

@@ -87,12 +87,10 @@ mod tests {
         InstanceInfo {
             id: "i-1".into(),
             state: "running".into(),
-            private_ip: None,
-            public_ip: None,
-            subnet_id: None,
             instance_type: "c7i.2xlarge".into(),
             tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             launched_at,
+            ..InstanceInfo::default()
         }
     }
 

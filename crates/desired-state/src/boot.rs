@@ -1,6 +1,7 @@
 //! How an instance becomes a node of its cluster: the boot command its user data runs (one
-//! rendering, read back by hpc-node's own argument parser in its tests), and the head node's
-//! boot report, which the provider waits on and compute and login nodes find the controller by.
+//! rendering, read back by hpc-node's own argument parser in its tests), and the boot reports
+//! the provider waits on: the head node's (compute and login nodes also find the controller by
+//! it) and each login node's.
 
 use serde::{Deserialize, Serialize};
 
@@ -64,23 +65,34 @@ pub fn head_param(cluster: &str) -> String {
     format!("{}/head", cluster_prefix(cluster))
 }
 
-/// How far a head node's boot got.
+/// A login node's boot report parameter (the provider deletes it with the node).
+pub fn login_param(cluster: &str, instance_id: &str) -> String {
+    format!("{}/{instance_id}", login_reports_path(cluster))
+}
+
+/// The folder of the login nodes' boot reports.
+pub fn login_reports_path(cluster: &str) -> String {
+    format!("{}/login", cluster_prefix(cluster))
+}
+
+/// How far a head or login node's boot got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Boot in progress; `step` says where.
     Booting,
-    /// slurmctld is up on the published configuration.
+    /// The node serves: slurmctld is up on the published configuration (head), users can log in
+    /// and submit (login).
     Ready,
     /// The boot stopped; `error` says why.
     Failed,
 }
 
-/// What the head node says about its own boot, written at each step.
+/// What a head or login node says about its own boot, written at each step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeadReport {
+pub struct BootReport {
     pub instance_id: String,
-    /// slurmctld's host name and address (`SlurmctldHost=<host>(<addr>)`).
+    /// The node's host name and address (the head's are `SlurmctldHost=<host>(<addr>)`).
     pub host: String,
     pub addr: String,
     pub phase: Phase,
@@ -107,7 +119,7 @@ mod tests {
 
     #[test]
     fn reports_round_trip() {
-        let r = HeadReport {
+        let r = BootReport {
             instance_id: "i-1".into(),
             host: "ip-10-0-0-5".into(),
             addr: "10.0.0.5".into(),
@@ -118,6 +130,6 @@ mod tests {
         };
         let json = serde_json::to_string(&r).expect("json");
         assert!(json.contains("\"phase\":\"failed\""));
-        assert_eq!(serde_json::from_str::<HeadReport>(&json).expect("parse"), r);
+        assert_eq!(serde_json::from_str::<BootReport>(&json).expect("parse"), r);
     }
 }

@@ -120,6 +120,9 @@ pub mod tag {
     pub const NODE: &str = "hpcforge:node";
     /// Head and login instances: `head` or `login`.
     pub const ROLE: &str = "hpcforge:role";
+    /// Login instances: a digest of the settings they were launched with (image, type, key,
+    /// instance profile, root volume). One whose digest is not the plan's is replaced.
+    pub const LAUNCH_SETTINGS: &str = "hpcforge:launch-settings";
     /// On a VPC peering connection hpcforge requested: `<vpc id> <peer vpc id>` (found again by
     /// it after an interrupted create; a connection without it is the user's own).
     pub const PEERING: &str = "hpcforge:peering";

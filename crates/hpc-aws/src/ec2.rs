@@ -143,10 +143,12 @@ pub struct CapacityReservationInfo {
     pub end_s: Option<i64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InstanceInfo {
     pub id: String,
     pub state: String,
+    /// The image it was launched from.
+    pub image_id: String,
     pub private_ip: Option<String>,
     pub public_ip: Option<String>,
     pub subnet_id: Option<String>,

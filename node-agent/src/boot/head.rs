@@ -10,12 +10,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use hpc_aws::Aws;
-use hpc_desired_state::boot::{head_param, HeadReport, Phase, Role};
+use hpc_desired_state::boot::{head_param, Phase, Role};
 
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Result};
 use crate::host::{self as system, log};
 use crate::reconcile::{reconcile_once, Layout, Outcome};
+
+use super::report::Reporter;
 
 /// The layout this head node's reconcile unit reads.
 pub const LAYOUT: &str = "/etc/hpcforge/layout.json";
@@ -38,47 +40,11 @@ const DIRECTORIES: &[(&str, u32, &str)] = &[
 /// /run is empty after a reboot; systemd recreates Slurm's run directory before the daemons.
 const TMPFILES: &str = "/etc/tmpfiles.d/hpcforge-slurm.conf";
 
-/// The head's boot report, written at each step (a report that cannot be written is logged:
-/// the boot goes on, and the provider's wait says it never heard).
-struct Reporter<'a> {
-    aws: &'a Aws,
-    param: String,
-    report: HeadReport,
-}
-
-impl Reporter<'_> {
-    async fn step(&mut self, step: &str, phase: Phase, error: Option<String>) {
-        self.report.step = step.to_string();
-        self.report.phase = phase;
-        self.report.error = error;
-        self.report.at = crate::resume::now_s();
-        log("head-init", &format!("{step}: {phase:?}"));
-        let text = match serde_json::to_string(&self.report) {
-            Ok(t) => t,
-            Err(e) => return log("report", &format!("cannot encode the report: {e}")),
-        };
-        if let Err(e) = self.aws.ssm().put(&self.param, &text, &[]).await {
-            log("report", &format!("cannot write {}: {e}", self.param));
-        }
-    }
-}
-
 pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
     let identity = hpc_aws::imds::identity(aws).await?;
     let host = system::short_hostname()?;
-    let mut reporter = Reporter {
-        aws,
-        param: head_param(&args.cluster),
-        report: HeadReport {
-            instance_id: identity.instance_id.clone(),
-            host: host.clone(),
-            addr: identity.private_ip.clone(),
-            phase: Phase::Booting,
-            step: String::new(),
-            error: None,
-            at: 0,
-        },
-    };
+    let param = head_param(&args.cluster);
+    let mut reporter = Reporter::new(aws, Role::Head.command(), param, &identity, &host);
     reporter.step("starting", Phase::Booting, None).await;
     let (mut step, mut warnings) = ("starting", Vec::new());
     let result = steps(

@@ -10,6 +10,7 @@ pub mod head;
 pub mod login;
 pub mod mfa;
 pub mod node;
+pub mod report;
 pub mod state;
 
 use std::path::Path;
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use hpc_aws::imds::Identity;
 use hpc_aws::Aws;
-use hpc_desired_state::boot::{head_param, HeadReport, Phase, Role};
+use hpc_desired_state::boot::{head_param, BootReport, Phase, Role};
 use hpc_desired_state::{ClusterDoc, MountDoc, UserDoc};
 
 use crate::cli::ClusterArgs;
@@ -84,7 +85,7 @@ pub async fn join(
     role: Role,
     partition: Option<&str>,
     client_conf_path: &str,
-) -> Result<(Booted, HeadReport)> {
+) -> Result<(Booted, BootReport)> {
     let booted = begin(args, aws, role, partition).await?;
     slurm_release(&booted.doc)?;
     munge(aws, &booted.doc).await?;
@@ -309,8 +310,15 @@ pub async fn sync(args: &ClusterArgs, aws: &Aws) -> Result<()> {
     };
     report_mounts(mounts(aws, &doc, &region).await);
     users(&doc.users)?;
-    if this_role().as_deref() == Some(role_name(Role::Login).as_str()) {
+    let role = this_role();
+    if role.as_deref() == Some(role_name(Role::Login).as_str()) {
         mfa::apply(aws, &doc).await?;
+    }
+    if role.as_deref() == Some(role_name(Role::Head).as_str()) {
+        // Not fatal: the rest of the pass is done, and the next mount grows it offline.
+        if let Err(e) = state::grow(&doc) {
+            log("sync", &e.to_string());
+        }
     }
     Ok(())
 }
@@ -329,7 +337,7 @@ fn this_role() -> Option<String> {
 }
 
 /// The head node's latest boot report.
-pub async fn head_report(aws: &Aws, cluster: &str) -> Result<Option<HeadReport>> {
+pub async fn head_report(aws: &Aws, cluster: &str) -> Result<Option<BootReport>> {
     match aws.ssm().get(&head_param(cluster)).await? {
         Some(p) => serde_json::from_str(&p.value).context(|| p.name.clone()).map(Some),
         None => Ok(None),
@@ -337,7 +345,7 @@ pub async fn head_report(aws: &Aws, cluster: &str) -> Result<Option<HeadReport>>
 }
 
 /// Waits until the head node reports slurmctld ready; fails at once when it reports a failure.
-pub async fn ready_head(aws: &Aws, cluster: &str) -> Result<HeadReport> {
+pub async fn ready_head(aws: &Aws, cluster: &str) -> Result<BootReport> {
     system::wait_for(
         "the head node's slurmctld",
         PUBLISH_WAIT,
@@ -360,7 +368,7 @@ pub async fn ready_head(aws: &Aws, cluster: &str) -> Result<HeadReport> {
 /// The smallest slurm.conf a Slurm client needs: which cluster and where its controller is.
 /// Login nodes keep it as /etc/slurm/slurm.conf; compute nodes use it only to find their node
 /// name before slurmd fetches the whole configuration from slurmctld (configless).
-pub fn client_conf(doc: &ClusterDoc, head: &HeadReport) -> String {
+pub fn client_conf(doc: &ClusterDoc, head: &BootReport) -> String {
     let mut conf = format!(
         "# hpcforge: Slurm client configuration (written by hpc-node; slurmctld holds the rest)\n\
          ClusterName={}\nSlurmctldHost={}({})\nSlurmUser={}\nAuthType=auth/munge\n",

@@ -6,7 +6,8 @@
 //! first time, mounts it, and binds its directories over the ones the daemons use: slurmctld's
 //! StateSaveLocation (queued and running jobs), MariaDB's data (local accounting) and the
 //! agent's own state. The first head copies what its image put there; every later head finds
-//! the cluster's state instead. fstab carries the mounts for reboots.
+//! the cluster's state instead. fstab carries the mounts for reboots. Room the provider adds to
+//! the volume (ModifyVolume) is taken by the head's periodic sync, online, and before each mount.
 
 use std::path::Path;
 use std::time::Duration;
@@ -92,6 +93,8 @@ pub async fn mount(doc: &ClusterDoc) -> Result<()> {
         if filesystem(&device)?.is_none() {
             log("state", &format!("{volume} ({device}) is blank: formatting it"));
             system::run("mkfs.ext4", &["-q", "-L", LABEL, &device])?;
+        } else {
+            grow_unmounted(&device)?;
         }
         system::directory(STATE_MOUNT, 0o755, "root")?;
         system::run("mount", &[&device, STATE_MOUNT])?;
@@ -127,6 +130,87 @@ pub async fn mount(doc: &ClusterDoc) -> Result<()> {
         &format!("the cluster's state is on {volume} ({device}) at {STATE_MOUNT}"),
     );
     Ok(())
+}
+
+/// Grows the mounted state file system into room the provider added to its volume (ext4 grows
+/// online; the kernel asks for CAP_SYS_RESOURCE); nothing when there is none or no volume is
+/// mounted.
+pub fn grow(doc: &ClusterDoc) -> Result<()> {
+    let Some(device) = doc.head_node.state_volume_id.as_deref().and_then(device_of) else {
+        return Ok(());
+    };
+    if !mounted_at(STATE_MOUNT) {
+        return Ok(());
+    }
+    let Some((filesystem, disk)) = room(&device)? else {
+        return Ok(());
+    };
+    system::run("resize2fs", &[&device]).map_err(|e| {
+        Error::new(format!(
+            "growing the mounted state file system (the next head grows it at mount): {e}"
+        ))
+    })?;
+    log(
+        "state",
+        &format!("grew the state file system on {device} online from {filesystem} to {disk} bytes"),
+    );
+    Ok(())
+}
+
+/// Before the mount: room added while no head ran (or that the last head could not take
+/// online) is taken offline, after the check resize2fs asks for.
+fn grow_unmounted(device: &str) -> Result<()> {
+    let Some((filesystem, disk)) = room(device)? else {
+        return Ok(());
+    };
+    // e2fsck -p: 0 clean, 1 errors corrected; more is a file system to look at first.
+    let checked = std::process::Command::new("e2fsck")
+        .args(["-f", "-p", device])
+        .output()
+        .map_err(|e| Error::new(format!("running e2fsck: {e}")))?;
+    if !matches!(checked.status.code(), Some(0 | 1)) {
+        return Err(Error::new(format!(
+            "e2fsck -f -p {device} before growing it ({}): {}",
+            checked.status,
+            String::from_utf8_lossy(&checked.stdout).trim()
+        )));
+    }
+    system::run("resize2fs", &[device])?;
+    log(
+        "state",
+        &format!("grew the state file system on {device} from {filesystem} to {disk} bytes"),
+    );
+    Ok(())
+}
+
+/// The file system's and the disk's sizes when the disk has room the file system does not use.
+fn room(device: &str) -> Result<Option<(u64, u64)>> {
+    let disk: u64 = system::run("blockdev", &["--getsize64", device])?
+        .trim()
+        .parse()
+        .map_err(|e| Error::new(format!("blockdev --getsize64 {device}: {e}")))?;
+    let superblock = system::run("dumpe2fs", &["-h", device])?;
+    let Some(filesystem) = ext4_bytes(&superblock) else {
+        return Err(Error::new(format!("dumpe2fs -h {device}: no block count and size")));
+    };
+    Ok(needs_growing(disk, filesystem).then_some((filesystem, disk)))
+}
+
+/// An ext4 file system's size from `dumpe2fs -h`: its block count times its block size.
+fn ext4_bytes(superblock: &str) -> Option<u64> {
+    let field = |name: &str| {
+        superblock
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.trim_start().strip_prefix(':'))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    Some(field("Block count")? * field("Block size")?)
+}
+
+/// Whether the disk has room the file system does not use; resize2fs rounds to whole block
+/// groups' worth of metadata, so less than a MiB is no growth.
+fn needs_growing(disk: u64, filesystem: u64) -> bool {
+    disk > filesystem + (1 << 20)
 }
 
 /// The disk the volume is: udev's link on Nitro, else the attachment's own name on Xen.
@@ -204,4 +288,19 @@ fn write_fstab(lines: &[String]) -> Result<()> {
     }
     system::write_file(Path::new(FSTAB), text.as_bytes(), 0o644, None)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_file_system_size_is_read_from_dumpe2fs_and_grown_only_for_real_room() {
+        let superblock = "Filesystem volume name:   hpc-state\nBlock count:              5242880\nReserved block count:     262144\nBlock size:               4096\n";
+        assert_eq!(ext4_bytes(superblock), Some(20 << 30));
+        assert_eq!(ext4_bytes("Block size: 4096\n"), None);
+        assert!(needs_growing(30 << 30, 20 << 30));
+        assert!(!needs_growing(20 << 30, 20 << 30));
+        assert!(!needs_growing((20 << 30) + 4096, 20 << 30));
+    }
 }

@@ -17,12 +17,12 @@ use tfplugin::{
 
 use crate::clients::Clients;
 use crate::convert::{self, boolean, int, of_list, pairs, string, strings};
-use crate::desired_state::boot::Role;
 use crate::desired_state::{self, tag, ClusterDoc};
 use crate::resources::{aws_diag, or_stop};
 
 mod checks;
 mod head;
+mod login;
 mod model;
 mod plan;
 mod policy;
@@ -147,8 +147,12 @@ impl Resource for HpcCluster {
             ensure_home(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
             publish(clients, &mut state, &munge, password_arn).await?;
             head::launch(&req.ctx, clients, &mut state, &name, &tags, false, timeout).await?;
-            sync_login_nodes(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
-            head::ready(&req.ctx, clients, &state, &name, timeout).await
+            let owner = login::Owner {
+                name: &name,
+                sgs: &sgs,
+                tags: &tags,
+            };
+            nodes_ready(&req.ctx, clients, &mut state, &owner, timeout).await
         }
         .await;
         match result {
@@ -198,6 +202,11 @@ impl Resource for HpcCluster {
             (None, _) => s.set_attr("desired_state_version", Value::Null),
             (Some(_), None) => s.set_attr("head_node_instance_id", Value::Null),
         }
+        // Login nodes lost or failed drop out; the plan then launches their successors.
+        if let Some((ids, ips)) = login::refreshed(clients, &s, &name).await? {
+            s.set_attr("login_node_ids", of_list(Some(&ids)));
+            s.set_attr("login_node_private_ips", of_list(Some(&ips)));
+        }
         Ok(Some(s))
     }
 
@@ -217,6 +226,7 @@ impl Resource for HpcCluster {
             let munge = string(req.prior.attr("munge_key_secret_arn")).unwrap_or_default();
             let password_arn = store_password(clients, &name, &req.config, &tags).await?;
             head::ensure_kept(clients, &mut state, &name, &sgs, &tags).await?;
+            head::grow_state(&req.ctx, clients, &req.prior, &state, timeout).await?;
             ensure_home(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
             publish(clients, &mut state, &munge, password_arn).await?;
             // A new image, type or root volume: a new head in place. A head lost outside
@@ -227,8 +237,12 @@ impl Resource for HpcCluster {
             if replace || missing {
                 head::launch(&req.ctx, clients, &mut state, &name, &tags, replace, timeout).await?;
             }
-            sync_login_nodes(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
-            head::ready(&req.ctx, clients, &state, &name, timeout).await
+            let owner = login::Owner {
+                name: &name,
+                sgs: &sgs,
+                tags: &tags,
+            };
+            nodes_ready(&req.ctx, clients, &mut state, &owner, timeout).await
         }
         .await;
         match result {
@@ -262,6 +276,14 @@ impl Resource for HpcCluster {
                 clients.ec2.terminate(&ids, timeout),
             )
             .await?;
+            // After the nodes: a login node still booting writes its report until it ends.
+            for report in clients
+                .ssm
+                .list(&desired_state::boot::login_reports_path(&name))
+                .await?
+            {
+                clients.ssm.delete(&report.name).await?;
+            }
             head::delete_kept(clients, &req.prior, timeout).await?;
             if let Some(fs) = managed_home(&req.prior) {
                 or_stop(
@@ -638,6 +660,23 @@ fn template(
     }
 }
 
+/// The login nodes (new ones where the plan shows them: unknown ids, else the promised ones),
+/// then the head's report, then the new login nodes' reports and the retirement of those they
+/// replace: a login node waits for the head, so the head's own error comes first.
+async fn nodes_ready(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    state: &mut Value,
+    owner: &login::Owner<'_>,
+    timeout: Duration,
+) -> Result<Diagnostics, Diagnostics> {
+    let roll_out = state.attr("login_node_ids").is_unknown();
+    let logins = login::start(ctx, clients, state, owner, roll_out, timeout).await?;
+    let warnings = head::ready(ctx, clients, state, owner.name, timeout).await?;
+    login::finish(ctx, clients, owner.name, logins, timeout).await?;
+    Ok(warnings)
+}
+
 async fn role_instances(clients: &Clients, name: &str, role: &str) -> Result<Vec<String>, Diagnostics> {
     let all = clients
         .ec2
@@ -655,73 +694,6 @@ async fn role_instances(clients: &Clients, name: &str, role: &str) -> Result<Vec
     }
     ids.sort();
     Ok(ids)
-}
-
-/// Brings the login nodes to the planned count (launching or terminating the newest).
-async fn sync_login_nodes(
-    ctx: &tfplugin::Ctx,
-    clients: &Clients,
-    state: &mut Value,
-    name: &str,
-    sgs: &[String],
-    tags: &[(String, String)],
-    timeout: Duration,
-) -> Result<(), Diagnostics> {
-    let want = int(state.attr("login_nodes").attr("count")).unwrap_or(0).max(0) as usize;
-    let mut ids = role_instances(clients, name, "login").await?;
-    if want > 0 {
-        let login_type = string(state.attr("login_nodes").attr("instance_type")).unwrap_or_else(|| "c7i.xlarge".into());
-        let spec = template(
-            state,
-            name,
-            "login",
-            login_type,
-            sgs,
-            tags,
-            desired_state::boot::user_data(Role::Login, name, &clients.aws.region, None, None),
-        );
-        let (lt, _) = clients
-            .ec2
-            .ensure_launch_template(&spec)
-            .await
-            .map_err(|e| aws_diag("Cannot create the login node launch template", &e))?;
-        let subnet = string(state.attr("subnet_id")).unwrap_or_default();
-        while ids.len() < want {
-            let id = clients
-                .ec2
-                .run_instance(
-                    &lt,
-                    &subnet,
-                    &format!("{name}-login-{}", uuid::Uuid::new_v4()),
-                    &spec.tags,
-                )
-                .await
-                .map_err(|e| aws_diag("Cannot launch a login node", &e))?;
-            ids.push(id);
-        }
-        // One order for every run (role_instances lists them sorted).
-        ids.sort();
-    }
-    if ids.len() > want {
-        let extra: Vec<String> = ids.split_off(want);
-        or_stop(ctx, "terminating login nodes", clients.ec2.terminate(&extra, timeout))
-            .await
-            .map_err(|e| aws_diag("Cannot terminate login nodes", &e))?;
-    }
-    let mut ips = Vec::new();
-    for id in &ids {
-        let info = or_stop(
-            ctx,
-            "waiting for login nodes",
-            clients.ec2.wait_instance_running(id, timeout),
-        )
-        .await
-        .map_err(|e| aws_diag("A login node did not start", &e))?;
-        ips.push(info.private_ip.unwrap_or_default());
-    }
-    state.set_attr("login_node_ids", of_list(Some(&ids)));
-    state.set_attr("login_node_private_ips", of_list(Some(&ips)));
-    Ok(())
 }
 
 #[cfg(test)]

@@ -42,17 +42,24 @@ impl Ec2 {
     /// (one paginated DescribeInstances serves the head nodes of every cluster a plan reads).
     /// An instance the view lacks is looked up directly before it is reported gone.
     pub async fn find_instance_viewed(&self, tag_key: &str, id: &str) -> Result<Option<InstanceInfo>> {
-        let view = self
-            .tagged
+        if let Some(i) = self.tag_view(tag_key).await?.get(id) {
+            return Ok(Some(i.clone()));
+        }
+        self.find_instance(id).await
+    }
+
+    /// Every instance carrying `tag_key`, for a refresh, through the same view.
+    pub async fn instances_viewed(&self, tag_key: &str) -> Result<Vec<InstanceInfo>> {
+        Ok(self.tag_view(tag_key).await?.values().cloned().collect())
+    }
+
+    async fn tag_view(&self, tag_key: &str) -> Result<std::sync::Arc<std::collections::HashMap<String, InstanceInfo>>> {
+        self.tagged
             .get(tag_key, || async {
                 let found = self.instances_filtered(filter("tag-key", &[tag_key])).await?;
                 Ok(found.into_iter().map(|i| (i.id.clone(), i)).collect())
             })
-            .await?;
-        if let Some(i) = view.get(id) {
-            return Ok(Some(i.clone()));
-        }
-        self.find_instance(id).await
+            .await
     }
 
     /// The instance's console output (decoded; empty while EC2 has none yet).
@@ -387,6 +394,7 @@ fn instance_info(i: &aws_sdk_ec2::types::Instance) -> InstanceInfo {
             .and_then(|s| s.name())
             .map(|n| n.as_str().to_string())
             .unwrap_or_default(),
+        image_id: i.image_id().unwrap_or_default().to_string(),
         private_ip: i.private_ip_address().map(str::to_string),
         public_ip: i.public_ip_address().map(str::to_string),
         subnet_id: i.subnet_id().map(str::to_string),

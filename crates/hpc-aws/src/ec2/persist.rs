@@ -144,6 +144,68 @@ impl Ec2 {
         }
     }
 
+    /// Grows the volume to `size_gib` (EBS volumes only grow) and waits until the new size is
+    /// usable (the modification is optimizing or completed); nothing when it is that large.
+    /// The instance it is attached to grows its file system into the room.
+    pub async fn grow_volume(&self, volume_id: &str, size_gib: i32, timeout: Duration) -> Result<()> {
+        match self.find_volume(volume_id).await? {
+            Some(v) if v.size_gib >= size_gib => return Ok(()),
+            Some(_) => {}
+            None => {
+                return Err(AwsError::new(
+                    self.ctx("growing a volume"),
+                    Some("InvalidVolume.NotFound"),
+                    format!("volume {volume_id} does not exist"),
+                ))
+            }
+        }
+        self.client
+            .modify_volume()
+            .volume_id(volume_id)
+            .size(size_gib)
+            .send()
+            .await
+            .map_err(|e| self.err(&format!("growing {volume_id} to {size_gib} GiB"), &e))?;
+        wait::until(
+            &format!("volume {volume_id} at {size_gib} GiB"),
+            timeout,
+            Backoff::default(),
+            || async {
+                let out = self
+                    .client
+                    .describe_volumes_modifications()
+                    .volume_ids(volume_id)
+                    .send()
+                    .await
+                    .map_err(|e| self.err(&format!("describing {volume_id}'s modifications"), &e))?;
+                // This modification's (an earlier one may still be listed).
+                let latest = out
+                    .volumes_modifications()
+                    .iter()
+                    .filter(|m| m.target_size() == Some(size_gib))
+                    .max_by_key(|m| m.start_time().map(|t| t.secs()));
+                let state = latest
+                    .and_then(|m| m.modification_state())
+                    .map(|s| s.as_str().to_string());
+                match state.as_deref() {
+                    Some("optimizing" | "completed") => Ok(Poll::Done(())),
+                    Some("failed") => Err(AwsError::new(
+                        self.ctx("growing a volume"),
+                        Some("VolumeModificationFailed"),
+                        format!(
+                            "{volume_id}: {}",
+                            latest
+                                .and_then(|m| m.status_message())
+                                .unwrap_or("the modification failed")
+                        ),
+                    )),
+                    other => Ok(Poll::Pending(other.unwrap_or("modifying").to_string())),
+                }
+            },
+        )
+        .await
+    }
+
     async fn wait_volume(
         &self,
         volume_id: &str,

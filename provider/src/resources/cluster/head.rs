@@ -16,7 +16,7 @@ use tfplugin::{Diagnostic, Diagnostics, Value};
 use super::{role_instances, template};
 use crate::clients::Clients;
 use crate::convert::{self, boolean, int, string};
-use crate::desired_state::boot::{HeadReport, Phase, Role};
+use crate::desired_state::boot::{BootReport, Phase, Role};
 use crate::desired_state::{self, STATE_DEVICE};
 use crate::resources::{aws_diag, or_stop};
 
@@ -40,6 +40,16 @@ const CONSOLE_TAIL_LINES: usize = 30;
 pub fn needs_new_instance(prior: &Value, planned: &Value) -> bool {
     let (p, n) = (prior.attr("head_node"), planned.attr("head_node"));
     REPLACED_BY.iter().any(|a| p.attr(a) != n.attr(a))
+}
+
+/// Whether a change of the head node's settings also rolls the login nodes (launched with all
+/// of them but the head's instance type).
+pub fn login_settings_change(prior: &Value, planned: &Value) -> bool {
+    let (p, n) = (prior.attr("head_node"), planned.attr("head_node"));
+    REPLACED_BY
+        .iter()
+        .filter(|a| **a != "instance_type")
+        .any(|a| p.attr(a) != n.attr(a))
 }
 
 fn tags_for(tags: &[(String, String)], role: &str) -> Vec<(String, String)> {
@@ -100,6 +110,37 @@ pub async fn ensure_kept(
         .map_err(|e| aws_diag("Cannot create the head node's state volume", &e))?;
     state.set_attr("state_volume_id", Value::string(&volume.id));
     Ok(())
+}
+
+/// A larger `state_volume_size` grows the kept volume; the head grows its file system into
+/// the room (at its next sync, within a minute, and at every mount).
+pub async fn grow_state(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    prior: &Value,
+    state: &Value,
+    timeout: Duration,
+) -> Result<(), Diagnostics> {
+    let size = |v: &Value| int(v.attr("head_node").attr("state_volume_size"));
+    let (Some(volume), Some(gib)) = (string(state.attr("state_volume_id")), size(state)) else {
+        return Ok(());
+    };
+    if size(prior) == Some(gib) {
+        return Ok(());
+    }
+    let gib = i32::try_from(gib).map_err(|_| {
+        Diagnostics::from(
+            Diagnostic::error("state_volume_size is too large", format!("{gib} GiB"))
+                .at(tfplugin::AttributePath::root("head_node").attr("state_volume_size")),
+        )
+    })?;
+    or_stop(
+        ctx,
+        "growing the state volume",
+        clients.ec2.grow_volume(&volume, gib, timeout),
+    )
+    .await
+    .map_err(|e| aws_diag("Cannot grow the head node's state volume", &e))
 }
 
 /// The cluster's kept head interface, found by its tags (import).
@@ -214,50 +255,7 @@ pub async fn ready(
     }
     let id = string(state.attr("head_node_instance_id")).unwrap_or_default();
     let param = desired_state::boot::head_param(name);
-    let waited = or_stop(
-        ctx,
-        "waiting for the head node to report ready",
-        hpc_aws::wait::until(
-            &format!("head node {id} to report ready in {param}"),
-            timeout,
-            Default::default(),
-            || async {
-                let report = match clients.ssm.get(&param).await? {
-                    Some(p) => serde_json::from_str::<HeadReport>(&p.value).ok(),
-                    None => None,
-                };
-                if let Some(r) = report.filter(|r| r.instance_id == id) {
-                    if r.phase != Phase::Booting {
-                        return Ok(hpc_aws::wait::Poll::Done(r));
-                    }
-                }
-                // A head that ended (it failed to boot, or was terminated) never reports.
-                match clients.ec2.find_instance(&id).await? {
-                    Some(i) if i.state == "pending" || i.state == "running" => {
-                        Ok(hpc_aws::wait::Poll::Pending("booting".into()))
-                    }
-                    Some(i) => Err(hpc_aws::AwsError::new(
-                        "waiting for the head node",
-                        Some("InstanceEnded"),
-                        format!("the head node {id} is {} before it reported", i.state),
-                    )),
-                    None => Err(hpc_aws::AwsError::new(
-                        "waiting for the head node",
-                        Some("InstanceEnded"),
-                        format!("the head node {id} was terminated before it reported"),
-                    )),
-                }
-            },
-        ),
-    )
-    .await;
-    let console = || async {
-        let text = clients.ec2.console_output(&id).await.unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = lines[lines.len().saturating_sub(CONSOLE_TAIL_LINES)..].join("\n");
-        format!("The console's last lines:\n{tail}")
-    };
-    match waited {
+    match reported(ctx, clients, "the head node", &param, &id, timeout).await {
         Ok(r) if r.phase == Phase::Ready => {
             let mut d = Diagnostics::new();
             if let Some(w) = r.error {
@@ -270,11 +268,71 @@ pub async fn ready(
         }
         Ok(r) => Err(Diagnostics::from(Diagnostic::error(
             format!("The head node of {name} failed at {}", r.step),
-            format!("{}\n\n{}", r.error.unwrap_or_default(), console().await),
+            format!(
+                "{}\n\n{}",
+                r.error.unwrap_or_default(),
+                console_tail(clients, &id).await
+            ),
         ))),
         Err(e) => Err(Diagnostics::from(Diagnostic::error(
             format!("The head node of {name} did not report ready"),
-            format!("{e}\n\n{}", console().await),
+            format!("{e}\n\n{}", console_tail(clients, &id).await),
         ))),
     }
+}
+
+/// Waits until instance `id` (`what`: "the head node") writes a report other than booting to
+/// `param`; fails at once when the instance ends before it reports.
+pub(super) async fn reported(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    what: &str,
+    param: &str,
+    id: &str,
+    timeout: Duration,
+) -> Result<BootReport, hpc_aws::AwsError> {
+    or_stop(
+        ctx,
+        &format!("waiting for {what} to report ready"),
+        hpc_aws::wait::until(
+            &format!("{what} {id} to report ready in {param}"),
+            timeout,
+            Default::default(),
+            || async {
+                let report = match clients.ssm.get(param).await? {
+                    Some(p) => serde_json::from_str::<BootReport>(&p.value).ok(),
+                    None => None,
+                };
+                if let Some(r) = report.filter(|r| r.instance_id == id) {
+                    if r.phase != Phase::Booting {
+                        return Ok(hpc_aws::wait::Poll::Done(r));
+                    }
+                }
+                // An instance that ended (it failed to boot, or was terminated) never reports.
+                let ended = |how: String| {
+                    Err(hpc_aws::AwsError::new(
+                        format!("waiting for {what}"),
+                        Some("InstanceEnded"),
+                        format!("{what} {id} {how} before it reported"),
+                    ))
+                };
+                match clients.ec2.find_instance(id).await? {
+                    Some(i) if i.state == "pending" || i.state == "running" => {
+                        Ok(hpc_aws::wait::Poll::Pending("booting".into()))
+                    }
+                    Some(i) => ended(format!("is {}", i.state)),
+                    None => ended("was terminated".into()),
+                }
+            },
+        ),
+    )
+    .await
+}
+
+/// The last lines of an instance's console, for an error about its boot.
+pub(super) async fn console_tail(clients: &Clients, id: &str) -> String {
+    let text = clients.ec2.console_output(id).await.unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(CONSOLE_TAIL_LINES)..].join("\n");
+    format!("The console's last lines:\n{tail}")
 }

@@ -222,7 +222,7 @@ pub(super) async fn plan_reads(clients: &Clients, req: &PlanRequest) -> Diagnost
 }
 
 /// What apply computes or launches becomes unknown: /home's file system, a new head node, the
-/// login nodes, the document's version; a state volume cannot be resized.
+/// login nodes, the document's version; a state volume cannot shrink.
 pub(super) fn plan_unknowns(req: &mut PlanRequest) {
     // The file system for /home: the given one, or the cluster's own (made at apply).
     match string(req.planned.attr("home").attr("efs_id")) {
@@ -259,22 +259,30 @@ pub(super) fn plan_unknowns(req: &mut PlanRequest) {
             req.planned.set_attr("head_node_private_ip", Value::Unknown);
         }
     }
-    let size = |v: &Value| v.attr("head_node").attr("state_volume_size").clone();
-    if !req.prior.attr("state_volume_id").is_null() && size(&req.prior) != size(&req.planned) {
-        req.diagnostics.push(
-            Diagnostic::error(
-                "the state volume's size is set when the cluster is created",
-                format!(
-                    "The volume {} keeps the cluster's state; resizing it is not supported yet. \
-                     Keep state_volume_size at {}.",
-                    string(req.prior.attr("state_volume_id")).unwrap_or_default(),
-                    int(&size(&req.prior)).unwrap_or(head::DEFAULT_STATE_VOLUME_GIB)
-                ),
-            )
-            .at(AttributePath::root("head_node").attr("state_volume_size")),
-        );
+    let size = |v: &Value| int(v.attr("head_node").attr("state_volume_size"));
+    let volume = string(req.prior.attr("state_volume_id"));
+    if let (Some(volume), Some(was), Some(now)) = (volume, size(&req.prior), size(&req.planned)) {
+        if now < was {
+            req.diagnostics.push(
+                Diagnostic::error(
+                    "the state volume cannot shrink",
+                    format!(
+                        "The volume {volume} keeps the cluster's state and is {was} GiB; EBS volumes only grow. \
+                         Keep state_volume_size at {was} or more."
+                    ),
+                )
+                .at(AttributePath::root("head_node").attr("state_volume_size")),
+            );
+        }
     }
-    if req.planned.attr("login_nodes") != req.prior.attr("login_nodes") {
+    // Login nodes share the head's image, key, profile and root volume: a change rolls them.
+    // A node lost or failed (dropped by the refresh) is replaced.
+    let count = |v: &Value| part::<LoginNodes>(v, "login_nodes").map(|l| l.count).ok();
+    let recorded = strings(req.prior.attr("login_node_ids")).map(|ids| ids.len() as i64);
+    if req.planned.attr("login_nodes") != req.prior.attr("login_nodes")
+        || head::login_settings_change(&req.prior, &req.planned)
+        || recorded != count(&req.planned)
+    {
         req.planned.set_attr("login_node_ids", Value::Unknown);
         req.planned.set_attr("login_node_private_ips", Value::Unknown);
     }

@@ -43,7 +43,8 @@ pub(super) fn schema() -> Schema {
         Attribute::optional("state_volume_size", Type::Number)
             .description(&format!(
                 "GiB of the encrypted gp3 volume that keeps the cluster's state across head nodes \
-             (slurmctld's saved state, the local accounting database). Default {}; set at creation.",
+             (slurmctld's saved state, the local accounting database). Default {}. It grows in place (the head \
+             grows its file system online within a minute, and before any later mount); it cannot shrink.",
                 head::DEFAULT_STATE_VOLUME_GIB
             ))
             .default(Value::int(head::DEFAULT_STATE_VOLUME_GIB)),
@@ -162,9 +163,9 @@ pub(super) fn schema() -> Schema {
                 .requires_replace(),
             Attribute::optional("wait_for_ready", Type::Bool)
                 .description(
-                    "Create and update wait (within their timeouts) until the head node reports slurmctld running, \
-                     and fail with the head node's own error and its console's last lines when it reports a failure \
-                     or never reports. Default true.",
+                    "Create and update wait (within their timeouts) until the head node reports slurmctld running \
+                     and each new login node reports it serves, and fail with the node's own error and its console's \
+                     last lines when it reports a failure or never reports. Default true.",
                 )
                 .default(Value::Bool(true)),
             Attribute::optional("tags", Type::map(Type::String)).description("Tags of everything the cluster creates."),
@@ -230,7 +231,7 @@ pub(super) fn schema() -> Schema {
                 .max_items(1),
             NestedBlock::new("slurm", BlockNesting::Single, slurm.description("Slurm version, power saving timings and extra slurm.conf settings.")),
             NestedBlock::new("accounting", BlockNesting::Single, accounting.description("Job accounting: slurmdbd with a local MariaDB on the head node, an external database, or none.")),
-            NestedBlock::new("login_nodes", BlockNesting::Single, login.description("Login nodes users SSH to; their count changes in place.")),
+            NestedBlock::new("login_nodes", BlockNesting::Single, login.description("Login nodes users SSH to, launched with the head node's image, key pair, instance profile and root volume. A change of those or of `instance_type` rolls them: their successors start (and, with `wait_for_ready`, report ready) before the old ones are terminated.")),
             NestedBlock::new("user", BlockNesting::List, user.description("A Unix user on every node (same uid everywhere).")),
             NestedBlock::new("mfa", BlockNesting::Single, mfa.description("Multi-factor authentication for SSH logins (a PAM module and its configuration).")),
             NestedBlock::new("home", BlockNesting::Single, home.description("Where /home lives: an EFS file system, the cluster's own unless you give one.")),
