@@ -410,42 +410,10 @@ fn state_of(fs: &LustreFileSystem, dras: &[DataRepositoryAssociation], prior: &V
             "data_compression_type",
             of_string(sp.data_compression_type.clone().or_else(|| Some("NONE".into()))),
         ),
-        (
-            "metadata_configuration",
-            sp.metadata_configuration
-                .as_ref()
-                .map(|m| object(vec![("mode", of_string(m.mode.clone())), ("iops", of_int(m.iops))]))
-                .unwrap_or(Value::Null),
-        ),
+        ("metadata_configuration", metadata_value(sp)),
         ("efa_enabled", Value::Bool(sp.efa_enabled.unwrap_or(false))),
-        (
-            "root_squash_configuration",
-            sp.root_squash_configuration
-                .as_ref()
-                .filter(|r| r.root_squash.is_some() || r.no_squash_nids.as_ref().is_some_and(|n| !n.is_empty()))
-                .map(|r| {
-                    object(vec![
-                        ("root_squash", of_string(r.root_squash.clone())),
-                        (
-                            "no_squash_nids",
-                            of_set(r.no_squash_nids.as_deref().filter(|n| !n.is_empty())),
-                        ),
-                    ])
-                })
-                .unwrap_or(Value::Null),
-        ),
-        (
-            "log_configuration",
-            sp.log_configuration
-                .as_ref()
-                .map(|l| {
-                    object(vec![
-                        ("level", of_string(l.level.clone())),
-                        ("destination", of_string(l.destination.clone())),
-                    ])
-                })
-                .unwrap_or(Value::Null),
-        ),
+        ("root_squash_configuration", root_squash_value(sp)),
+        ("log_configuration", log_value(sp)),
         ("kms_key_id", of_string(sp.kms_key_id.clone())),
         ("subnet_ids", of_list(sp.subnet_ids.as_deref())),
         ("security_group_ids", prior.attr("security_group_ids").clone()),
@@ -480,6 +448,42 @@ fn state_of(fs: &LustreFileSystem, dras: &[DataRepositoryAssociation], prior: &V
         ("timeouts", prior.attr("timeouts").clone()),
         ("release_policy", release_policy),
     ])
+}
+
+/// The `metadata_configuration` block FSx reports (absent: null).
+fn metadata_value(sp: &LustreSpec) -> Value {
+    sp.metadata_configuration
+        .as_ref()
+        .map(|m| object(vec![("mode", of_string(m.mode.clone())), ("iops", of_int(m.iops))]))
+        .unwrap_or(Value::Null)
+}
+
+/// The `root_squash_configuration` block, null when FSx reports nothing squashed or exempt.
+fn root_squash_value(sp: &LustreSpec) -> Value {
+    let nids = |r: &RootSquashSpec| r.no_squash_nids.clone().filter(|n| !n.is_empty());
+    sp.root_squash_configuration
+        .as_ref()
+        .filter(|r| r.root_squash.is_some() || nids(r).is_some())
+        .map(|r| {
+            object(vec![
+                ("root_squash", of_string(r.root_squash.clone())),
+                ("no_squash_nids", of_set(nids(r).as_deref())),
+            ])
+        })
+        .unwrap_or(Value::Null)
+}
+
+/// The `log_configuration` block FSx reports (absent: null).
+fn log_value(sp: &LustreSpec) -> Value {
+    sp.log_configuration
+        .as_ref()
+        .map(|l| {
+            object(vec![
+                ("level", of_string(l.level.clone())),
+                ("destination", of_string(l.destination.clone())),
+            ])
+        })
+        .unwrap_or(Value::Null)
 }
 
 /// The configuration's settings with this provider's defaults applied, for the rules.

@@ -26,72 +26,22 @@ impl Ec2 {
                     .arn(arn)
                     .build()
             }))
-            .set_tag_specifications((!spec.tags.is_empty()).then(|| {
-                [ResourceType::Instance, ResourceType::Volume]
-                    .into_iter()
-                    .map(|k| {
-                        LaunchTemplateTagSpecificationRequest::builder()
-                            .resource_type(k)
-                            .set_tags(Some(sdk_tags(&spec.tags)))
-                            .build()
-                    })
-                    .collect()
-            }));
+            .set_tag_specifications(tag_specifications(&spec.tags));
         if let Some(root) = &spec.root_volume {
-            data = data.block_device_mappings(
-                LaunchTemplateBlockDeviceMappingRequest::builder()
-                    .device_name(root_device)
-                    .ebs(
-                        LaunchTemplateEbsBlockDeviceRequest::builder()
-                            .volume_size(root.size_gib)
-                            .volume_type(VolumeType::from(root.volume_type.as_str()))
-                            .encrypted(root.encrypted)
-                            .set_kms_key_id(root.kms_key_id.clone())
-                            .delete_on_termination(true)
-                            .build(),
-                    )
-                    .build(),
-            );
+            data = data.block_device_mappings(root_mapping(root, root_device));
         }
         if spec.efa_network_cards.is_empty() {
             data = data.set_security_group_ids(Some(spec.security_group_ids.clone()));
         } else {
             for (i, card) in spec.efa_network_cards.iter().enumerate() {
-                data = data.network_interfaces(
-                    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
-                        .device_index(if i == 0 { 0 } else { 1 })
-                        .network_card_index(*card)
-                        .interface_type("efa")
-                        .set_groups(Some(spec.security_group_ids.clone()))
-                        .delete_on_termination(true)
-                        .build(),
-                );
+                data = data.network_interfaces(efa_interface(i, *card, &spec.security_group_ids));
             }
         }
         if let Some(pg) = &spec.placement_group {
             data = data.placement(LaunchTemplatePlacementRequest::builder().group_name(pg).build());
         }
         if let Some(target) = &spec.capacity_reservation {
-            use aws_sdk_ec2::types::{
-                CapacityReservationTarget, LaunchTemplateCapacityReservationSpecificationRequest,
-                LaunchTemplateInstanceMarketOptionsRequest, MarketType,
-            };
-            data = data.capacity_reservation_specification(
-                LaunchTemplateCapacityReservationSpecificationRequest::builder()
-                    .capacity_reservation_target(
-                        CapacityReservationTarget::builder()
-                            .capacity_reservation_id(&target.id)
-                            .build(),
-                    )
-                    .build(),
-            );
-            if target.capacity_block {
-                data = data.instance_market_options(
-                    LaunchTemplateInstanceMarketOptionsRequest::builder()
-                        .market_type(MarketType::CapacityBlock)
-                        .build(),
-                );
-            }
+            data = with_reservation(data, target);
         }
         data.build()
     }
@@ -237,4 +187,74 @@ impl Ec2 {
                 .or_ok_if(&["InvalidPlacementGroup.Unknown"], ()),
         }
     }
+}
+
+/// The instance and volume tag specifications of `tags` (none without tags).
+fn tag_specifications(tags: &[(String, String)]) -> Option<Vec<LaunchTemplateTagSpecificationRequest>> {
+    (!tags.is_empty()).then(|| {
+        [ResourceType::Instance, ResourceType::Volume]
+            .into_iter()
+            .map(|k| {
+                LaunchTemplateTagSpecificationRequest::builder()
+                    .resource_type(k)
+                    .set_tags(Some(sdk_tags(tags)))
+                    .build()
+            })
+            .collect()
+    })
+}
+
+/// The root volume's settings on the image's root device.
+fn root_mapping(root: &RootVolume, device: &str) -> LaunchTemplateBlockDeviceMappingRequest {
+    LaunchTemplateBlockDeviceMappingRequest::builder()
+        .device_name(device)
+        .ebs(
+            LaunchTemplateEbsBlockDeviceRequest::builder()
+                .volume_size(root.size_gib)
+                .volume_type(VolumeType::from(root.volume_type.as_str()))
+                .encrypted(root.encrypted)
+                .set_kms_key_id(root.kms_key_id.clone())
+                .delete_on_termination(true)
+                .build(),
+        )
+        .build()
+}
+
+/// The `i`th EFA interface, on network card `card`, with the template's groups.
+fn efa_interface(i: usize, card: i32, groups: &[String]) -> LaunchTemplateInstanceNetworkInterfaceSpecificationRequest {
+    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+        .device_index(if i == 0 { 0 } else { 1 })
+        .network_card_index(card)
+        .interface_type("efa")
+        .set_groups(Some(groups.to_vec()))
+        .delete_on_termination(true)
+        .build()
+}
+
+/// Launches into the reservation (and, for a Capacity Block, its market).
+fn with_reservation(
+    data: aws_sdk_ec2::types::builders::RequestLaunchTemplateDataBuilder,
+    target: &ReservationTarget,
+) -> aws_sdk_ec2::types::builders::RequestLaunchTemplateDataBuilder {
+    use aws_sdk_ec2::types::{
+        CapacityReservationTarget, LaunchTemplateCapacityReservationSpecificationRequest,
+        LaunchTemplateInstanceMarketOptionsRequest, MarketType,
+    };
+    let data = data.capacity_reservation_specification(
+        LaunchTemplateCapacityReservationSpecificationRequest::builder()
+            .capacity_reservation_target(
+                CapacityReservationTarget::builder()
+                    .capacity_reservation_id(&target.id)
+                    .build(),
+            )
+            .build(),
+    );
+    if !target.capacity_block {
+        return data;
+    }
+    data.instance_market_options(
+        LaunchTemplateInstanceMarketOptionsRequest::builder()
+            .market_type(MarketType::CapacityBlock)
+            .build(),
+    )
 }

@@ -238,96 +238,76 @@ impl Ec2 {
 
     /// Deletes a network made by [`Ec2::create_network`], in reverse order; missing parts are skipped.
     pub async fn delete_network(&self, net: &Network, timeout: Duration) -> Result<()> {
-        let gone = |e: &AwsError| {
-            e.code
-                .as_deref()
-                .is_some_and(|c| c.ends_with(".NotFound") || c == "InvalidAllocationID.NotFound")
-        };
         if let Some(id) = &net.s3_endpoint_id {
             let r = self.client.delete_vpc_endpoints().vpc_endpoint_ids(id).send().await;
-            if let Err(e) = r {
-                let err = self.err("deleting S3 endpoint", &e);
-                if !gone(&err) {
-                    return Err(err);
-                }
-            }
+            self.deleted("deleting S3 endpoint", r)?;
         }
         if let Some(id) = &net.nat_gateway_id {
-            match self.client.delete_nat_gateway().nat_gateway_id(id).send().await {
-                Ok(_) => self.wait_nat(id, "deleted", timeout).await?,
-                Err(e) => {
-                    let err = self.err("deleting NAT gateway", &e);
-                    if !gone(&err) {
-                        return Err(err);
-                    }
-                }
+            let r = self.client.delete_nat_gateway().nat_gateway_id(id).send().await;
+            if self.deleted("deleting NAT gateway", r)? {
+                self.wait_nat(id, "deleted", timeout).await?;
             }
         }
         if let Some(id) = &net.eip_allocation_id {
-            if let Err(e) = self.client.release_address().allocation_id(id).send().await {
-                let err = self.err("releasing the NAT address", &e);
-                if !gone(&err) {
-                    return Err(err);
-                }
-            }
+            let r = self.client.release_address().allocation_id(id).send().await;
+            self.deleted("releasing the NAT address", r)?;
         }
-        for rt in [&net.public_route_table_id, &net.private_route_table_id] {
-            if !rt.is_empty() {
-                self.disassociate_all(rt).await?;
-            }
+        let tables = [&net.public_route_table_id, &net.private_route_table_id];
+        for rt in tables.into_iter().filter(|rt| !rt.is_empty()) {
+            self.disassociate_all(rt).await?;
         }
         for (_, subnet) in net.public_subnets.iter().chain(&net.private_subnets) {
-            if let Err(e) = self.client.delete_subnet().subnet_id(subnet).send().await {
-                let err = self.err(&format!("deleting subnet {subnet}"), &e);
-                if !gone(&err) {
-                    return Err(err);
-                }
-            }
+            let r = self.client.delete_subnet().subnet_id(subnet).send().await;
+            self.deleted(&format!("deleting subnet {subnet}"), r)?;
         }
-        for rt in [&net.public_route_table_id, &net.private_route_table_id] {
-            if rt.is_empty() {
-                continue;
-            }
-            if let Err(e) = self.client.delete_route_table().route_table_id(rt).send().await {
-                let err = self.err(&format!("deleting route table {rt}"), &e);
-                if !gone(&err) {
-                    return Err(err);
-                }
-            }
+        for rt in tables.into_iter().filter(|rt| !rt.is_empty()) {
+            let r = self.client.delete_route_table().route_table_id(rt).send().await;
+            self.deleted(&format!("deleting route table {rt}"), r)?;
         }
         if !net.internet_gateway_id.is_empty() {
-            let _ = self
+            let igw = &net.internet_gateway_id;
+            let detached = self
                 .client
                 .detach_internet_gateway()
-                .internet_gateway_id(&net.internet_gateway_id)
-                .vpc_id(&net.vpc_id)
-                .send()
-                .await;
-            if let Err(e) = self
+                .internet_gateway_id(igw)
+                .vpc_id(&net.vpc_id);
+            // Already detached (or gone): the deletion says which.
+            let _ = detached.send().await;
+            let r = self
                 .client
                 .delete_internet_gateway()
-                .internet_gateway_id(&net.internet_gateway_id)
+                .internet_gateway_id(igw)
                 .send()
-                .await
-            {
-                let err = self.err("deleting internet gateway", &e);
-                if !gone(&err) {
-                    return Err(err);
-                }
-            }
+                .await;
+            self.deleted("deleting internet gateway", r)?;
         }
         if !net.security_group_id.is_empty() {
             self.delete_security_group(&net.security_group_id).await?;
         }
         if !net.vpc_id.is_empty() {
-            if let Err(e) = self.client.delete_vpc().vpc_id(&net.vpc_id).send().await {
-                let err = self.err("deleting VPC", &e);
-                if !gone(&err) {
-                    return Err(err);
+            let r = self.client.delete_vpc().vpc_id(&net.vpc_id).send().await;
+            self.deleted("deleting VPC", r)?;
+        }
+        Ok(())
+    }
+
+    /// A deletion's outcome: true when it happened, false when the resource was already gone
+    /// (any `*.NotFound`), else the error.
+    fn deleted<T, E>(&self, what: &str, result: std::result::Result<T, E>) -> Result<bool>
+    where
+        E: aws_smithy_types::error::metadata::ProvideErrorMetadata + std::error::Error,
+    {
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                let err = self.err(what, &e);
+                if err.code.as_deref().is_some_and(|c| c.ends_with(".NotFound")) {
+                    Ok(false)
+                } else {
+                    Err(err)
                 }
             }
         }
-        Ok(())
     }
 
     /// Makes the tags of every given resource go from `old` to `new`.

@@ -293,7 +293,6 @@ impl Cluster {
     /// user's own password secret, if any (not the one the provider keeps).
     pub fn of_doc(doc: &ClusterDoc, version: i64, user_tags: Option<BTreeMap<String, String>>) -> Cluster {
         let h = &doc.head_node;
-        let a = &doc.accounting;
         Cluster {
             id: Some(doc.name.clone()),
             name: doc.name.clone(),
@@ -317,39 +316,9 @@ impl Cluster {
             slurm_conf: None,
             instance_profile_policy: None,
             estimated_hourly_cost: None,
-            head_node: HeadNode {
-                ami_id: h.ami_id.clone(),
-                instance_type: h.instance_type.clone(),
-                root_volume_size: h.root_volume_size,
-                root_volume_type: h.root_volume_type.clone(),
-                root_volume_encrypted: h.root_volume_encrypted,
-                key_name: h.key_name.clone(),
-                allowed_ssh_cidrs: non_empty(&h.allowed_ssh_cidrs),
-                instance_profile_arn: h.instance_profile_arn.clone(),
-                node_role_arns: non_empty(&h.node_role_arns),
-                // Documents from before the state volume say 0: theirs is the default size.
-                state_volume_size: if h.state_volume_size > 0 {
-                    h.state_volume_size
-                } else {
-                    super::head::DEFAULT_STATE_VOLUME_GIB
-                },
-            },
-            slurm: Slurm {
-                version: doc.slurm_version.clone(),
-                scaledown_idletime: desired_state::duration_text(doc.scaledown_idletime_s),
-                resume_timeout: desired_state::duration_text(doc.resume_timeout_s),
-                extra: (!doc.extra.is_empty()).then(|| doc.extra.clone()),
-            },
-            accounting: Accounting {
-                mode: a.mode.clone(),
-                host: a.host.clone(),
-                port: a.port.map(i64::from),
-                user: a.user.clone(),
-                database: a.database.clone(),
-                password_secret_arn: super::external_password_secret(doc),
-                password: None,
-                password_version: None,
-            },
+            head_node: HeadNode::of_doc(doc),
+            slurm: Slurm::of_doc(doc),
+            accounting: Accounting::of_doc(doc),
             login_nodes: LoginNodes {
                 count: i64::from(doc.login_count),
                 instance_type: doc.login_instance_type.clone(),
@@ -371,6 +340,57 @@ impl Cluster {
             },
             storage: doc.mounts.iter().map(Storage::of_doc).collect(),
             timeouts: Value::Null,
+        }
+    }
+}
+
+impl HeadNode {
+    fn of_doc(doc: &ClusterDoc) -> HeadNode {
+        let h = &doc.head_node;
+        HeadNode {
+            ami_id: h.ami_id.clone(),
+            instance_type: h.instance_type.clone(),
+            root_volume_size: h.root_volume_size,
+            root_volume_type: h.root_volume_type.clone(),
+            root_volume_encrypted: h.root_volume_encrypted,
+            key_name: h.key_name.clone(),
+            allowed_ssh_cidrs: non_empty(&h.allowed_ssh_cidrs),
+            instance_profile_arn: h.instance_profile_arn.clone(),
+            node_role_arns: non_empty(&h.node_role_arns),
+            // Documents from before the state volume say 0: theirs is the default size.
+            state_volume_size: if h.state_volume_size > 0 {
+                h.state_volume_size
+            } else {
+                super::head::DEFAULT_STATE_VOLUME_GIB
+            },
+        }
+    }
+}
+
+impl Slurm {
+    fn of_doc(doc: &ClusterDoc) -> Slurm {
+        Slurm {
+            version: doc.slurm_version.clone(),
+            scaledown_idletime: desired_state::duration_text(doc.scaledown_idletime_s),
+            resume_timeout: desired_state::duration_text(doc.resume_timeout_s),
+            extra: (!doc.extra.is_empty()).then(|| doc.extra.clone()),
+        }
+    }
+}
+
+impl Accounting {
+    /// The password comes back only as the user's own secret (a write-only one is not read).
+    fn of_doc(doc: &ClusterDoc) -> Accounting {
+        let a = &doc.accounting;
+        Accounting {
+            mode: a.mode.clone(),
+            host: a.host.clone(),
+            port: a.port.map(i64::from),
+            user: a.user.clone(),
+            database: a.database.clone(),
+            password_secret_arn: super::external_password_secret(doc),
+            password: None,
+            password_version: None,
         }
     }
 }
