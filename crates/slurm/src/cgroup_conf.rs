@@ -23,7 +23,9 @@ pub(crate) fn render_cgroup_conf(c: &Cluster) -> String {
             "# CgroupAutomount and the Kmem options are left out: systemd mounts cgroup v2, and\n\
              # Slurm 23.11 removed those options.\n"
         }
-        SlurmVersion::V24_11 => "# CgroupAutomount and the Kmem options were removed in Slurm 23.11.\n",
+        SlurmVersion::V24_11 | SlurmVersion::V26_05 => {
+            "# CgroupAutomount and the Kmem options were removed in Slurm 23.11.\n"
+        }
     });
     for (key, value) in [
         ("CgroupPlugin", "autodetect"),

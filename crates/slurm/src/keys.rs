@@ -21,13 +21,13 @@ pub(crate) enum KeyClass {
     Merged(&'static str),
     /// Set by the model from a field; `by` names the field.
     Controlled { key: &'static str, by: &'static str },
-    /// Valid in the other supported version only; `note` says why.
+    /// Valid in other supported versions only; `note` says why.
     OtherVersion { key: &'static str, note: &'static str },
     /// Not a parameter of this file.
     Unknown,
 }
 
-/// slurm.conf parameters both versions accept and the model does not control.
+/// slurm.conf parameters every supported version accepts and the model does not control.
 const CLUSTER_COMMON: &[&str] = &[
     "AccountingStorageBackupHost",
     "AccountingStorageEnforce",
@@ -67,7 +67,6 @@ const CLUSTER_COMMON: &[&str] = &[
     "FairShareDampeningFactor",
     "FederationParameters",
     "FirstJobId",
-    "GetEnvTimeout",
     "GroupUpdateForce",
     "GroupUpdateTime",
     "HealthCheckInterval",
@@ -84,7 +83,6 @@ const CLUSTER_COMMON: &[&str] = &[
     "JobCompPort",
     "JobCompType",
     "JobCompUser",
-    "JobContainerType",
     "JobFileAppend",
     "JobRequeue",
     "JobSubmitPlugins",
@@ -191,39 +189,134 @@ const CLUSTER_COMMON: &[&str] = &[
     "WaitTime",
 ];
 
-/// slurm.conf parameters of 22.05 that 24.11 no longer has, and why.
-const CLUSTER_ONLY_22_05: &[(&str, &str)] = &[
-    ("CoreSpecPlugin", "CoreSpecPlugin was removed in Slurm 24.05"),
-    (
+/// A parameter only some supported versions have: from `since` (the first supported version
+/// that has it) up to, not including, `until`; `note` says when Slurm added or removed it.
+#[derive(Debug, Clone, Copy)]
+struct Versioned {
+    key: &'static str,
+    since: Option<SlurmVersion>,
+    until: Option<SlurmVersion>,
+    note: &'static str,
+}
+
+impl Versioned {
+    const fn until(key: &'static str, until: SlurmVersion, note: &'static str) -> Versioned {
+        Versioned {
+            key,
+            since: None,
+            until: Some(until),
+            note,
+        }
+    }
+
+    const fn since(key: &'static str, since: SlurmVersion, note: &'static str) -> Versioned {
+        Versioned {
+            key,
+            since: Some(since),
+            until: None,
+            note,
+        }
+    }
+
+    fn in_version(&self, version: SlurmVersion) -> bool {
+        self.since.is_none_or(|s| version >= s) && self.until.is_none_or(|u| version < u)
+    }
+}
+
+use SlurmVersion::{V24_11, V26_05};
+
+/// slurm.conf parameters that came or went between the supported versions (the slurm.conf man
+/// pages of Debian's 22.05.8, 24.11.5 and 26.05.5).
+const CLUSTER_VERSIONED: &[Versioned] = &[
+    Versioned::until("CoreSpecPlugin", V24_11, "CoreSpecPlugin was removed in Slurm 24.05"),
+    Versioned::until(
         "ExtSensorsFreq",
+        V24_11,
         "the ExtSensors plugins were deprecated in 23.11 and are defunct in 24.11",
     ),
-    (
+    Versioned::until(
         "ExtSensorsType",
+        V24_11,
         "the ExtSensors plugins were deprecated in 23.11 and are defunct in 24.11",
     ),
-    (
+    Versioned::until(
         "LaunchType",
+        V24_11,
         "LaunchType is no longer a documented parameter in 24.11 (launch/slurm is the only launcher)",
     ),
-    ("PowerParameters", "the power management plugins are defunct in 24.11"),
-    ("PowerPlugin", "the power management plugins are defunct in 24.11"),
-    (
+    Versioned::until(
+        "PowerParameters",
+        V24_11,
+        "the power management plugins are defunct in 24.11",
+    ),
+    Versioned::until(
+        "PowerPlugin",
+        V24_11,
+        "the power management plugins are defunct in 24.11",
+    ),
+    Versioned::until(
         "RoutePlugin",
+        V24_11,
         "RoutePlugin=route/topology was replaced by TopologyParam=RouteTree in 23.11",
     ),
-    ("SlurmctldPlugstack", "SlurmctldPlugstack was removed in Slurm 23.02"),
-];
-
-/// slurm.conf parameters of 24.11 that 22.05 does not have yet.
-const CLUSTER_ONLY_24_11: &[(&str, &str)] = &[
-    ("HashPlugin", "HashPlugin was added after Slurm 22.05"),
-    ("MaxBatchRequeue", "MaxBatchRequeue was added in Slurm 23.02"),
-    (
+    Versioned::until(
+        "SlurmctldPlugstack",
+        V24_11,
+        "SlurmctldPlugstack was removed in Slurm 23.02",
+    ),
+    Versioned::since("HashPlugin", V24_11, "HashPlugin was added after Slurm 22.05"),
+    Versioned::since("MaxBatchRequeue", V24_11, "MaxBatchRequeue was added in Slurm 23.02"),
+    Versioned::since(
         "PreemptParameters",
+        V24_11,
         "PreemptParameters was added in Slurm 23.02 (22.05 keeps these options in SchedulerParameters)",
     ),
-    ("SuspendExcStates", "SuspendExcStates was added in Slurm 23.02"),
+    Versioned::since("SuspendExcStates", V24_11, "SuspendExcStates was added in Slurm 23.02"),
+    Versioned::until("GetEnvTimeout", V26_05, "GetEnvTimeout was removed in Slurm 25.05"),
+    Versioned::until(
+        "JobContainerType",
+        V26_05,
+        "JobContainerType was renamed NamespaceType in Slurm 25.11",
+    ),
+    Versioned::since(
+        "NamespaceType",
+        V26_05,
+        "NamespaceType was added in Slurm 25.11 (before, JobContainerType)",
+    ),
+    Versioned::since(
+        "PrologTimeout",
+        V26_05,
+        "PrologTimeout was added in Slurm 25.05 (before, PrologEpilogTimeout)",
+    ),
+    Versioned::since(
+        "EpilogTimeout",
+        V26_05,
+        "EpilogTimeout was added in Slurm 25.05 (before, PrologEpilogTimeout)",
+    ),
+    Versioned::since(
+        "HealthCheckTimeout",
+        V26_05,
+        "HealthCheckTimeout was added after Slurm 24.11",
+    ),
+    Versioned::since(
+        "CliFilterParameters",
+        V26_05,
+        "CliFilterParameters was added after Slurm 24.11",
+    ),
+    Versioned::since(
+        "LicenseParameters",
+        V26_05,
+        "LicenseParameters was added after Slurm 24.11",
+    ),
+    Versioned::since("MetricsType", V26_05, "MetricsType was added after Slurm 24.11"),
+    Versioned::since("TLSType", V26_05, "TLSType was added after Slurm 24.11"),
+    Versioned::since("TLSParameters", V26_05, "TLSParameters was added after Slurm 24.11"),
+    Versioned::since("CertmgrType", V26_05, "CertmgrType was added after Slurm 24.11"),
+    Versioned::since(
+        "CertmgrParameters",
+        V26_05,
+        "CertmgrParameters was added after Slurm 24.11",
+    ),
 ];
 
 /// List-valued slurm.conf parameters the model writes and the user may add items to.
@@ -289,7 +382,7 @@ const CLUSTER_CONTROLLED: &[(&str, &str)] = &[
     ("Include", "the model (rendered files are self-contained)"),
 ];
 
-/// Partition parameters both versions accept and the model does not control.
+/// Partition parameters every supported version accepts and the model does not control.
 const PARTITION_COMMON: &[&str] = &[
     "AllocNodes",
     "Alternate",
@@ -321,11 +414,15 @@ const PARTITION_COMMON: &[&str] = &[
     "TRESBillingWeights",
 ];
 
-/// Partition parameters of 24.11 that 22.05 does not have yet.
-const PARTITION_ONLY_24_11: &[(&str, &str)] = &[
-    ("ExclusiveTopo", "ExclusiveTopo was added in Slurm 24.05"),
-    ("MaxCPUsPerSocket", "MaxCPUsPerSocket was added after Slurm 22.05"),
-    ("PowerDownOnIdle", "PowerDownOnIdle was added after Slurm 22.05"),
+/// Partition parameters that came or went between the supported versions.
+const PARTITION_VERSIONED: &[Versioned] = &[
+    Versioned::since("ExclusiveTopo", V24_11, "ExclusiveTopo was added in Slurm 24.05"),
+    Versioned::since(
+        "MaxCPUsPerSocket",
+        V24_11,
+        "MaxCPUsPerSocket was added after Slurm 22.05",
+    ),
+    Versioned::since("PowerDownOnIdle", V24_11, "PowerDownOnIdle was added after Slurm 22.05"),
 ];
 
 /// Partition parameters the model sets, and the field that sets them.
@@ -368,6 +465,24 @@ fn find_pair(list: &[(&'static str, &'static str)], key: &str) -> Option<(&'stat
     list.iter().copied().find(|(k, _)| k.eq_ignore_ascii_case(key))
 }
 
+fn find_versioned(list: &[Versioned], key: &str) -> Option<Versioned> {
+    list.iter().copied().find(|v| v.key.eq_ignore_ascii_case(key))
+}
+
+/// A versioned key: allowed where `version` has it, else named with its note.
+fn classify_versioned(list: &[Versioned], version: SlurmVersion, key: &str) -> Option<KeyClass> {
+    find_versioned(list, key).map(|v| {
+        if v.in_version(version) {
+            KeyClass::Allowed(v.key)
+        } else {
+            KeyClass::OtherVersion {
+                key: v.key,
+                note: v.note,
+            }
+        }
+    })
+}
+
 /// Classifies a slurm.conf key given in `Cluster::extra`.
 pub(crate) fn classify_cluster_key(version: SlurmVersion, key: &str) -> KeyClass {
     if let Some((key, by)) = find_pair(CLUSTER_CONTROLLED, key) {
@@ -379,17 +494,7 @@ pub(crate) fn classify_cluster_key(version: SlurmVersion, key: &str) -> KeyClass
     if let Some(k) = find(CLUSTER_COMMON, key) {
         return KeyClass::Allowed(k);
     }
-    let (own, other) = match version {
-        SlurmVersion::V22_05 => (CLUSTER_ONLY_22_05, CLUSTER_ONLY_24_11),
-        SlurmVersion::V24_11 => (CLUSTER_ONLY_24_11, CLUSTER_ONLY_22_05),
-    };
-    if let Some((k, _)) = find_pair(own, key) {
-        return KeyClass::Allowed(k);
-    }
-    if let Some((key, note)) = find_pair(other, key) {
-        return KeyClass::OtherVersion { key, note };
-    }
-    KeyClass::Unknown
+    classify_versioned(CLUSTER_VERSIONED, version, key).unwrap_or(KeyClass::Unknown)
 }
 
 /// Classifies a partition key given in `Partition::extra`.
@@ -400,27 +505,21 @@ pub(crate) fn classify_partition_key(version: SlurmVersion, key: &str) -> KeyCla
     if let Some(k) = find(PARTITION_COMMON, key) {
         return KeyClass::Allowed(k);
     }
-    if let Some((k, note)) = find_pair(PARTITION_ONLY_24_11, key) {
-        return match version {
-            SlurmVersion::V24_11 => KeyClass::Allowed(k),
-            SlurmVersion::V22_05 => KeyClass::OtherVersion { key: k, note },
-        };
-    }
-    KeyClass::Unknown
+    classify_versioned(PARTITION_VERSIONED, version, key).unwrap_or(KeyClass::Unknown)
+}
+
+fn versioned_keys(list: &[Versioned], version: SlurmVersion) -> impl Iterator<Item = &'static str> + '_ {
+    list.iter().filter(move |v| v.in_version(version)).map(|v| v.key)
 }
 
 /// The slurm.conf keys `Cluster::extra` accepts for `version` (canonical spelling,
 /// sorted): pass-through keys and the list-valued keys the model merges with.
 pub fn cluster_extra_keys(version: SlurmVersion) -> Vec<&'static str> {
-    let own = match version {
-        SlurmVersion::V22_05 => CLUSTER_ONLY_22_05,
-        SlurmVersion::V24_11 => CLUSTER_ONLY_24_11,
-    };
     let mut keys: Vec<&'static str> = CLUSTER_COMMON
         .iter()
         .copied()
         .chain(CLUSTER_MERGED.iter().copied())
-        .chain(own.iter().map(|(k, _)| *k))
+        .chain(versioned_keys(CLUSTER_VERSIONED, version))
         .collect();
     keys.sort_unstable_by_key(|k| k.to_ascii_lowercase());
     keys
@@ -429,10 +528,11 @@ pub fn cluster_extra_keys(version: SlurmVersion) -> Vec<&'static str> {
 /// The partition keys `Partition::extra` accepts for `version` (canonical spelling,
 /// sorted).
 pub fn partition_extra_keys(version: SlurmVersion) -> Vec<&'static str> {
-    let mut keys: Vec<&'static str> = PARTITION_COMMON.to_vec();
-    if version == SlurmVersion::V24_11 {
-        keys.extend(PARTITION_ONLY_24_11.iter().map(|(k, _)| *k));
-    }
+    let mut keys: Vec<&'static str> = PARTITION_COMMON
+        .iter()
+        .copied()
+        .chain(versioned_keys(PARTITION_VERSIONED, version))
+        .collect();
     keys.sort_unstable_by_key(|k| k.to_ascii_lowercase());
     keys
 }
@@ -451,7 +551,7 @@ pub(crate) fn controlled_partition_keys() -> impl Iterator<Item = &'static str> 
 
 /// Option values of merged keys that a version no longer accepts, and why.
 pub(crate) fn defunct_list_item(version: SlurmVersion, key: &str, item: &str) -> Option<&'static str> {
-    if version != SlurmVersion::V24_11 {
+    if version < SlurmVersion::V24_11 {
         return None;
     }
     let item = item.trim();
@@ -480,8 +580,7 @@ mod tests {
             .chain(CLUSTER_MERGED)
             .map(|k| k.to_ascii_lowercase())
             .chain(CLUSTER_CONTROLLED.iter().map(|(k, _)| k.to_ascii_lowercase()))
-            .chain(CLUSTER_ONLY_22_05.iter().map(|(k, _)| k.to_ascii_lowercase()))
-            .chain(CLUSTER_ONLY_24_11.iter().map(|(k, _)| k.to_ascii_lowercase()))
+            .chain(CLUSTER_VERSIONED.iter().map(|v| v.key.to_ascii_lowercase()))
             .collect();
         let n = all.len();
         all.sort();
@@ -492,7 +591,7 @@ mod tests {
             .iter()
             .map(|k| k.to_ascii_lowercase())
             .chain(PARTITION_CONTROLLED.iter().map(|(k, _)| k.to_ascii_lowercase()))
-            .chain(PARTITION_ONLY_24_11.iter().map(|(k, _)| k.to_ascii_lowercase()))
+            .chain(PARTITION_VERSIONED.iter().map(|v| v.key.to_ascii_lowercase()))
             .collect();
         let n = part.len();
         part.sort();
@@ -538,6 +637,46 @@ mod tests {
             classify_partition_key(SlurmVersion::V24_11, "PowerDownOnIdle"),
             KeyClass::Allowed("PowerDownOnIdle")
         );
+    }
+
+    #[test]
+    fn keys_that_came_or_went_after_24_11() {
+        assert_eq!(
+            classify_cluster_key(SlurmVersion::V24_11, "JobContainerType"),
+            KeyClass::Allowed("JobContainerType")
+        );
+        match classify_cluster_key(SlurmVersion::V26_05, "jobcontainertype") {
+            KeyClass::OtherVersion { key, note } => {
+                assert_eq!(key, "JobContainerType");
+                assert!(note.contains("NamespaceType"), "{note}");
+            }
+            other => panic!("JobContainerType on 26.05: {other:?}"),
+        }
+        assert_eq!(
+            classify_cluster_key(SlurmVersion::V26_05, "NamespaceType"),
+            KeyClass::Allowed("NamespaceType")
+        );
+        for old in [SlurmVersion::V22_05, SlurmVersion::V24_11] {
+            assert!(matches!(
+                classify_cluster_key(old, "NamespaceType"),
+                KeyClass::OtherVersion { .. }
+            ));
+        }
+        // What 24.11 added stays in 26.05; what it removed stays out.
+        assert_eq!(
+            classify_cluster_key(SlurmVersion::V26_05, "SuspendExcStates"),
+            KeyClass::Allowed("SuspendExcStates")
+        );
+        assert!(matches!(
+            classify_cluster_key(SlurmVersion::V26_05, "SlurmctldPlugstack"),
+            KeyClass::OtherVersion { .. }
+        ));
+        let keys = cluster_extra_keys(SlurmVersion::V26_05);
+        assert!(
+            keys.contains(&"PrologTimeout") && !keys.contains(&"GetEnvTimeout"),
+            "{keys:?}"
+        );
+        assert!(partition_extra_keys(SlurmVersion::V26_05).contains(&"PowerDownOnIdle"));
     }
 
     #[test]

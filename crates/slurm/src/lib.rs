@@ -42,7 +42,13 @@
 //! | cgroup.conf may hold `CgroupAutomount`, `*Kmem*` | those are gone (23.11) | neither version's rendering uses them |
 //! | `extra` keys such as `SlurmctldPlugstack`, `CoreSpecPlugin`, `PowerPlugin` | `SuspendExcStates`, `MaxBatchRequeue`, `PreemptParameters`, partition `PowerDownOnIdle`, `ExclusiveTopo` | removed / added between the two; validation says which |
 //!
-//! Both use `select/cons_tres` (23.11 removed `select/cons_res`), `task/cgroup,task/affinity`
+//!
+//! 26.05 renders exactly as 24.11 (the man pages of Debian's 24.11.5 and 26.05.5 keep every
+//! key the model writes); `extra` keys differ: 26.05 drops `GetEnvTimeout` and
+//! `JobContainerType` (now `NamespaceType`) and adds `PrologTimeout`, `EpilogTimeout`, the TLS
+//! and certificate keys among others.
+//!
+//! All use `select/cons_tres` (23.11 removed `select/cons_res`), `task/cgroup,task/affinity`
 //! and `proctrack/cgroup`.
 
 #![warn(missing_docs)]
@@ -76,7 +82,7 @@ pub use partition::default_mem_per_cpu_mib;
 pub use slurm_conf::DEFAULT_HEALTH_CHECK_INTERVAL_S;
 pub use slurmdbd_conf::{check_storage_password, slurmdbd_conf, try_slurmdbd_conf, LOCAL_DATABASE};
 pub use time::TimeLimit;
-pub use upgrade::{check_upgrade, release_series, MAJOR_RELEASES};
+pub use upgrade::{check_upgrade, node_release, release_series, NodeRelease, MAJOR_RELEASES};
 pub use validate::validate;
 
 /// The rendered configuration files of a cluster. Holds no secret: slurmdbd.conf has a

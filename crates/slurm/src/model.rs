@@ -17,17 +17,20 @@ pub enum SlurmVersion {
     V22_05,
     /// Slurm 24.11 (Debian 13 ships 24.11).
     V24_11,
+    /// Slurm 26.05 (Debian 14, forky, ships 26.05).
+    V26_05,
 }
 
 impl SlurmVersion {
     /// Every supported version, oldest first.
-    pub const ALL: [SlurmVersion; 2] = [SlurmVersion::V22_05, SlurmVersion::V24_11];
+    pub const ALL: [SlurmVersion; 3] = [SlurmVersion::V22_05, SlurmVersion::V24_11, SlurmVersion::V26_05];
 
-    /// The release series as Slurm writes it: `"22.05"` or `"24.11"`.
+    /// The release series as Slurm writes it: `"22.05"`, `"24.11"` or `"26.05"`.
     pub fn as_str(self) -> &'static str {
         match self {
             SlurmVersion::V22_05 => "22.05",
             SlurmVersion::V24_11 => "24.11",
+            SlurmVersion::V26_05 => "26.05",
         }
     }
 }
@@ -41,7 +44,7 @@ impl fmt::Display for SlurmVersion {
 impl FromStr for SlurmVersion {
     type Err = ModelError;
 
-    /// Accepts `22.05`, `24.11` and maintenance releases such as `22.05.8` or `24.11.5`.
+    /// Accepts `22.05`, `24.11`, `26.05` and maintenance releases such as `22.05.8` or `24.11.5`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let trimmed = s.trim();
         let mut parts = trimmed.split('.');
@@ -53,13 +56,14 @@ impl FromStr for SlurmVersion {
         let version = match series.as_str() {
             "22.05" if rest_ok => Some(SlurmVersion::V22_05),
             "24.11" if rest_ok => Some(SlurmVersion::V24_11),
+            "26.05" if rest_ok => Some(SlurmVersion::V26_05),
             _ => None,
         };
         version.ok_or_else(|| {
             ModelError::new(
                 ["cluster", "version"],
                 format!("unsupported Slurm version {trimmed:?}"),
-                "Supported Slurm versions are 22.05 and 24.11 (a maintenance release such as \
+                "Supported Slurm versions are 22.05, 24.11 and 26.05 (a maintenance release such as \
                  22.05.8 is accepted and renders like its series).",
             )
         })

@@ -139,7 +139,7 @@ fn cloud(c: &Cluster) -> Section {
     let ps = &c.power_save;
     let title = match c.version {
         SlurmVersion::V22_05 => "Cloud nodes and power saving",
-        SlurmVersion::V24_11 => {
+        SlurmVersion::V24_11 | SlurmVersion::V26_05 => {
             "Cloud nodes and power saving (since 23.02/23.11 Slurm shows cloud nodes, records their \
              addresses and fans out to them by itself)"
         }
@@ -168,7 +168,9 @@ fn cloud(c: &Cluster) -> Section {
             s.set("CommunicationParameters", "NoAddrCache");
             s.set("TreeWidth", TREE_WIDTH_22_05.to_string());
         }
-        SlurmVersion::V24_11 => s.set("SlurmctldParameters", "idle_on_node_suspend,enable_configless"),
+        SlurmVersion::V24_11 | SlurmVersion::V26_05 => {
+            s.set("SlurmctldParameters", "idle_on_node_suspend,enable_configless")
+        }
     }
     s
 }

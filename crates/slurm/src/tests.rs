@@ -216,30 +216,37 @@ fn rendered(version: SlurmVersion) -> Rendered {
 
 // ---------------------------------------------------------------- golden renders
 
+fn golden_render(version: SlurmVersion) {
+    let r = rendered(version);
+    golden(version, "slurm.conf", &r.slurm_conf);
+    golden(version, "gres.conf", &r.gres_conf);
+    golden(version, "cgroup.conf", &r.cgroup_conf);
+    golden(version, "slurmdbd.conf", r.slurmdbd_conf.as_deref().unwrap_or("<none>"));
+}
+
 #[test]
 fn golden_render_22_05() {
-    let r = rendered(SlurmVersion::V22_05);
-    golden(SlurmVersion::V22_05, "slurm.conf", &r.slurm_conf);
-    golden(SlurmVersion::V22_05, "gres.conf", &r.gres_conf);
-    golden(SlurmVersion::V22_05, "cgroup.conf", &r.cgroup_conf);
-    golden(
-        SlurmVersion::V22_05,
-        "slurmdbd.conf",
-        r.slurmdbd_conf.as_deref().unwrap_or("<none>"),
-    );
+    golden_render(SlurmVersion::V22_05);
 }
 
 #[test]
 fn golden_render_24_11() {
-    let r = rendered(SlurmVersion::V24_11);
-    golden(SlurmVersion::V24_11, "slurm.conf", &r.slurm_conf);
-    golden(SlurmVersion::V24_11, "gres.conf", &r.gres_conf);
-    golden(SlurmVersion::V24_11, "cgroup.conf", &r.cgroup_conf);
-    golden(
-        SlurmVersion::V24_11,
-        "slurmdbd.conf",
-        r.slurmdbd_conf.as_deref().unwrap_or("<none>"),
-    );
+    golden_render(SlurmVersion::V24_11);
+}
+
+#[test]
+fn golden_render_26_05() {
+    golden_render(SlurmVersion::V26_05);
+    // 26.05 keeps every key 24.11's rendering writes: the files differ in their headers only.
+    let (old, new) = (rendered(SlurmVersion::V24_11), rendered(SlurmVersion::V26_05));
+    let body = |s: &str| {
+        s.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(body(&old.slurm_conf), body(&new.slurm_conf));
+    assert_eq!(body(&old.cgroup_conf), body(&new.cgroup_conf));
 }
 
 // ---------------------------------------------------------------- rendering rules

@@ -6,7 +6,7 @@ use crate::error::ModelError;
 
 /// Slurm's major releases, oldest first.
 pub const MAJOR_RELEASES: &[&str] = &[
-    "20.02", "20.11", "21.08", "22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11",
+    "20.02", "20.11", "21.08", "22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11", "26.05",
 ];
 
 /// How many releases back `to` accepts state from.
@@ -71,6 +71,37 @@ pub fn check_upgrade(from: &str, to: &str) -> Result<(), ModelError> {
     ))
 }
 
+/// How a node image's Slurm release stands against the release its cluster's controller runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeRelease {
+    /// The same release series.
+    Same,
+    /// An older release the controller still talks to: an image not upgraded yet, as Slurm's
+    /// order has it (slurmdbd, slurmctld, then the nodes).
+    Older,
+    /// A newer release within Slurm's window: its daemons work once the controller is upgraded
+    /// to it (never before: an older slurmctld does not take a newer slurmd).
+    Newer,
+    /// Too far apart, or a release this crate does not know.
+    Unfit,
+}
+
+/// Where a node image's release `node` stands against the controller's release `controller`.
+pub fn node_release(node: &str, controller: &str) -> NodeRelease {
+    let at = |v: &str| release_series(v).and_then(|r| MAJOR_RELEASES.iter().position(|x| *x == r));
+    let (Some(n), Some(c)) = (release_series(node), release_series(controller)) else {
+        return NodeRelease::Unfit;
+    };
+    if n == c {
+        return NodeRelease::Same;
+    }
+    match (at(&n), at(&c)) {
+        (Some(i), Some(j)) if i < j && check_upgrade(&n, &c).is_ok() => NodeRelease::Older,
+        (Some(i), Some(j)) if i > j && check_upgrade(&c, &n).is_ok() => NodeRelease::Newer,
+        _ => NodeRelease::Unfit,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,6 +112,8 @@ mod tests {
         assert!(check_upgrade("22.05.8", "22.05.11").is_ok());
         assert!(check_upgrade("24.05", "25.05").is_ok());
         assert!(check_upgrade("23.02", "24.11").is_ok());
+        assert!(check_upgrade("24.11", "26.05").is_ok());
+        assert!(check_upgrade("24.05", "26.05").is_err());
         assert!(check_upgrade("22.05", "24.05").is_err());
     }
 
@@ -101,6 +134,17 @@ mod tests {
         for bad in ["", "22", "x.y", "22.", ".05"] {
             assert_eq!(release_series(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_node_may_lag_its_controller_within_the_window_and_never_lead_it() {
+        assert_eq!(node_release("24.11.5", "24.11"), NodeRelease::Same);
+        assert_eq!(node_release("24.11.5", "26.05"), NodeRelease::Older);
+        assert_eq!(node_release("26.05.5", "24.11"), NodeRelease::Newer);
+        assert_eq!(node_release("22.05.8", "24.11"), NodeRelease::Unfit);
+        assert_eq!(node_release("24.11", "22.05"), NodeRelease::Unfit);
+        assert_eq!(node_release("27.05", "26.05"), NodeRelease::Unfit);
+        assert_eq!(node_release("slurm", "26.05"), NodeRelease::Unfit);
     }
 
     #[test]
