@@ -459,12 +459,26 @@ pub struct LocalBuild<'a> {
     pub out_dir: PathBuf,
 }
 
+/// Where debootstrap keeps its per-suite scripts.
+const DEBOOTSTRAP_SCRIPTS: &str = "/usr/share/debootstrap/scripts";
+
+/// The script for a suite the host's debootstrap is older than (bookworm's does not know
+/// forky): every current Debian suite bootstraps with `sid`'s script, as debootstrap's own
+/// per-suite entries for them are links to it. `None` when debootstrap knows the suite.
+fn debootstrap_script(suite: &str, scripts: &Path) -> Option<PathBuf> {
+    let sid = scripts.join("sid");
+    (!scripts.join(suite).exists() && sid.exists()).then_some(sid)
+}
+
 /// The base layer's key: the suite, mirror, package set and recipe.
 pub fn base_key(source: &LocalSource) -> String {
     let mut h = Sha256::new();
     h.update(BASE_RECIPE.as_bytes());
     h.update(source.suite.as_bytes());
     h.update(source.mirror.as_bytes());
+    if !source.check_valid_until {
+        h.update(b"check_valid_until=false\n");
+    }
     for p in BASE_PACKAGES
         .iter()
         .copied()
@@ -480,10 +494,15 @@ pub fn base_key(source: &LocalSource) -> String {
 fn base_script(source: &LocalSource) -> String {
     let mut packages: Vec<String> = BASE_PACKAGES.iter().map(|p| p.to_string()).collect();
     packages.extend(source.packages.iter().cloned());
+    let valid_until = if source.check_valid_until {
+        String::new()
+    } else {
+        format!("printf 'Acquire::Check-Valid-Until \"false\";\\n' > {VALID_UNTIL_CONF}\n")
+    };
     format!(
         r#"set -eu
 export DEBIAN_FRONTEND=noninteractive
-apt-get -q update
+{valid_until}apt-get -q update
 apt-get -y -q --no-install-recommends install {packages}
 # A DHCP catch-all so the image has a network even where cloud-init has no datasource.
 mkdir -p /etc/systemd/network
@@ -511,9 +530,14 @@ printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n' > /etc/
     )
 }
 
+/// The build's apt setting for a snapshot mirror (`check_valid_until = false`); cleanup
+/// removes it, so the image keeps apt's default.
+const VALID_UNTIL_CONF: &str = "/etc/apt/apt.conf.d/80hpc-image-valid-until";
+
 /// Removes what must not be shared between instances: machine id, SSH host keys, apt
-/// caches, cloud-init state, logs, temporary files, any MUNGE key.
+/// caches, cloud-init state, logs, temporary files, any MUNGE key, the build's apt setting.
 pub const CLEANUP_SCRIPT: &str = r#"set -eu
+rm -f /etc/apt/apt.conf.d/80hpc-image-valid-until
 : > /etc/machine-id
 rm -f /var/lib/dbus/machine-id
 rm -f /etc/ssh/ssh_host_*
@@ -698,12 +722,17 @@ impl LocalBuild<'_> {
 
     async fn bootstrap(&self, root: &Path, log: &Path) -> Result<()> {
         fs::create_dir_all(root).map_err(io(format!("creating {}", root.display())))?;
+        let mut debootstrap = Command::new("debootstrap");
+        debootstrap
+            .args(["--variant=minbase", "--merged-usr"])
+            .arg(&self.source.suite)
+            .arg(root)
+            .arg(&self.source.mirror);
+        if let Some(script) = debootstrap_script(&self.source.suite, Path::new(DEBOOTSTRAP_SCRIPTS)) {
+            debootstrap.arg(script);
+        }
         run(
-            Command::new("debootstrap")
-                .args(["--variant=minbase", "--merged-usr"])
-                .arg(&self.source.suite)
-                .arg(root)
-                .arg(&self.source.mirror),
+            &mut debootstrap,
             &format!("debootstrap {} from {}", self.source.suite, self.source.mirror),
             log,
         )
@@ -792,6 +821,23 @@ mod tests {
     }
 
     #[test]
+    fn a_suite_newer_than_the_hosts_debootstrap_uses_sids_script() {
+        let dir = std::env::temp_dir().join(format!("hpc-image-debootstrap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scripts dir");
+        std::fs::write(dir.join("sid"), "").expect("sid");
+        std::fs::write(dir.join("trixie"), "").expect("trixie");
+        assert_eq!(debootstrap_script("trixie", &dir), None);
+        assert_eq!(debootstrap_script("forky", &dir), Some(dir.join("sid")));
+        std::fs::remove_file(dir.join("sid")).expect("rm sid");
+        assert_eq!(
+            debootstrap_script("forky", &dir),
+            None,
+            "no sid script: debootstrap names the problem"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn base_key_changes_with_suite_and_packages() {
         let mut s = LocalSource {
             name: "d".into(),
@@ -799,6 +845,7 @@ mod tests {
             mirror: "http://m".into(),
             disk_size: 4 << 30,
             packages: vec![],
+            check_valid_until: true,
             verify: true,
             verify_timeout: std::time::Duration::from_secs(60),
             memory_mib: 2048,
@@ -810,6 +857,15 @@ mod tests {
         s.packages = vec!["vim".into()];
         assert_ne!(a, b);
         assert_ne!(b, base_key(&s));
+        assert!(!base_script(&s).contains(VALID_UNTIL_CONF));
+        let c = base_key(&s);
+        s.check_valid_until = false;
+        assert_ne!(c, base_key(&s), "a snapshot mirror's base is another layer");
+        assert!(base_script(&s).contains(&format!("Check-Valid-Until \"false\";\\n' > {VALID_UNTIL_CONF}")));
+        assert!(
+            CLEANUP_SCRIPT.contains(&format!("rm -f {VALID_UNTIL_CONF}\n")),
+            "the image keeps apt's default"
+        );
     }
 
     #[test]

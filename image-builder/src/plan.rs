@@ -45,7 +45,7 @@ const AGENT_UNITS: &[(&str, &str)] = &[
 ];
 
 pub const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
-const SUITES: &[&str] = &["bookworm", "trixie"];
+const SUITES: &[&str] = &["bookworm", "trixie", "forky"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct LocalSource {
@@ -55,6 +55,10 @@ pub struct LocalSource {
     pub disk_size: u64,
     /// Extra Debian packages for the base layer.
     pub packages: Vec<String>,
+    /// Whether apt refuses Release files past their Valid-Until date (default true). A snapshot
+    /// mirror (snapshot.debian.org, or a frozen copy) serves a testing suite's expired ones:
+    /// `check_valid_until = false` lets the build use them; the image keeps apt's default.
+    pub check_valid_until: bool,
     pub verify: bool,
     pub verify_timeout: Duration,
     pub memory_mib: u64,
@@ -296,7 +300,7 @@ impl Resolver<'_> {
         if !SUITES.contains(&suite.as_str()) {
             r.problem(
                 r.line_of("suite"),
-                format!("suite {suite:?} is not supported: use bookworm (Debian 12) or trixie (Debian 13)"),
+                format!("suite {suite:?} is not supported: use bookworm (Debian 12), trixie (Debian 13) or forky (Debian 14)"),
             );
         }
         let mirror = r.string("mirror").unwrap_or_else(host_mirror);
@@ -316,6 +320,7 @@ impl Resolver<'_> {
             }
         };
         let packages = r.strings("packages");
+        let check_valid_until = r.bool("check_valid_until", true);
         let verify = r.bool("verify", true);
         let timeout_text = r.string("verify_timeout").unwrap_or_else(|| "20m".to_string());
         let verify_timeout = parse_duration(&timeout_text).unwrap_or_else(|| {
@@ -335,6 +340,7 @@ impl Resolver<'_> {
             mirror,
             disk_size,
             packages,
+            check_valid_until,
             verify,
             verify_timeout,
             memory_mib,

@@ -8,7 +8,19 @@
 variable "suite" {
   type        = string
   default     = "bookworm"
-  description = "Debian suite: bookworm (Slurm 22.05) or trixie (Slurm 24.11)"
+  description = "Debian suite: bookworm (Slurm 22.05), trixie (Slurm 24.11) or forky (Slurm 26.05)"
+}
+
+variable "check_valid_until" {
+  type        = bool
+  default     = true
+  description = "false for a snapshot mirror, whose Release files of a testing suite (forky) are past their Valid-Until date"
+}
+
+variable "duo" {
+  type        = bool
+  default     = true
+  description = "Duo's PAM module (libpam-duo) for the mfa block; Debian 14 (forky) does not ship it: false there"
 }
 
 variable "verify" {
@@ -33,10 +45,11 @@ variable "motd" {
 }
 
 source "local" "debian" {
-  suite          = var.suite
-  disk_size      = "4G"
-  verify         = var.verify
-  verify_timeout = "20m"
+  suite             = var.suite
+  check_valid_until = var.check_valid_until
+  disk_size         = "4G"
+  verify            = var.verify
+  verify_timeout    = "20m"
 }
 
 build {
@@ -51,7 +64,9 @@ build {
     method = "distro"
   }
   # Second SSH factors a cluster's `mfa` block can name (TOTP, Duo); enabled only by it.
-  component "mfa" {}
+  component "mfa" {
+    duo = var.duo
+  }
   component "hpc-node" {}
   component "health-checks" {}
 
