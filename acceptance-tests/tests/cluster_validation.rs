@@ -487,6 +487,67 @@ fn an_image_with_another_slurm_release_than_slurm_version_is_refused_at_plan() {
     ws.destroy();
 }
 
+/// A partition's image of a newer release than its cluster's (26.05 on a 24.11 cluster, within
+/// Slurm's window): the plan warns that it waits for the cluster's upgrade; without one in the
+/// same apply, the partition's apply refuses it and the partition keeps its image. Nodes of an
+/// older release than the cluster's (24.11 on 26.05) are accepted: an image not upgraded yet.
+#[test]
+fn a_partition_image_newer_than_its_cluster_waits_for_the_clusters_upgrade() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("image-newer", &emu);
+    let subnet = emu.default_subnet();
+    let newer_ami = emu.image_other_than(AMI);
+    for (ami, release) in [(AMI, "24.11.5"), (newer_ami.as_str(), "26.05.5")] {
+        emu.ec2(&format!(
+            "Action=CreateTags&ResourceId.1={ami}&Tag.1.Key=hpcforge%3Aslurm-version&Tag.1.Value={release}"
+        ));
+    }
+    let cluster = |version: &str, ami: &str| {
+        format!(
+            "resource \"hpc_cluster\" \"main\" {{\n  name = \"research\"\n  subnet_id = \"{subnet}\"\n  wait_for_ready = false\n  head_node {{\n    ami_id = \"{ami}\"\n  }}\n  slurm {{\n    version = \"{version}\"\n  }}\n}}\n"
+        )
+    };
+    let part = partition("cpu", "")
+        .replace("cluster_id = \"research\"", "cluster_id = hpc_cluster.main.id")
+        .replace("subnet-0123456789abcdef0", &subnet);
+    ws.write(&format!("{}\n{part}", cluster("24.11", AMI)));
+    ws.apply();
+    let newer_part = part.replace(AMI, &newer_ami);
+    ws.write(&format!("{}\n{newer_part}", cluster("24.11", AMI)));
+    let planned = ws.tf(&["plan", "-input=false", "-no-color"]);
+    let said = planned.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(planned.success, "a warning, not an error: {said}");
+    assert!(
+        said.contains(&format!(
+            "{newer_ami} carries Slurm 26.05; the cluster runs 24.11 until it is upgraded"
+        )),
+        "{said}"
+    );
+    let applied = ws.tf(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    let said = applied.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(!applied.success, "{said}");
+    assert!(
+        said.contains(&format!(
+            "{newer_ami} carries Slurm 26.05, newer than the cluster's slurm.version 24.11"
+        )) && said.contains("Upgrade the cluster first"),
+        "{said}"
+    );
+    assert_eq!(
+        ws.resource("hpc_partition.cpu")["ami_id"],
+        AMI,
+        "the partition keeps its image"
+    );
+    // The cluster upgraded in the same apply (its head on the newer image): both go through,
+    // the cluster first; the partition on the older image would have been accepted too.
+    ws.write(&format!("{}\n{newer_part}", cluster("26.05", &newer_ami)));
+    ws.apply();
+    assert_eq!(ws.resource("hpc_partition.cpu")["ami_id"], newer_ami.as_str());
+    ws.write(&format!("{}\n{part}", cluster("26.05", &newer_ami)));
+    ws.apply();
+    ws.assert_no_changes();
+    ws.destroy();
+}
+
 /// The default subnet of a zone, from DescribeSubnets.
 fn subnet_in(emu: &Emulator, zone: &str) -> String {
     let xml = emu.ec2(&format!(

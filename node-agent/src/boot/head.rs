@@ -83,7 +83,7 @@ async fn steps(
     *step = "desired state";
     let booted = super::begin(args, aws, Role::Head, None).await?;
     *step = "slurm release";
-    super::slurm_release(&booted.doc)?;
+    super::slurm_release(&booted.doc, Role::Head)?;
     *step = "state volume";
     reporter.step(step, Phase::Booting, None).await;
     super::state::mount(&booted.doc).await?;

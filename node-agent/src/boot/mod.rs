@@ -87,7 +87,7 @@ pub async fn join(
     client_conf_path: &str,
 ) -> Result<(Booted, BootReport)> {
     let booted = begin(args, aws, role, partition).await?;
-    slurm_release(&booted.doc)?;
+    slurm_release(&booted.doc, role)?;
     munge(aws, &booted.doc).await?;
     report_mounts(mounts(aws, &booted.doc, &booted.identity.region).await);
     users(&booted.doc.users)?;
@@ -110,11 +110,49 @@ pub fn release_series(version_line: &str) -> Option<String> {
 /// look for one, and fail on a node not configured yet); every role's image has one of them.
 const RELEASE_PROBES: &[&str] = &["slurmd", "slurmctld"];
 
-/// The image's Slurm must be the release the cluster's configuration is rendered for
-/// (`slurm.version`): daemons of another release refuse its keys, or each other.
-pub fn slurm_release(doc: &ClusterDoc) -> Result<()> {
+/// The image's Slurm against the release the cluster's configuration is rendered for
+/// (`slurm.version`): the head's daemons must be that release (they read its keys and its
+/// state); a login or compute node may also be an older release its controller still talks
+/// to, an image not upgraded yet (Slurm upgrades slurmdbd and slurmctld before the nodes).
+pub fn slurm_release(doc: &ClusterDoc, role: Role) -> Result<()> {
+    let line = image_release_line()?;
+    let series =
+        release_series(&line).ok_or_else(|| Error::new(format!("cannot read Slurm's release from {line:?}")))?;
+    let (node, wanted) = (line.trim(), &doc.slurm_version);
+    let fits = match slurm_model::node_release(&series, wanted) {
+        slurm_model::NodeRelease::Same => true,
+        slurm_model::NodeRelease::Older => role != Role::Head,
+        slurm_model::NodeRelease::Newer | slurm_model::NodeRelease::Unfit => false,
+    };
+    if !fits {
+        let why = if role == Role::Head {
+            String::new()
+        } else {
+            " (a node may run an older release than its controller only within Slurm's upgrade window, and never a newer one)"
+                .to_string()
+        };
+        return Err(Error::new(format!(
+            "this image has Slurm {node} but cluster {} is configured for slurm.version = \"{wanted}\"{why}: set \
+             slurm {{ version = \"{series}\" }} on the cluster, or use an image baked with Slurm {wanted}",
+            doc.name,
+        )));
+    }
+    let lag = if series == *wanted {
+        String::new()
+    } else {
+        ", an older release its controller still talks to".into()
+    };
+    log(
+        "slurm",
+        &format!("image has {node} (cluster's slurm.version {wanted}{lag})"),
+    );
+    Ok(())
+}
+
+/// The first daemon's `-V` line (`slurm 24.11.5`).
+fn image_release_line() -> Result<String> {
     let mut failures = Vec::new();
-    let line = RELEASE_PROBES
+    RELEASE_PROBES
         .iter()
         .find_map(|daemon| match system::run(daemon, &["-V"]) {
             Ok(line) => Some(line),
@@ -128,24 +166,7 @@ pub fn slurm_release(doc: &ClusterDoc) -> Result<()> {
                 "this image has no Slurm daemon to ask its release: {}",
                 failures.join("; ")
             ))
-        })?;
-    let series =
-        release_series(&line).ok_or_else(|| Error::new(format!("cannot read Slurm's release from {line:?}")))?;
-    if series != doc.slurm_version {
-        return Err(Error::new(format!(
-            "this image has Slurm {} but cluster {} is configured for slurm.version = \"{}\": set \
-             slurm {{ version = \"{series}\" }} on the cluster, or use an image baked with Slurm {}",
-            line.trim(),
-            doc.name,
-            doc.slurm_version,
-            doc.slurm_version
-        )));
-    }
-    log(
-        "slurm",
-        &format!("image has {} (cluster's slurm.version {series})", line.trim()),
-    );
-    Ok(())
+        })
 }
 
 /// The cluster's munge key from Secrets Manager, then munged (re)started on it.

@@ -37,37 +37,90 @@ pub(crate) async fn planned_image(
     }
 }
 
-/// Refuses an AMI whose Slurm (the release hpc-image recorded in its tag) is not `version`, the
-/// cluster's `slurm.version`: its daemons would refuse a configuration rendered for another
-/// release. An AMI without the tag (not published by hpc-image) is checked at boot instead.
+/// The Slurm release hpc-image recorded on an AMI: the tag's text and its series. None for an
+/// AMI without the tag (not published by hpc-image): its release is checked at boot instead.
+fn tagged_release(image: &hpc_aws::image::ImageInfo) -> Option<(&str, String)> {
+    let tagged = image
+        .tags
+        .iter()
+        .find(|(k, _)| k == hpc_desired_state::SLURM_VERSION_TAG)
+        .map(|(_, v)| v.as_str())?;
+    Some((tagged, hpc_desired_state::release_series(tagged)?))
+}
+
+fn release_mismatch(image: &hpc_aws::image::ImageInfo, tagged: &str, series: &str, version: &str) -> Diagnostic {
+    Diagnostic::error(
+        format!(
+            "{} carries Slurm {series} ({tagged}), but slurm.version is {version}",
+            image.id
+        ),
+        format!(
+            "Its daemons would refuse a configuration rendered for Slurm {version}. Set \
+             slurm {{ version = \"{series}\" }} on the cluster, or use an image baked with Slurm {version}."
+        ),
+    )
+}
+
+/// Refuses a head node AMI whose Slurm is not `version`, the cluster's `slurm.version`: its
+/// daemons render and read that release's configuration and state.
 pub(crate) fn image_release(
     image: &hpc_aws::image::ImageInfo,
     version: &str,
     at: tfplugin::AttributePath,
 ) -> Diagnostics {
-    let mut diags = Diagnostics::new();
-    let ami = &image.id;
-    let tagged = image
-        .tags
-        .iter()
-        .find(|(k, _)| k == hpc_desired_state::SLURM_VERSION_TAG)
-        .map(|(_, v)| v.as_str());
-    let Some((tagged, series)) = tagged.and_then(|t| Some((t, hpc_desired_state::release_series(t)?))) else {
-        return diags;
-    };
-    if series != version {
-        diags.push(
-            Diagnostic::error(
-                format!("{ami} carries Slurm {series} ({tagged}), but slurm.version is {version}"),
-                format!(
-                    "Its daemons would refuse a configuration rendered for Slurm {version}. Set \
-                     slurm {{ version = \"{series}\" }} on the cluster, or use an image baked with Slurm {version}."
-                ),
-            )
-            .at(at),
-        );
+    match tagged_release(image) {
+        Some((tagged, series)) if series != version => release_mismatch(image, tagged, &series, version).at(at).into(),
+        _ => Diagnostics::new(),
     }
-    diags
+}
+
+/// When a node image's release is checked against its cluster's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// The plan reads the cluster's published release, which an upgrade in the same apply
+    /// changes before the partition (the partition depends on the cluster).
+    Plan,
+    /// The apply reads it after any such upgrade.
+    Apply,
+}
+
+/// A compute node AMI against the cluster's `slurm.version`: the same release, or an older one
+/// its controller still talks to (Slurm upgrades the controller before the nodes). A newer
+/// release within Slurm's window is the cluster's upgrade to come: a warning at plan, and an
+/// error at apply if the cluster still runs the older release.
+pub(crate) fn node_image_release(
+    image: &hpc_aws::image::ImageInfo,
+    version: &str,
+    at: tfplugin::AttributePath,
+    stage: Stage,
+) -> Diagnostics {
+    let Some((tagged, series)) = tagged_release(image) else {
+        return Diagnostics::new();
+    };
+    let ami = &image.id;
+    match (slurm_model::node_release(&series, version), stage) {
+        (slurm_model::NodeRelease::Same | slurm_model::NodeRelease::Older, _) => Diagnostics::new(),
+        (slurm_model::NodeRelease::Newer, Stage::Plan) => Diagnostic::warning(
+            format!("{ami} carries Slurm {series}; the cluster runs {version} until it is upgraded"),
+            format!(
+                "slurmd {series} cannot join a slurmctld {version}. Upgrade the cluster first (slurm.version = \
+                 \"{series}\" and a head node image with Slurm {series}): in this apply, Terraform updates the \
+                 cluster before its partitions; otherwise this partition's apply is refused."
+            ),
+        )
+        .at(at)
+        .into(),
+        (slurm_model::NodeRelease::Newer, Stage::Apply) => Diagnostic::error(
+            format!("{ami} carries Slurm {series}, newer than the cluster's slurm.version {version}"),
+            format!(
+                "slurmd {series} cannot join a slurmctld {version}. Upgrade the cluster first (slurm.version = \
+                 \"{series}\" and a head node image with Slurm {series}), then this partition's image."
+            ),
+        )
+        .at(at)
+        .into(),
+        (slurm_model::NodeRelease::Unfit, _) => release_mismatch(image, tagged, &series, version).at(at).into(),
+    }
 }
 
 /// Refuses what EC2 would refuse at launch: an instance type of another architecture than the

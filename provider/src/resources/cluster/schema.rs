@@ -51,7 +51,7 @@ pub(super) fn schema() -> Schema {
     ]);
     let slurm = Block::new(vec![
         Attribute::optional("version", Type::String)
-            .description("Slurm release series on the images: `22.05` or `24.11` (default).")
+            .description("Slurm release series on the images: `22.05`, `24.11` (default) or `26.05`.")
             .default(Value::string("24.11")),
         Attribute::optional("scaledown_idletime", Type::String)
             .description(&format!(

@@ -18,6 +18,7 @@ use crate::desired_state::ClusterDoc;
 use crate::pricing;
 use crate::resources::aws_diag;
 use crate::resources::or_stop;
+use crate::resources::{node_image_release, planned_image, Stage};
 use hpc_aws::ec2::Ec2;
 use hpc_aws::ec2::InstanceTypeInfo;
 use hpc_aws::ec2::LaunchTemplateSpec;
@@ -27,6 +28,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use tfplugin::timeouts;
 use tfplugin::ApplyOutcome;
+use tfplugin::AttributePath;
 use tfplugin::Diagnostic;
 use tfplugin::Diagnostics;
 use tfplugin::Value;
@@ -72,6 +74,25 @@ pub(super) async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> A
     }
 }
 
+/// A new image's Slurm release against the cluster's as it is now: the plan read the release
+/// before an upgrade of the cluster in the same apply (done first: the partition depends on
+/// the cluster) and only warned about a newer image.
+async fn image_release_now(clients: &Clients, prior: &Value, model: &Partition, cdoc: &ClusterDoc) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    if prior.attr("ami_id").as_str() == Some(model.ami_id.as_str()) {
+        return diags;
+    }
+    if let Some(image) = planned_image(clients, &model.ami_id, &mut diags).await {
+        diags.extend(node_image_release(
+            &image,
+            &cdoc.slurm_version,
+            AttributePath::root("ami_id"),
+            Stage::Apply,
+        ));
+    }
+    diags
+}
+
 /// What an apply made in the pools: launch templates by key, a placement group per pool
 /// (empty without), and every name to keep when the prior's are cleaned up.
 #[derive(Default)]
@@ -109,6 +130,10 @@ pub(super) async fn publish(
     let checks = cluster_checks(&cdoc, &model.doc(cluster, &[], &clients.aws.region));
     if checks.has_errors() {
         return Err(checks);
+    }
+    let release = image_release_now(clients, prior, model, &cdoc).await;
+    if release.has_errors() {
+        return Err(release);
     }
     let infos = clients
         .ec2

@@ -16,9 +16,9 @@ use crate::desired_state::PartitionDoc;
 use crate::pricing;
 use crate::resources::aws_diag;
 use crate::resources::image_fits;
-use crate::resources::image_release;
 use crate::resources::planned_image;
 use crate::resources::quotas;
+use crate::resources::{node_image_release, Stage};
 use hpc_aws::ec2::InstanceTypeInfo;
 use tfplugin::model::Model;
 use tfplugin::AttributePath;
@@ -267,7 +267,12 @@ pub(super) async fn node_image_checks(
     let Some(image) = planned_image(clients, &ami, &mut diags).await else {
         return diags;
     };
-    diags.extend(image_release(&image, version, AttributePath::root("ami_id")));
+    diags.extend(node_image_release(
+        &image,
+        version,
+        AttributePath::root("ami_id"),
+        Stage::Plan,
+    ));
     diags.extend(image_fits(
         &image,
         int(planned.attr("root_volume_size")),

@@ -241,7 +241,7 @@ pub(super) fn shared_checks(c: &Value, diags: &mut Diagnostics) {
 
 /// The Slurm release a partition is checked against before its cluster is known: the latest,
 /// which has every partition setting of the releases it supports.
-pub(super) const PROBE_SLURM_VERSION: &str = "24.11";
+pub(super) const PROBE_SLURM_VERSION: &str = "26.05";
 
 /// Slurm's own rules for the partition under Slurm `version`, checked with the shared model.
 pub(super) fn slurm_checks(doc: &PartitionDoc, version: &str) -> Diagnostics {
