@@ -10,8 +10,8 @@ account and region: ``pending`` while blocks are written, ``completed``
 DeleteSnapshot see it. State is kept per account and region in a moto ``BackendDict``,
 so moto's reset clears it too.
 
-Block data is kept in memory up to :data:`MAX_STORED_BYTES` per process, once per distinct
-content (all-zero blocks cost nothing, a block written again in another snapshot nothing
+Block data is kept in memory up to :data:`MAX_STORED_BYTES` per process (``--block-store-mib``
+sets another limit), once per distinct content (all-zero blocks cost nothing, a block written again in another snapshot nothing
 more); past that only checksums are kept and GetSnapshotBlock of such a block answers
 InternalServerException saying so.
 """
@@ -465,7 +465,7 @@ class EbsDirectBackend(BaseBackend):
             raise EbsError(
                 "InternalServerException",
                 f"The emulator kept only the checksum of block {index} of '{snapshot.id}': its block store "
-                f"was full ({MAX_STORED_BYTES} bytes).",
+                f"was full ({BUDGET.limit} bytes).",
             )
         headers = {
             "Content-Type": "application/octet-stream",

@@ -40,12 +40,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "InsufficientInstanceCapacity",
     )
     parser.add_argument(
+        "--block-store-mib", type=int, default=None, metavar="MIB",
+        help="EBS direct APIs: snapshot block data kept in memory (default 1024); past it only checksums are kept, "
+        "and an image whose blocks were not kept cannot boot",
+    )
+    parser.add_argument(
         "--boot-dir", default="/var/tmp/hpcemu", metavar="DIR",
         help="boot mode: where machines, disks and shared file systems live (default /var/tmp/hpcemu)",
     )
     args = parser.parse_args(argv)
     if args.machine_budget is not None and args.machine_budget < 1:
         parser.error("--machine-budget must be at least 1")
+    if args.block_store_mib is not None and args.block_store_mib < 1:
+        parser.error("--block-store-mib must be at least 1")
     if not 0 <= args.port <= 65535:
         parser.error("--port must be between 0 and 65535")
     for name in ("fsx_create_delay", "fsx_update_delay", "fsx_delete_delay", "snapshot_delay", "image_delay"):
@@ -107,6 +114,8 @@ def main(argv: list[str]) -> int:
         }
     )
     FAULTS.reseed(args.seed)
+    if args.block_store_mib is not None:
+        ebs.BUDGET.limit = args.block_store_mib << 20
     fsx.install()
     ec2.install()
     ebs.install()

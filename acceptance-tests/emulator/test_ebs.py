@@ -345,3 +345,12 @@ def test_sdk_retries_through_throttled_block_uploads(endpoint: str) -> None:
         ChecksumAggregationMethod="LINEAR",
     )
     assert done["Status"] in ("pending", "completed")
+
+
+def test_block_store_budget_is_a_server_option() -> None:
+    import emulator
+
+    assert emulator.parse_args(["--port", "0", "--block-store-mib", "2048"]).block_store_mib == 2048
+    assert emulator.parse_args(["--port", "0"]).block_store_mib is None
+    with pytest.raises(SystemExit):
+        emulator.parse_args(["--port", "0", "--block-store-mib", "0"])
