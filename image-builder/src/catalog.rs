@@ -84,7 +84,7 @@ pub const COMPONENTS: &[Component] = &[
     Component {
         name: "slurm",
         version: "1.0.0",
-        summary: "Slurm slurmd, slurmctld and client (Debian 12: 22.05, Debian 13: 24.11)",
+        summary: "Slurm slurmd, slurmctld and client (Debian 12: 22.05, Debian 13: 24.11, Debian 14: 26.05)",
         requires: &["munge"],
         args: &[
             arg(
@@ -259,7 +259,7 @@ pub const COMPONENTS: &[Component] = &[
     },
     Component {
         name: "mfa",
-        version: "1.0.0",
+        version: "1.1.0",
         summary: "PAM modules for a second SSH factor on login nodes (the cluster's `mfa` block picks one)",
         requires: &[],
         args: &[

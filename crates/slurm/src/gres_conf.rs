@@ -1,6 +1,6 @@
 //! gres.conf: one explicit line per GPU node set.
 //!
-//! `AutoDetect` is not used: the gres.conf man pages of 22.05 and 24.11 both state that
+//! `AutoDetect` is not used: the gres.conf man pages of 22.05, 24.11 and 26.05 state that
 //! it "cannot be used with cloud nodes" (slurmctld must know every cloud node's GPUs
 //! before the node exists), and Debian's Slurm packages are built without the NVML
 //! plugin anyway. Explicit lines work identically on the controller (which reads them

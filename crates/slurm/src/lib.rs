@@ -42,7 +42,6 @@
 //! | cgroup.conf may hold `CgroupAutomount`, `*Kmem*` | those are gone (23.11) | neither version's rendering uses them |
 //! | `extra` keys such as `SlurmctldPlugstack`, `CoreSpecPlugin`, `PowerPlugin` | `SuspendExcStates`, `MaxBatchRequeue`, `PreemptParameters`, partition `PowerDownOnIdle`, `ExclusiveTopo` | removed / added between the two; validation says which |
 //!
-//!
 //! 26.05 renders exactly as 24.11 (the man pages of Debian's 24.11.5 and 26.05.5 keep every
 //! key the model writes); `extra` keys differ: 26.05 drops `GetEnvTimeout` and
 //! `JobContainerType` (now `NamespaceType`) and adds `PrologTimeout`, `EpilogTimeout`, the TLS

@@ -1,4 +1,4 @@
-//! Tests over the public API: golden renders for both versions, every validation rule
+//! Tests over the public API: golden renders for each version, every validation rule
 //! (accepted and rejected), and the rendering rules.
 //!
 //! Golden files live in `testdata/<version>/`; regenerate them with
