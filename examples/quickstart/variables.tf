@@ -34,7 +34,7 @@ variable "wait_for_ready" {
 }
 
 variable "slurm_version" {
-  description = "The Slurm release series on the AMI: \"24.11\", or \"22.05\" for the default (Debian 12) template's images."
+  description = "The Slurm release series on the AMI: \"24.11\", \"26.05\" for Debian 14 images, or \"22.05\" for the default (Debian 12) template's images."
   type        = string
   default     = "24.11"
 }

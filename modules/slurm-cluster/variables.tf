@@ -158,7 +158,7 @@ variable "users" {
 # --- Slurm and accounting ------------------------------------------------------------------
 
 variable "slurm" {
-  description = "Slurm settings: release series on the images (`22.05` or `24.11`), how long idle cloud nodes stay up (`scaledown_idletime`), how long a node may take to boot (`resume_timeout`), and more slurm.conf settings (`extra`; keys the provider manages are refused with the attribute to use instead)."
+  description = "Slurm settings: release series on the images (`22.05`, `24.11` or `26.05`), how long idle cloud nodes stay up (`scaledown_idletime`), how long a node may take to boot (`resume_timeout`), and more slurm.conf settings (`extra`; keys the provider manages are refused with the attribute to use instead)."
   type = object({
     version            = optional(string, "24.11")
     scaledown_idletime = optional(string, "10m")
@@ -168,8 +168,8 @@ variable "slurm" {
   default = {}
 
   validation {
-    condition     = contains(["22.05", "24.11"], var.slurm.version)
-    error_message = "slurm.version must be \"22.05\" (Debian 12 images) or \"24.11\" (Debian 13 images), matching the images' Slurm."
+    condition     = contains(["22.05", "24.11", "26.05"], var.slurm.version)
+    error_message = "slurm.version must be \"22.05\" (Debian 12 images), \"24.11\" (Debian 13 images) or \"26.05\" (Debian 14 images), matching the images' Slurm."
   }
 
   validation {

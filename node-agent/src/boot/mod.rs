@@ -119,28 +119,30 @@ pub fn slurm_release(doc: &ClusterDoc, role: Role) -> Result<()> {
     let series =
         release_series(&line).ok_or_else(|| Error::new(format!("cannot read Slurm's release from {line:?}")))?;
     let (node, wanted) = (line.trim(), &doc.slurm_version);
-    let fits = match slurm_model::node_release(&series, wanted) {
+    let release = slurm_model::node_release(&series, wanted);
+    let fits = match release {
         slurm_model::NodeRelease::Same => true,
         slurm_model::NodeRelease::Older => role != Role::Head,
         slurm_model::NodeRelease::Newer | slurm_model::NodeRelease::Unfit => false,
     };
     if !fits {
-        let why = if role == Role::Head {
-            String::new()
+        let name = &doc.name;
+        return Err(Error::new(if role == Role::Head {
+            format!(
+                "this image has Slurm {node} but cluster {name} is configured for slurm.version = \"{wanted}\": \
+                 use a head node image baked with Slurm {wanted} (or, on a new cluster, set slurm {{ version = \"{series}\" }})"
+            )
         } else {
-            " (a node may run an older release than its controller only within Slurm's upgrade window, and never a newer one)"
-                .to_string()
-        };
-        return Err(Error::new(format!(
-            "this image has Slurm {node} but cluster {} is configured for slurm.version = \"{wanted}\"{why}: set \
-             slurm {{ version = \"{series}\" }} on the cluster, or use an image baked with Slurm {wanted}",
-            doc.name,
-        )));
+            format!(
+                "this image has Slurm {node} but cluster {name} is configured for slurm.version = \"{wanted}\" (a node \
+                 may run an older release than its controller only within Slurm's upgrade window, and never a newer \
+                 one): set slurm {{ version = \"{series}\" }} on the cluster, or use an image baked with Slurm {wanted}"
+            )
+        }));
     }
-    let lag = if series == *wanted {
-        String::new()
-    } else {
-        ", an older release its controller still talks to".into()
+    let lag = match release {
+        slurm_model::NodeRelease::Older => ", an older release its controller still talks to",
+        _ => "",
     };
     log(
         "slurm",
