@@ -21,6 +21,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -277,6 +278,11 @@ class MachineManager:
             console.close()
             _set_state(machine.instance, "running")
             return
+        if needs_unified_cgroups(machine.lower) and host_cgroup2() is None:
+            console.write(
+                b"hpcemu: the machine could not boot: its systemd needs the unified cgroup hierarchy and this host "
+                b"has no cgroup2 (mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified, as root)\n"
+            )
         script = boot_script(machine, self.shares_dir)
         uptime = int(float(open("/proc/uptime", encoding="utf-8").read().split()[0]))
         machine.process = subprocess.Popen(
@@ -682,19 +688,72 @@ def _read(path: str) -> str:
     return text if not text or text.endswith("\n") else text + "\n"
 
 
+# systemd 258 dropped cgroup v1: a guest of that or later must get the unified hierarchy.
+FIRST_SYSTEMD_WITHOUT_CGROUP_V1 = 258
+
+
+def guest_systemd_version(root: str) -> int | None:
+    """The systemd release of an image's root, from its libsystemd-shared-<version>.so."""
+    directories = ["usr/lib/systemd", "usr/lib64/systemd"]
+    # Debian's multiarch directories: usr/lib/x86_64-linux-gnu/systemd.
+    try:
+        directories += [f"usr/lib/{d}/systemd" for d in os.listdir(os.path.join(root, "usr/lib")) if "-linux-" in d]
+    except OSError:
+        pass
+    for directory in directories:
+        try:
+            names = os.listdir(os.path.join(root, directory))
+        except OSError:
+            continue
+        for name in names:
+            match = re.fullmatch(r"libsystemd-shared-(\d+)(?:[.~-].*)?\.so", name)
+            if match:
+                return int(match.group(1))
+    return None
+
+
+def needs_unified_cgroups(root: str) -> bool:
+    """Whether the guest's systemd refuses cgroup v1, which nspawn gives a guest on a host
+    without the unified hierarchy at /sys/fs/cgroup unless told otherwise."""
+    version = guest_systemd_version(root)
+    return version is not None and version >= FIRST_SYSTEMD_WITHOUT_CGROUP_V1
+
+
+HOST_CGROUP2 = "/sys/fs/cgroup/unified"
+
+
+def host_cgroup2() -> str | None:
+    """Where the host has a cgroup2 hierarchy, mounting one at /sys/fs/cgroup/unified (as a
+    hybrid host has it) when it has none; None with the reason printed when it cannot."""
+    with open("/proc/self/mounts", encoding="utf-8") as handle:
+        for line in handle:
+            fields = line.split()
+            if len(fields) > 2 and fields[2] == "cgroup2":
+                return fields[1]
+    os.makedirs(HOST_CGROUP2, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "cgroup2", "cgroup2", HOST_CGROUP2], capture_output=True, text=True)
+    if done.returncode != 0:
+        log.warning("no cgroup2 hierarchy on the host, and mounting one at %s failed: %s", HOST_CGROUP2, done.stderr)
+        return None
+    return HOST_CGROUP2
+
+
 def boot_script(machine: Machine, shares_dir: str) -> str:
     """Runs in the machine's own mount and time namespaces, inside its network namespace.
-    /sys is this network namespace's sysfs, so the instance sees its own eth0.
+    /sys is this network namespace's sysfs, so the instance sees its own eth0. A guest whose
+    systemd has no cgroup v1 gets the unified hierarchy (the host must have cgroup2 mounted:
+    unified, or hybrid at /sys/fs/cgroup/unified).
     """
     d = machine.directory
     machine_uuid = uuid.uuid5(uuid.NAMESPACE_URL, f"hpcemu:{machine.instance_id}")
+    unified = "SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 " if needs_unified_cgroups(machine.lower) else ""
     return f"""set -eu
 mount -t overlay overlay -o lowerdir={machine.lower},upperdir={d}/upper,workdir={d}/work {d}/root
 mount --rbind /sys/fs/cgroup {d}/cgroup
 mount -t sysfs sysfs /sys
 mount --move {d}/cgroup /sys/fs/cgroup
 echo $$ > {d}/nspawn.pid
-exec systemd-nspawn --quiet --boot --register=no --keep-unit --directory={d}/root \\
+exec env {unified}systemd-nspawn --quiet --boot --register=no --keep-unit --directory={d}/root \\
   --machine={machine.instance_id} --uuid={machine_uuid} --capability=CAP_NET_ADMIN \\
   --resolv-conf=off --timezone=off --link-journal=no --console=read-only \\
   --bind={shares_dir}:{SHARES_IN_MACHINE} systemd.show_status=yes

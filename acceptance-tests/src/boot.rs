@@ -61,9 +61,16 @@ fn newest_input() -> Option<SystemTime> {
     inputs.iter().filter_map(|p| modified(p)).max()
 }
 
-/// The test image's disk, baked now if an input is newer than the last bake.
+/// The test image's disk (Debian 12, Slurm 22.05), baked now if an input is newer than the
+/// last bake.
 pub fn test_disk() -> PathBuf {
-    let out = image_dir().join("debian");
+    test_disk_of("bookworm")
+}
+
+/// The test image of a Debian `suite` (`bookworm`, `trixie` with Slurm 24.11, `forky` with
+/// 26.05), baked now if an input is newer than its last bake.
+pub fn test_disk_of(suite: &str) -> PathBuf {
+    let out = image_dir().join(if suite == "bookworm" { "debian" } else { suite });
     let disk = out.join("disk.raw");
     if let (Some(baked), Some(input)) = (modified(&disk), newest_input()) {
         if baked > input {
@@ -72,14 +79,26 @@ pub fn test_disk() -> PathBuf {
     }
     std::fs::create_dir_all(&out).expect("creating the test image directory");
     let cache = std::env::var("HPC_IMAGE_CACHE").unwrap_or_else(|_| "/var/tmp/hpc-image-cache".into());
-    let done = hpc_image_command(&repo_root().join("image-builder"), None)
+    let mut build = hpc_image_command(&repo_root().join("image-builder"), None);
+    build
         .arg("build")
         .arg(template())
-        .args(["-var", "verify=false", "--cache-dir", &cache, "--output"])
+        .args(["-var", "verify=false", "-var", &format!("suite={suite}")]);
+    if suite == "forky" {
+        // Debian's testing suite: a snapshot mirror, as this workplace's is, serves its Release
+        // files past their Valid-Until date; and it has no libpam-duo.
+        build.args(["-var", "check_valid_until=false", "-var", "duo=false"]);
+    }
+    let done = build
+        .args(["--cache-dir", &cache, "--output"])
         .arg(&out)
         .output()
         .expect("running hpc-image build");
-    assert!(done.status.success(), "hpc-image build failed:\n{}", text(&done));
+    assert!(
+        done.status.success(),
+        "hpc-image build ({suite}) failed:\n{}",
+        text(&done)
+    );
     disk
 }
 
@@ -91,11 +110,7 @@ pub fn publish_test_image(emu: &Emulator) -> String {
 /// The test disk published again under another name (`name_suffix`): a second AMI, as a
 /// patched rebuild of the head node's image would be.
 pub fn publish_test_image_named(emu: &Emulator, name_suffix: &str) -> String {
-    let images = publish_test_image_to(emu, &["us-east-1"], name_suffix);
-    images
-        .get("us-east-1")
-        .cloned()
-        .unwrap_or_else(|| panic!("no us-east-1 AMI in the manifest: {images:?}"))
+    us_east_1(publish_test_image_to(emu, &["us-east-1"], name_suffix))
 }
 
 /// Publishes the test disk to `regions` (registered in the first, copied to the rest);
@@ -105,7 +120,28 @@ pub fn publish_test_image_to(
     regions: &[&str],
     name_suffix: &str,
 ) -> std::collections::BTreeMap<String, String> {
-    let disk = test_disk();
+    publish_disk(emu, &test_disk(), "bookworm", regions, name_suffix)
+}
+
+/// Publishes the image of `suite` (its disk from [`test_disk_of`]) to us-east-1; returns its AMI.
+pub fn publish_test_image_of(emu: &Emulator, suite: &str) -> String {
+    us_east_1(publish_disk(emu, &test_disk_of(suite), suite, &["us-east-1"], ""))
+}
+
+fn us_east_1(images: std::collections::BTreeMap<String, String>) -> String {
+    images
+        .get("us-east-1")
+        .cloned()
+        .unwrap_or_else(|| panic!("no us-east-1 AMI in the manifest: {images:?}"))
+}
+
+fn publish_disk(
+    emu: &Emulator,
+    disk: &Path,
+    suite: &str,
+    regions: &[&str],
+    name_suffix: &str,
+) -> std::collections::BTreeMap<String, String> {
     let work = scratch_dir("publish");
     let manifest = work.join("manifest.json");
     let regions = serde_json::to_string(regions).expect("regions as JSON");
@@ -113,11 +149,12 @@ pub fn publish_test_image_to(
         .arg("publish")
         .arg(template())
         .arg("--disk")
-        .arg(&disk)
+        .arg(disk)
         .arg("--manifest")
         .arg(&manifest)
         .args(["-var", &format!("regions={regions}")])
         .args(["-var", &format!("name_suffix={name_suffix}")])
+        .args(["-var", &format!("suite={suite}")])
         .output()
         .expect("running hpc-image publish");
     assert!(done.status.success(), "hpc-image publish failed:\n{}", text(&done));
@@ -133,10 +170,16 @@ pub fn publish_test_image_to(
 
 /// A booting emulator: `budget` machines, its state under a scratch directory.
 pub fn booting_emulator(budget: u32) -> Emulator {
+    booting_emulator_with(budget, &[])
+}
+
+/// A booting emulator with more of its options (`--block-store-mib 2048` for two images of
+/// different suites, whose blocks the default 1 GiB store cannot all keep).
+pub fn booting_emulator_with(budget: u32, options: &[&str]) -> Emulator {
     let state = scratch_dir("boot-state");
     let budget = budget.to_string();
     let state = state.to_string_lossy().into_owned();
-    Emulator::start_with(&[
+    let mut args = vec![
         "--boot-instances",
         "--machine-budget",
         &budget,
@@ -146,7 +189,9 @@ pub fn booting_emulator(budget: u32) -> Emulator {
         "0",
         "--image-delay",
         "0",
-    ])
+    ];
+    args.extend_from_slice(options);
+    Emulator::start_with(&args)
 }
 
 /// An ed25519 key pair made through EC2; returns its name and the private key file.

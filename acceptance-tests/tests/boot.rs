@@ -794,6 +794,44 @@ fn head_survives(
     let size = String::from_utf8_lossy(&df.stdout).to_string();
     let gib = size.trim().trim_end_matches('G').parse::<u64>().unwrap_or(0);
     assert!(gib >= 29, "the state file system fills the 30 GiB volume: {size}");
+
+    // (d) A login node that dies at boot: a roll to a larger login type fails with the
+    // successor's reason and console; the successor is terminated, the old login node stays and
+    // serves, and with the type put back the plan is empty.
+    emu.add_fault(serde_json::json!({
+        "service": "ec2", "action": "RunInstances", "boot": "dies-at-boot", "delay_s": 20, "count": 1,
+        "match": {"InstanceType": "c7i.xlarge"},
+    }));
+    let login_type = "  login_nodes {\n    count         = 1\n    instance_type = \"c7i.large\"";
+    let larger = grown.replacen(login_type, &login_type.replace("c7i.large", "c7i.xlarge"), 1);
+    assert_ne!(larger, grown);
+    ws.write(&larger);
+    let failed = ws.tf(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    let said = failed.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(!failed.success, "{said}");
+    for phrase in [
+        "did not become ready; it is terminated",
+        "before it reported",
+        "The console's last lines",
+        "The login nodes it was to replace are kept",
+    ] {
+        assert!(said.contains(phrase), "the apply's error lacks {phrase:?}: {said}");
+    }
+    let kept = ws.resource("hpc_cluster.main");
+    assert_eq!(
+        kept["login_node_ids"], after["login_node_ids"],
+        "the old login node stays"
+    );
+    let live_logins = instances_tagged(emu, hpc_desired_state::tag::ROLE, "login");
+    assert_eq!(live_logins, vec![login_id(&kept)], "only the old login node runs");
+    let login_ip = kept["login_node_private_ips"][0]
+        .as_str()
+        .expect("login ip")
+        .to_string();
+    let queued = on(&login_ip, &format!("squeue -h -j {held} -o %T"));
+    assert_eq!(queued.trim(), "PENDING", "the old login node serves: {queued}");
+    ws.write(&grown);
+    ws.assert_no_changes();
 }
 
 /// The second factor, added to the running cluster: TOTP codes, users not enrolled yet let in
@@ -973,7 +1011,16 @@ fn job_completes(
     eventually(
         "the job completes",
         limit,
-        || job_state().contains("JobState=COMPLETED"),
+        || {
+            let state = job_state();
+            // A job that failed (its program's exit code) never completes.
+            assert!(
+                !state.contains("JobState=FAILED"),
+                "the job failed: {state}\n{}",
+                context()
+            );
+            state.contains("JobState=COMPLETED")
+        },
         || format!("job: {}\n{}", job_state(), context()),
     );
     job
@@ -1379,6 +1426,217 @@ fn a_job_fails_over_to_a_pool_in_another_region_and_runs_there_through_the_peeri
     );
     ws.assert_no_changes();
 
+    ws.destroy();
+    let live: Vec<Value> = emu
+        .machines()
+        .into_iter()
+        .filter(|m| m["State"] != "terminated")
+        .collect();
+    assert!(live.is_empty(), "machines left after destroy: {live:?}");
+}
+
+fn upgrade_config(version: &str, head_ami: &str, node_ami: &str, profile: &str, key: &str, wait: bool) -> String {
+    let role = profile.replace(":instance-profile/", ":role/");
+    format!(
+        r#"
+resource "hpc_network" "net" {{
+  name        = "upgrade"
+  cidr_block  = "10.7.0.0/16"
+  nat_gateway = false
+}}
+resource "hpc_cluster" "main" {{
+  name           = "upgrade"
+  subnet_id      = hpc_network.net.private_subnet_ids["us-east-1a"]
+  wait_for_ready = {wait}
+  head_node {{
+    ami_id               = "{head_ami}"
+    instance_type        = "c7i.large"
+    key_name             = "upgrade"
+    allowed_ssh_cidrs    = ["10.7.0.0/16"]
+    instance_profile_arn = "{profile}"
+    node_role_arns       = ["{role}"]
+  }}
+  slurm {{
+    version            = "{version}"
+    scaledown_idletime = "60s"
+    resume_timeout     = "5m"
+  }}
+  accounting {{
+    mode = "local"
+  }}
+  user {{
+    name            = "{USER}"
+    uid             = 2001
+    ssh_public_keys = ["{key}"]
+  }}
+}}
+resource "hpc_partition" "cpu" {{
+  cluster_id           = hpc_cluster.main.id
+  name                 = "cpu"
+  instance_types       = ["c7i.large"]
+  ami_id               = "{node_ami}"
+  instance_profile_arn = "{profile}"
+  max_nodes            = 1
+  default              = true
+  provision_timeout    = "90s"
+  capacity_pool {{
+    subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1a"]]
+  }}
+}}
+"#
+    )
+}
+
+/// Slurm's supported upgrade of a running cluster, in Slurm's order: Debian 13's Slurm 24.11 to
+/// Debian 14's 26.05 (26.05 reads the state of the three releases before it). The apply of
+/// `slurm.version` and the head node's image updates the cluster in place: the new head's
+/// slurmdbd converts the local accounting database, then its slurmctld reads the saved state. A
+/// completed job's accounting row and a held job survive; a job running on a 24.11 compute node
+/// goes on under the 26.05 controller to its end; idle, that node is powered down, and the next
+/// job gets a new node of the 24.11 image, which joins the 26.05 controller (a node may lag its
+/// controller). Going back is refused at plan. The partition keeps its 24.11 image: a Debian 14
+/// compute node did not join on this host, whose cgroup controllers are bound to v1 (see the
+/// emulator's README); the partition's move to a newer image is checked against the API
+/// (cluster_validation.rs).
+#[test]
+fn a_running_cluster_upgrades_slurm_from_24_11_to_26_05_in_slurms_order_keeping_its_jobs() {
+    boot::require_prerequisites();
+    let _turn = one_at_a_time();
+    // The head, its successor and a compute node from each image (each old one ends first).
+    let emu = boot::booting_emulator_with(4, &["--block-store-mib", "2048"]);
+    let old = boot::publish_test_image_of(&emu, "trixie");
+    let new = boot::publish_test_image_of(&emu, "forky");
+    let key = key_pair(&emu, "upgrade");
+    let profile = node_role(&emu, "upgrade-node");
+    let ws = Workspace::new("boot-upgrade", &emu);
+    let user_key = public_key(&key);
+    ws.write(&upgrade_config("24.11", &old, &old, &profile, &user_key, false));
+    ws.ok(&["apply", "-auto-approve", "-target=hpc_cluster.main"]);
+    grant_node_policy_to(&emu, &ws, "upgrade-node");
+    ws.write(&upgrade_config("24.11", &old, &old, &profile, &user_key, true));
+    ws.apply();
+    let head_ip = ws.resource("hpc_cluster.main")["head_node_private_ip"]
+        .as_str()
+        .expect("head ip")
+        .to_string();
+    wait_ssh_as(&key, &head_ip);
+    let on = |command: &str| text(&ssh_as(&key, USER, &head_ip, command));
+    let machines = || format!("machines: {:?}", emu.machines());
+    // `slurm-wlm 24.11.5`: Debian's packaging names itself.
+    let release = |command: &str| {
+        let line = on(command);
+        line.split_whitespace()
+            .nth(1)
+            .and_then(hpc_desired_state::release_series)
+            .unwrap_or_else(|| format!("no release in {line:?}"))
+    };
+    assert_eq!(release("sinfo --version"), "24.11");
+
+    // Before: a completed job, one running on the 24.11 node, one held.
+    let done = job_completes(
+        &key,
+        &head_ip,
+        "-o before.out --wrap '/usr/sbin/slurmd -V'",
+        Duration::from_secs(300),
+        machines,
+    );
+    assert_eq!(release("head -n1 before.out"), "24.11");
+    // It runs until the test says go (at most 15 minutes), so it spans the whole upgrade.
+    let across = on(
+        "sbatch --parsable -o across.out --wrap '/usr/sbin/slurmd -V; for i in $(seq 450); do [ -e go ] && break; sleep 2; done; echo finished'",
+    )
+        .trim()
+        .to_string();
+    eventually(
+        "the job across the upgrade runs",
+        Duration::from_secs(60),
+        || on(&format!("squeue -h -j {across} -o %T")).trim() == "RUNNING",
+        || on("squeue; sinfo"),
+    );
+    let held = on("sbatch --parsable --hold -o after.out --wrap '/usr/sbin/slurmd -V'")
+        .trim()
+        .to_string();
+    let old_node = carrying(&emu, &key, &head_ip, "cpu-c7i-large-1");
+    assert_eq!(old_node.len(), 1, "the 24.11 compute node: {old_node:?}");
+    let before = ws.resource("hpc_cluster.main");
+
+    // The upgrade of the controller (slurmdbd, then slurmctld): an update in place. The
+    // partition keeps its 24.11 image (see the test's comment).
+    ws.write(&upgrade_config("26.05", &new, &old, &profile, &user_key, true));
+    let planned = ws.tf(&["plan", "-input=false", "-no-color"]);
+    let said = planned.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(planned.success, "{said}");
+    assert!(said.contains("hpc_cluster.main will be updated in-place"), "{said}");
+    assert!(said.contains("0 to add, 1 to change, 0 to destroy"), "{said}");
+    ws.apply();
+    let after = ws.resource("hpc_cluster.main");
+    assert_ne!(after["head_node_instance_id"], before["head_node_instance_id"]);
+    for kept in ["head_node_private_ip", "state_volume_id", "munge_key_secret_arn"] {
+        assert_eq!(after[kept], before[kept], "{kept}");
+    }
+    assert_eq!(release("sinfo --version"), "26.05");
+    // slurmdbd 26.05 converted the database: the completed job is still accounted.
+    let sacct = || on(&format!("sacct -n -X -P -j {done} -o JobID,State"));
+    eventually(
+        "the upgraded cluster's accounting",
+        Duration::from_secs(120),
+        || sacct().trim() == format!("{done}|COMPLETED"),
+        || format!("{}\n{}", sacct(), on("squeue; sinfo")),
+    );
+    let queued = on(&format!("squeue -h -j {held} -o '%T %r'"));
+    assert_eq!(queued.trim(), "PENDING JobHeldUser", "the held job: {queued}");
+    // The 24.11 node kept its job under the 26.05 controller, to its end.
+    let across_state = || on(&format!("sacct -n -X -P -j {across} -o State"));
+    let across_queued = on(&format!("squeue -h -j {across} -o %T"));
+    assert_eq!(across_queued.trim(), "RUNNING", "the job across the upgrade still runs");
+    assert_eq!(
+        carrying(&emu, &key, &head_ip, "cpu-c7i-large-1"),
+        old_node,
+        "on the same node"
+    );
+    on("touch go");
+    eventually(
+        "the job across the upgrade completes",
+        Duration::from_secs(240),
+        || across_state().trim() == "COMPLETED",
+        || format!("{}\n{}\n{}", across_state(), on("squeue; sinfo"), machines()),
+    );
+    assert_eq!(release("head -n1 across.out"), "24.11");
+    assert!(on("cat across.out").contains("finished"), "{}", on("cat across.out"));
+    // Idle, the old node is powered down; the next job gets a new node, of the 24.11 image,
+    // which joins the 26.05 controller.
+    eventually(
+        "the 24.11 node is powered down",
+        Duration::from_secs(240),
+        || machine_state(&emu, &old_node[0]).as_deref() == Some("terminated"),
+        || format!("{}\n{}", on("sinfo -N"), machines()),
+    );
+    on(&format!("scontrol release {held}"));
+    let held_state = || on(&format!("sacct -n -X -P -j {held} -o State"));
+    eventually(
+        "the released job completes on a new 24.11 node",
+        Duration::from_secs(300),
+        || held_state().trim() == "COMPLETED",
+        || format!("{}\n{}\n{}", held_state(), on("squeue; sinfo"), machines()),
+    );
+    assert_eq!(release("head -n1 after.out"), "24.11");
+    let new_node = carrying(&emu, &key, &head_ip, "cpu-c7i-large-1");
+    assert!(
+        new_node.len() == 1 && new_node != old_node,
+        "a new instance: {new_node:?}"
+    );
+    ws.assert_no_changes();
+
+    // Back to 24.11: refused at plan, nothing touched.
+    ws.write(&upgrade_config("24.11", &old, &old, &profile, &user_key, true));
+    let back = ws.tf(&["plan", "-input=false", "-no-color"]);
+    let said = back.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        !back.success && said.contains("Slurm cannot go back from 26.05 to 24.11"),
+        "{said}"
+    );
+
+    ws.write(&upgrade_config("26.05", &new, &old, &profile, &user_key, true));
     ws.destroy();
     let live: Vec<Value> = emu
         .machines()
