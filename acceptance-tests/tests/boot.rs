@@ -797,9 +797,11 @@ fn head_survives(
 
     // (d) A login node that dies at boot: a roll to a larger login type fails with the
     // successor's reason and console; the successor is terminated, the old login node stays and
-    // serves, and with the type put back the plan is empty.
+    // serves, and with the type put back the plan is empty. It dies 5 s into its boot: after
+    // the provider saw it running (its polls at 0.5, 1.5, 3.5 s), before it could report ready
+    // (a login node here reports within about 15 s).
     emu.add_fault(serde_json::json!({
-        "service": "ec2", "action": "RunInstances", "boot": "dies-at-boot", "delay_s": 20, "count": 1,
+        "service": "ec2", "action": "RunInstances", "boot": "dies-at-boot", "delay_s": 5, "count": 1,
         "match": {"InstanceType": "c7i.xlarge"},
     }));
     let login_type = "  login_nodes {\n    count         = 1\n    instance_type = \"c7i.large\"";
