@@ -88,7 +88,7 @@ pub enum NodeRelease {
 
 /// Where a node image's release `node` stands against the controller's release `controller`.
 pub fn node_release(node: &str, controller: &str) -> NodeRelease {
-    let at = |v: &str| release_series(v).and_then(|r| MAJOR_RELEASES.iter().position(|x| *x == r));
+    let at = |r: &str| MAJOR_RELEASES.iter().position(|x| *x == r);
     let (Some(n), Some(c)) = (release_series(node), release_series(controller)) else {
         return NodeRelease::Unfit;
     };

@@ -98,24 +98,24 @@ pub(crate) fn node_image_release(
         return Diagnostics::new();
     };
     let ami = &image.id;
+    let first = format!(
+        "slurmd {series} cannot join a slurmctld {version}. Upgrade the cluster first (slurm.version = \
+         \"{series}\" and a head node image with Slurm {series})"
+    );
     match (slurm_model::node_release(&series, version), stage) {
         (slurm_model::NodeRelease::Same | slurm_model::NodeRelease::Older, _) => Diagnostics::new(),
         (slurm_model::NodeRelease::Newer, Stage::Plan) => Diagnostic::warning(
             format!("{ami} carries Slurm {series}; the cluster runs {version} until it is upgraded"),
             format!(
-                "slurmd {series} cannot join a slurmctld {version}. Upgrade the cluster first (slurm.version = \
-                 \"{series}\" and a head node image with Slurm {series}): in this apply, Terraform updates the \
-                 cluster before its partitions; otherwise this partition's apply is refused."
+                "{first}: in this apply, Terraform updates the cluster before its partitions; otherwise this \
+                 partition's apply is refused."
             ),
         )
         .at(at)
         .into(),
         (slurm_model::NodeRelease::Newer, Stage::Apply) => Diagnostic::error(
             format!("{ami} carries Slurm {series}, newer than the cluster's slurm.version {version}"),
-            format!(
-                "slurmd {series} cannot join a slurmctld {version}. Upgrade the cluster first (slurm.version = \
-                 \"{series}\" and a head node image with Slurm {series}), then this partition's image."
-            ),
+            format!("{first}, then this partition's image."),
         )
         .at(at)
         .into(),
