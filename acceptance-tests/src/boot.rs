@@ -68,16 +68,44 @@ pub fn test_disk() -> PathBuf {
 }
 
 /// The test image of a Debian `suite` (`bookworm`, `trixie` with Slurm 24.11, `forky` with
-/// 26.05), baked now if an input is newer than its last bake.
+/// 26.05), baked now if an input is newer than its last bake. One bake per suite and process:
+/// a caller waits for a bake already under way (see [`bake_in_background`]).
 pub fn test_disk_of(suite: &str) -> PathBuf {
+    bake_once(suite)
+        .get_or_init(|| bake(suite))
+        .clone()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Starts baking the images of `suites` on other threads, so that a test reaching for one later
+/// finds it done (or waits for the rest of its bake): the booted tests take turns, and most of a
+/// turn is waiting for machines, not using the cores.
+pub fn bake_in_background(suites: &[&'static str]) {
+    for &suite in suites {
+        std::thread::spawn(move || {
+            bake_once(suite).get_or_init(|| bake(suite));
+        });
+    }
+}
+
+type Bake = std::sync::Arc<std::sync::OnceLock<Result<PathBuf, String>>>;
+
+fn bake_once(suite: &str) -> Bake {
+    static BAKES: std::sync::Mutex<std::collections::BTreeMap<String, Bake>> =
+        std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let mut bakes = BAKES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    bakes.entry(suite.to_string()).or_default().clone()
+}
+
+fn bake(suite: &str) -> Result<PathBuf, String> {
     let out = image_dir().join(if suite == "bookworm" { "debian" } else { suite });
     let disk = out.join("disk.raw");
     if let (Some(baked), Some(input)) = (modified(&disk), newest_input()) {
         if baked > input {
-            return disk;
+            return Ok(disk);
         }
     }
-    std::fs::create_dir_all(&out).expect("creating the test image directory");
+    std::fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
     let cache = std::env::var("HPC_IMAGE_CACHE").unwrap_or_else(|_| "/var/tmp/hpc-image-cache".into());
     let mut build = hpc_image_command(&repo_root().join("image-builder"), None);
     build
@@ -93,13 +121,11 @@ pub fn test_disk_of(suite: &str) -> PathBuf {
         .args(["--cache-dir", &cache, "--output"])
         .arg(&out)
         .output()
-        .expect("running hpc-image build");
-    assert!(
-        done.status.success(),
-        "hpc-image build ({suite}) failed:\n{}",
-        text(&done)
-    );
-    disk
+        .map_err(|e| format!("running hpc-image build ({suite}): {e}"))?;
+    if !done.status.success() {
+        return Err(format!("hpc-image build ({suite}) failed:\n{}", text(&done)));
+    }
+    Ok(disk)
 }
 
 /// Publishes the test disk to `emu` with `hpc-image publish`; returns the us-east-1 AMI.

@@ -66,8 +66,30 @@ fn grant_node_policy_to(emu: &Emulator, ws: &Workspace, role: &str) {
 /// The booted tests run one at a time: each boots machines that want the 2 cores.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// When the whole suite runs, the first test to ask also starts baking the images only the
+/// upgrade test boots, so that their bakes overlap the turns before it instead of lengthening
+/// its own. (A run of chosen tests does not: a bake outliving the run would go on alone.)
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static BAKES: std::sync::Once = std::sync::Once::new();
+    if every_test_runs() {
+        BAKES.call_once(|| boot::bake_in_background(&["trixie", "forky"]));
+    }
     ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// No test name filter on the command line (libtest's options that take a value skipped).
+fn every_test_runs() -> bool {
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--skip" | "--test-threads" | "--logfile" | "--format" | "--color" | "--shuffle-seed" | "-Z" => {
+                args.next();
+            }
+            _ if !arg.starts_with('-') => return false,
+            _ => {}
+        }
+    }
+    true
 }
 
 /// A second user and a second partition, added to the running cluster.
