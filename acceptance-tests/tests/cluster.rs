@@ -259,6 +259,7 @@ fn partitions_come_and_go_without_touching_the_cluster_or_each_other() {
         ssm_parameters(&emu),
         vec![
             "/hpcforge/clusters/research/cluster",
+            "/hpcforge/clusters/research/owner",
             "/hpcforge/clusters/research/partitions/cpu",
             "/hpcforge/clusters/research/partitions/gpu",
             "/hpcforge/clusters/research/partitions/spot",
@@ -345,8 +346,8 @@ fn partitions_come_and_go_without_touching_the_cluster_or_each_other() {
     ws.apply();
     assert_eq!(
         ssm_parameters(&emu).len(),
-        5,
-        "the cluster, its users and three partitions"
+        6,
+        "the cluster, its owner, its users and three partitions"
     );
     ws.assert_no_changes();
 
@@ -672,6 +673,30 @@ fn cluster_import_by_name_then_plan_shows_no_changes_and_destroy_in_any_order() 
     // An import reads wait_for_ready as its default (it lives in no AWS resource); the config
     // keeps the default so that the imported cluster plans no change.
     let body = body[body.find("resource \"hpc_cluster\"").unwrap_or(0)..].replace("  wait_for_ready = false\n", "");
+    // Creating it instead, as a second team picking the same name would, is refused before
+    // anything is made, naming the import; the first state's cluster is untouched.
+    importer.write(&body);
+    let taken = importer.tf(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    assert!(
+        !taken.success,
+        "a second create of the name succeeded:\n{}",
+        taken.text()
+    );
+    let said = taken.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        said.contains("A cluster named \"research\" already exists in us-east-1")
+            && said.contains("terraform import <address of this hpc_cluster> research")
+            && said.contains(subnet.as_str()),
+        "{said}"
+    );
+    let recorded = importer.state()["values"]["root_module"]["resources"].clone();
+    assert!(recorded.as_array().is_none_or(Vec::is_empty), "{recorded}");
+    assert_eq!(running_with_tag(&emu, "hpcforge:role", "head"), 1);
+    assert_eq!(
+        ws.resource("hpc_cluster.main")["head_node_instance_id"],
+        created["head_node_instance_id"]
+    );
+    ws.assert_no_changes();
     importer.write(&format!(
         "{body}\nimport {{\n  to = hpc_cluster.main\n  id = \"research\"\n}}\n"
     ));

@@ -28,6 +28,15 @@ impl Role {
         }
     }
 
+    /// Its value of `tag::ROLE` on head and login instances and their launch templates.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Role::Head => "head",
+            Role::Login => "login",
+            Role::Compute => "compute",
+        }
+    }
+
     fn describe(self) -> &'static str {
         match self {
             Role::Head => "head node",
@@ -35,6 +44,11 @@ impl Role {
             Role::Compute => "compute node",
         }
     }
+}
+
+/// The launch template the provider keeps for a cluster's head or login nodes.
+pub fn launch_template_name(cluster: &str, role: Role) -> String {
+    format!("hpc-{cluster}-{}", role.tag())
 }
 
 /// The command line that boots an instance of `role` (`partition` for compute nodes).

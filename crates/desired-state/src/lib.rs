@@ -45,6 +45,20 @@ pub fn cluster_param(cluster: &str) -> String {
     format!("{}/cluster", cluster_prefix(cluster))
 }
 
+/// Written when a create of the cluster returns it to Terraform (it then belongs to a state) and
+/// deleted last by its destroy: a second create of the same name is refused while it is there.
+/// A create killed before it returned leaves none, so its rerun adopts what it had made.
+pub fn owner_param(cluster: &str) -> String {
+    format!("{}/owner", cluster_prefix(cluster))
+}
+
+/// What [`owner_param`] holds: where the owned cluster lives, for a refused create to name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerDoc {
+    pub vpc_id: String,
+    pub subnet_id: String,
+}
+
 /// The creation token of the EFS file system the provider makes for a cluster's /home (one per
 /// cluster name in an account and region; an interrupted create finds its file system by it).
 pub fn home_efs_token(cluster: &str) -> String {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hpc_aws::ec2::{LaunchTemplateSpec, RootVolume};
+use hpc_aws::ec2::{InstanceInfo, LaunchTemplateSpec, RootVolume};
 use hpc_aws::secrets::SecretValue;
 use tfplugin::{
     timeouts, ApplyOutcome, AttributePath, CreateRequest, DeleteRequest, Diagnostic, Diagnostics, ImportRequest,
@@ -17,6 +17,7 @@ use tfplugin::{
 
 use crate::clients::Clients;
 use crate::convert::{self, boolean, int, of_list, pairs, string, strings};
+use crate::desired_state::boot::{launch_template_name, Role};
 use crate::desired_state::{self, tag, ClusterDoc};
 use crate::resources::{aws_diag, or_stop};
 
@@ -24,6 +25,7 @@ mod checks;
 mod head;
 mod login;
 mod model;
+mod owner;
 mod plan;
 mod policy;
 mod schema;
@@ -126,6 +128,7 @@ impl Resource for HpcCluster {
         let name = string(state.attr("name")).unwrap_or_default();
         let timeout = timeouts::get(&state, "create", CREATE_TIMEOUT);
         let result: Result<Diagnostics, Diagnostics> = async {
+            owner::refuse_taken(clients, &name).await?;
             let subnet = string(state.attr("subnet_id")).unwrap_or_default();
             let tags = cluster_tags(&state, &name);
             let vpc = clients
@@ -155,13 +158,21 @@ impl Resource for HpcCluster {
             nodes_ready(&req.ctx, clients, &mut state, &owner, timeout).await
         }
         .await;
+        // Returned to Terraform (tainted, when the create failed after making something), the
+        // cluster belongs to this state from now on.
+        let made = !state.attr("security_group_ids").is_unknown();
+        let claimed = if made {
+            claim(clients, &state, &name).await
+        } else {
+            Diagnostics::new()
+        };
         match result {
-            Ok(warnings) => ApplyOutcome::ok_with(state, warnings),
-            Err(d) => {
-                // Record what exists (tainted) so destroy removes it; nothing leaks.
-                let made = !state.attr("security_group_ids").is_unknown();
-                ApplyOutcome::failed(if made { scrub(state) } else { Value::Null }, d)
+            Ok(mut warnings) => {
+                warnings.extend(claimed);
+                ApplyOutcome::ok_with(state, warnings)
             }
+            // Record what exists (tainted) so destroy removes it; nothing leaks.
+            Err(d) => ApplyOutcome::failed(if made { scrub(state) } else { Value::Null }, d),
         }
     }
 
@@ -246,7 +257,11 @@ impl Resource for HpcCluster {
         }
         .await;
         match result {
-            Ok(warnings) => ApplyOutcome::ok_with(state, warnings),
+            Ok(mut warnings) => {
+                // A cluster made by a provider from before owners were recorded gets one.
+                warnings.extend(claim(clients, &state, &name).await);
+                ApplyOutcome::ok_with(state, warnings)
+            }
             Err(d) => ApplyOutcome::failed(req.prior, d),
         }
     }
@@ -293,8 +308,12 @@ impl Resource for HpcCluster {
                 )
                 .await?;
             }
-            clients.ec2.delete_launch_template(&format!("hpc-{name}-head")).await?;
-            clients.ec2.delete_launch_template(&format!("hpc-{name}-login")).await?;
+            for role in [Role::Head, Role::Login] {
+                clients
+                    .ec2
+                    .delete_launch_template(&launch_template_name(&name, role))
+                    .await?;
+            }
             let adopted = string(req.prior.attr("security_group_id"));
             for sg in strings(req.prior.attr("security_group_ids")).unwrap_or_default() {
                 if Some(&sg) != adopted.as_ref() {
@@ -306,6 +325,8 @@ impl Resource for HpcCluster {
                 .secrets
                 .delete(&desired_state::db_password_secret(&name))
                 .await?;
+            // Last: until everything else is gone, the name still belongs to this state.
+            clients.ssm.delete(&desired_state::owner_param(&name)).await?;
             Ok::<(), hpc_aws::AwsError>(())
         };
         match result.await {
@@ -344,8 +365,8 @@ impl Resource for HpcCluster {
             .map_err(|e| aws_diag("Cannot read the cluster's users", &e))?;
         doc.users = desired_state::users_from_shards(&doc, &shards.into_iter().map(|p| (p.name, p.value)).collect())
             .map_err(|e| Diagnostics::from(Diagnostic::error("The cluster's users are not readable", e)))?;
-        let head = role_instances(clients, name, "head").await?;
-        let logins = role_instances(clients, name, "login").await?;
+        let head = role_instances(clients, name, Role::Head).await?;
+        let logins = role_instances(clients, name, Role::Login).await?;
         let mut v = import_value(&doc, param.version, &clients.default_tags);
         v.set_attr("head_node_instance_id", convert::of_string(head.first().cloned()));
         let mut ips = Vec::new();
@@ -399,6 +420,15 @@ fn cluster_tags(state: &Value, name: &str) -> Vec<(String, String)> {
     let mut t = pairs(state.attr("tags_all")).unwrap_or_default();
     t.push((tag::CLUSTER.into(), name.to_string()));
     t
+}
+
+/// Records that `state`'s cluster belongs to this Terraform state (see [`owner`]).
+async fn claim(clients: &Clients, state: &Value, name: &str) -> Diagnostics {
+    let doc = desired_state::OwnerDoc {
+        vpc_id: string(state.attr("vpc_id")).unwrap_or_default(),
+        subnet_id: string(state.attr("subnet_id")).unwrap_or_default(),
+    };
+    owner::claim(clients, name, &doc, &cluster_tags(state, name)).await
 }
 
 /// Unknown values left in a failed create become null (state holds only what exists).
@@ -627,7 +657,7 @@ async fn publish_user_shards(
 fn template(
     state: &Value,
     name: &str,
-    role: &str,
+    role: Role,
     instance_type: String,
     sgs: &[String],
     tags: &[(String, String)],
@@ -635,10 +665,10 @@ fn template(
 ) -> LaunchTemplateSpec {
     let head = state.attr("head_node");
     let mut tags = tags.to_vec();
-    tags.push((tag::ROLE.into(), role.to_string()));
-    tags.push(("Name".into(), format!("{name}-{role}")));
+    tags.push((tag::ROLE.into(), role.tag().to_string()));
+    tags.push(("Name".into(), format!("{name}-{}", role.tag())));
     LaunchTemplateSpec {
-        name: format!("hpc-{name}-{role}"),
+        name: launch_template_name(name, role),
         image_id: string(head.attr("ami_id")).unwrap_or_default(),
         instance_type: Some(instance_type),
         key_name: string(head.attr("key_name")),
@@ -677,21 +707,26 @@ async fn nodes_ready(
     Ok(warnings)
 }
 
-async fn role_instances(clients: &Clients, name: &str, role: &str) -> Result<Vec<String>, Diagnostics> {
+/// The cluster's head or login instances not on their way out.
+async fn role_nodes(clients: &Clients, name: &str, role: Role) -> Result<Vec<InstanceInfo>, Diagnostics> {
     let all = clients
         .ec2
         .instances_tagged(tag::CLUSTER, name)
         .await
         .map_err(|e| aws_diag("Cannot list cluster instances", &e))?;
-    let mut ids = Vec::new();
-    for i in all {
-        if i.state == "shutting-down" {
-            continue;
-        }
-        if i.tag(tag::ROLE) == Some(role) {
-            ids.push(i.id);
-        }
-    }
+    Ok(all
+        .into_iter()
+        .filter(|i| i.tag(tag::ROLE) == Some(role.tag()) && i.state != "shutting-down")
+        .collect())
+}
+
+/// The ids of [`role_nodes`], sorted.
+async fn role_instances(clients: &Clients, name: &str, role: Role) -> Result<Vec<String>, Diagnostics> {
+    let mut ids: Vec<String> = role_nodes(clients, name, role)
+        .await?
+        .into_iter()
+        .map(|i| i.id)
+        .collect();
     ids.sort();
     Ok(ids)
 }

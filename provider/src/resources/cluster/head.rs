@@ -184,7 +184,7 @@ pub async fn launch(
     let spec = template(
         state,
         name,
-        "head",
+        Role::Head,
         head_type,
         &[],
         tags,
@@ -195,7 +195,7 @@ pub async fn launch(
         .ensure_launch_template(&spec)
         .await
         .map_err(|e| aws_diag("Cannot create the head node launch template", &e))?;
-    let mut existing = role_instances(clients, name, "head").await?;
+    let mut existing = role_instances(clients, name, Role::Head).await?;
     if replace {
         let old = std::mem::take(&mut existing);
         or_stop(ctx, "stopping the old head node", clients.ec2.terminate(&old, timeout))

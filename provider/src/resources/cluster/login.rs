@@ -121,13 +121,13 @@ pub(super) async fn start(
     let spec = template(
         state,
         name,
-        "login",
+        Role::Login,
         login.instance_type,
         owner.sgs,
         owner.tags,
         user_data,
     );
-    let nodes = instances(clients, name).await?;
+    let nodes = super::role_nodes(clients, name, Role::Login).await?;
     let reports = reports(clients, name).await?;
     let plan = if roll_out {
         roll(&nodes, &reports, &spec, want)
@@ -265,20 +265,6 @@ async fn delete_reports(clients: &Clients, name: &str, ids: &[String]) -> Result
             .map_err(|e| aws_diag("Cannot delete a login node's boot report", &e))?;
     }
     Ok(())
-}
-
-/// The cluster's login instances that are not going away.
-async fn instances(clients: &Clients, name: &str) -> Result<Vec<InstanceInfo>, Diagnostics> {
-    let all = clients
-        .ec2
-        .instances_tagged(tag::CLUSTER, name)
-        .await
-        .map_err(|e| aws_diag("Cannot list cluster instances", &e))?;
-    Ok(all
-        .into_iter()
-        .filter(|i| i.tag(tag::ROLE) == Some("login"))
-        .filter(|i| !matches!(i.state.as_str(), "shutting-down" | "terminated"))
-        .collect())
 }
 
 /// The login nodes' boot reports, by instance.

@@ -149,7 +149,11 @@ pub(super) fn schema() -> Schema {
         Block::new(vec![
             computed("id", Type::String, "The cluster name."),
             Attribute::required("name", Type::String)
-                .description("Cluster name (Slurm ClusterName): lowercase letters, digits, `-`.")
+                .description(
+                    "Cluster name (Slurm ClusterName): lowercase letters, digits, `-`. One cluster per name in an \
+                     account and region: creating a name another Terraform state's cluster has is refused before \
+                     anything is made (import that cluster instead).",
+                )
                 .requires_replace(),
             Attribute::required("subnet_id", Type::String)
                 .description("Subnet of the head and login nodes.")
