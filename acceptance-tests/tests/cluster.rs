@@ -253,17 +253,21 @@ fn partitions_come_and_go_without_touching_the_cluster_or_each_other() {
     );
     let cpu = ws.resource("hpc_partition.cpu");
     assert_eq!(cpu["node_names"], json!(["cpu-c7i-2xl-[1-16]", "cpu-c7i-4xl-[1-16]"]));
-    // The published layout, spelled out here once: the wire format the agent reads (every other
-    // test names these paths through hpc_desired_state).
+    // The published layout, spelled out here once: the wire format the agent reads, then the
+    // owners the provider records (every other test names these paths through
+    // hpc_desired_state).
     assert_eq!(
         ssm_parameters(&emu),
         vec![
             "/hpcforge/clusters/research/cluster",
-            "/hpcforge/clusters/research/owner",
             "/hpcforge/clusters/research/partitions/cpu",
             "/hpcforge/clusters/research/partitions/gpu",
             "/hpcforge/clusters/research/partitions/spot",
             "/hpcforge/clusters/research/users/0000",
+            "/hpcforge/owners/clusters/research",
+            "/hpcforge/owners/partitions/research/cpu",
+            "/hpcforge/owners/partitions/research/gpu",
+            "/hpcforge/owners/partitions/research/spot",
         ]
     );
     ws.assert_no_changes();
@@ -295,8 +299,8 @@ fn partitions_come_and_go_without_touching_the_cluster_or_each_other() {
     }
     assert_eq!(
         calls.get("ssm:PutParameter"),
-        Some(&1),
-        "only the new partition is published: {calls:?}"
+        Some(&2),
+        "only the new partition is published, and its owner recorded: {calls:?}"
     );
     assert_eq!(calls.get("ec2:CreateLaunchTemplate"), Some(&2), "{calls:?}");
     let after: Vec<_> = versions(&ws)
@@ -346,8 +350,8 @@ fn partitions_come_and_go_without_touching_the_cluster_or_each_other() {
     ws.apply();
     assert_eq!(
         ssm_parameters(&emu).len(),
-        6,
-        "the cluster, its owner, its users and three partitions"
+        9,
+        "the cluster, its users and three partitions, each of the four with its owner"
     );
     ws.assert_no_changes();
 
@@ -414,13 +418,13 @@ fn partition_drift_and_disappearance_are_detected() {
     // Import by <cluster>/<partition>, then nothing to change.
     let importer = Workspace::new("partition-import", &emu);
     let body = partition("cpu", "\"c7i.2xlarge\"", 8, "");
-    importer.write_raw(&format!(
-        "{}\nvariable \"subnet_a\" {{}}\nvariable \"subnet_b\" {{}}\n{}\nimport {{\n  to = hpc_partition.cpu\n  id = \"research/cpu\"\n}}\n",
+    let body = format!(
+        "{}\nvariable \"subnet_a\" {{}}\nvariable \"subnet_b\" {{}}\n{}",
         acceptance_tests::PROVIDER,
         body.replace("hpc_cluster.main.id", "\"research\"")
             .replace("hpc_network.net.private_subnet_ids[\"us-east-1a\"]", "var.subnet_a")
             .replace("hpc_network.net.private_subnet_ids[\"us-east-1b\"]", "var.subnet_b"),
-    ));
+    );
     let net = ws.resource("hpc_network.net");
     let a = format!(
         "subnet_a={}",
@@ -430,7 +434,7 @@ fn partition_drift_and_disappearance_are_detected() {
         "subnet_b={}",
         net["private_subnet_ids"]["us-east-1b"].as_str().unwrap_or("")
     );
-    let out = importer.ok(&[
+    let apply = [
         "apply",
         "-auto-approve",
         "-no-color",
@@ -439,7 +443,33 @@ fn partition_drift_and_disappearance_are_detected() {
         &a,
         "-var",
         &b,
-    ]);
+    ];
+    // Creating it instead is refused before anything is made, naming the import.
+    importer.write_raw(&body);
+    let published = || {
+        let name = hpc_desired_state::partition_param("research", "cpu");
+        let r = json_call(&emu, "ssm", "AmazonSSM.GetParameter", &json!({ "Name": name }));
+        serde_json::from_str::<Value>(&r.body).unwrap_or_default()["Parameter"]["Version"].clone()
+    };
+    let before = published();
+    assert!(before.is_i64(), "{before}");
+    let taken = importer.tf(&apply);
+    assert!(
+        !taken.success,
+        "a second create of the partition succeeded:\n{}",
+        taken.text()
+    );
+    let said = taken.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        said.contains("A partition named \"cpu\" in cluster \"research\" already exists in us-east-1")
+            && said.contains("terraform import <address of this hpc_partition> research/cpu"),
+        "{said}"
+    );
+    assert_eq!(published(), before, "the refused create published the partition");
+    importer.write_raw(&format!(
+        "{body}\nimport {{\n  to = hpc_partition.cpu\n  id = \"research/cpu\"\n}}\n"
+    ));
+    let out = importer.ok(&apply);
     assert!(
         out.stdout.contains("1 imported, 0 added, 0 changed, 0 destroyed"),
         "{}",

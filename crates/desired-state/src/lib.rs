@@ -46,11 +46,16 @@ pub fn cluster_param(cluster: &str) -> String {
 }
 
 /// Written when a create of the cluster returns it to Terraform (it then belongs to a state) and
-/// deleted last by its destroy: a second create of the same name is refused while it is there.
-/// A create killed before it returned leaves none, so its rerun adopts what it had made.
+/// deleted last by its destroy: a second create of the same name is refused while it is there
+/// and the cluster's document is published. A create killed before it returned leaves none, so
+/// its rerun adopts what it had made.
 pub fn owner_param(cluster: &str) -> String {
-    format!("{}/owner", cluster_prefix(cluster))
+    format!("{OWNERS_ROOT}/clusters/{cluster}")
 }
+
+/// Where owners are recorded: outside [`CLUSTERS_ROOT`], so that the listings of clusters'
+/// documents (plans, refreshes, the agent) never page through them.
+pub const OWNERS_ROOT: &str = "/hpcforge/owners";
 
 /// What [`owner_param`] holds: where the owned cluster lives, for a refused create to name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +121,11 @@ pub fn partitions_path(cluster: &str) -> String {
 
 pub fn partition_param(cluster: &str, partition: &str) -> String {
     format!("{}/{partition}", partitions_path(cluster))
+}
+
+/// A partition's [`owner_param`].
+pub fn partition_owner_param(cluster: &str, partition: &str) -> String {
+    format!("{OWNERS_ROOT}/partitions/{cluster}/{partition}")
 }
 
 /// The tag hpc-image puts on the images it publishes: the Slurm version they carry (Debian's

@@ -19,13 +19,12 @@ use crate::clients::Clients;
 use crate::convert::{self, boolean, int, of_list, pairs, string, strings};
 use crate::desired_state::boot::{launch_template_name, Role};
 use crate::desired_state::{self, tag, ClusterDoc};
-use crate::resources::{aws_diag, or_stop};
+use crate::resources::{aws_diag, or_stop, owner};
 
 mod checks;
 mod head;
 mod login;
 mod model;
-mod owner;
 mod plan;
 mod policy;
 mod schema;
@@ -128,7 +127,7 @@ impl Resource for HpcCluster {
         let name = string(state.attr("name")).unwrap_or_default();
         let timeout = timeouts::get(&state, "create", CREATE_TIMEOUT);
         let result: Result<Diagnostics, Diagnostics> = async {
-            owner::refuse_taken(clients, &name).await?;
+            owner::refuse_taken(clients, &owned(&name), owned_place).await?;
             let subnet = string(state.attr("subnet_id")).unwrap_or_default();
             let tags = cluster_tags(&state, &name);
             let vpc = clients
@@ -422,13 +421,32 @@ fn cluster_tags(state: &Value, name: &str) -> Vec<(String, String)> {
     t
 }
 
-/// Records that `state`'s cluster belongs to this Terraform state (see [`owner`]).
+/// The cluster's name as something a state owns (see [`owner`]).
+fn owned(name: &str) -> owner::Name {
+    owner::Name {
+        param: desired_state::owner_param(name),
+        document: desired_state::cluster_param(name),
+        what: format!("cluster named {name:?}"),
+        resource: "hpc_cluster",
+        import_id: name.to_string(),
+    }
+}
+
+/// Where the owning state's cluster lives, from its owner record.
+fn owned_place(value: &str) -> String {
+    serde_json::from_str::<desired_state::OwnerDoc>(value)
+        .map(|doc| format!(" (VPC {}, subnet {})", doc.vpc_id, doc.subnet_id))
+        .unwrap_or_default()
+}
+
+/// Records that `state`'s cluster belongs to this Terraform state.
 async fn claim(clients: &Clients, state: &Value, name: &str) -> Diagnostics {
     let doc = desired_state::OwnerDoc {
         vpc_id: string(state.attr("vpc_id")).unwrap_or_default(),
         subnet_id: string(state.attr("subnet_id")).unwrap_or_default(),
     };
-    owner::claim(clients, name, &doc, &cluster_tags(state, name)).await
+    let value = serde_json::to_string(&doc).unwrap_or_default();
+    owner::claim(clients, &owned(name), &value, &cluster_tags(state, name)).await
 }
 
 /// Unknown values left in a failed create become null (state holds only what exists).

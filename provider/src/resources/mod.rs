@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod instance_type;
 pub mod lustre_fs;
 pub mod network;
+pub(crate) mod owner;
 pub mod partition;
 pub mod peering;
 pub(crate) mod quotas;

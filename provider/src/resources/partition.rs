@@ -220,7 +220,12 @@ impl Resource for HpcPartition {
                 let ids: Vec<String> = running.into_iter().map(|i| i.id).collect();
                 or_stop(&req.ctx, "terminating partition nodes", ec2.terminate(&ids, timeout)).await?;
             }
-            remove_templates(clients, &prior, &ec2s, &[]).await
+            remove_templates(clients, &prior, &ec2s, &[]).await?;
+            // Last: until everything else is gone, the name still belongs to this state.
+            clients
+                .ssm
+                .delete(&desired_state::partition_owner_param(cluster, name))
+                .await
         };
         match result.await {
             Ok(()) => Diagnostics::new(),

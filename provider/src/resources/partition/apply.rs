@@ -18,6 +18,7 @@ use crate::desired_state::ClusterDoc;
 use crate::pricing;
 use crate::resources::aws_diag;
 use crate::resources::or_stop;
+use crate::resources::owner;
 use crate::resources::{node_image_release, planned_image, Stage};
 use hpc_aws::ec2::Ec2;
 use hpc_aws::ec2::InstanceTypeInfo;
@@ -45,6 +46,12 @@ pub(super) async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> A
     };
     let mut state = planned.clone();
     state.set_attr("id", Value::string(format!("{}/{}", model.cluster(), model.name)));
+    let owned = owned(model.cluster(), &model.name);
+    if prior.is_null() {
+        if let Err(d) = owner::refuse_taken(clients, &owned, |_| String::new()).await {
+            return ApplyOutcome::failed(prior, d);
+        }
+    }
     let result = publish(&ctx, clients, &prior, &model, &mut state).await;
     let op = if prior.is_null() { "create" } else { "update" };
     let result = match result {
@@ -59,18 +66,37 @@ pub(super) async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> A
         Ok(_) => Ok(None),
         Err(d) => Err(d),
     };
+    // Returned to Terraform (tainted, when the create failed after making something), the
+    // partition belongs to this state from now on.
+    let made = !state.attr("launch_template_ids").is_unknown() && !state.attr("launch_template_ids").is_null();
+    let tags_all: Vec<(String, String)> = model.tags_all.clone().unwrap_or_default().into_iter().collect();
+    let claim = || owner::claim(clients, &owned, "{}", &tags_all);
     match result {
-        Ok(None) => ApplyOutcome::ok(state),
-        Ok(Some(warning)) => ApplyOutcome {
-            state,
-            diagnostics: warning.into(),
-        },
-        Err(d) if prior.is_null() => {
-            // Record what exists so nothing leaks; Terraform taints it.
-            let made = !state.attr("launch_template_ids").is_unknown() && !state.attr("launch_template_ids").is_null();
-            ApplyOutcome::failed(if made { state } else { Value::Null }, d)
+        Ok(warning) => {
+            let mut diagnostics: Diagnostics = warning.map(Diagnostics::from).unwrap_or_default();
+            diagnostics.extend(claim().await);
+            ApplyOutcome { state, diagnostics }
         }
+        // Record what exists so nothing leaks; Terraform taints it.
+        Err(d) if prior.is_null() && made => {
+            let claimed = claim().await;
+            let mut out = ApplyOutcome::failed(state, d);
+            out.diagnostics.extend(claimed);
+            out
+        }
+        Err(d) if prior.is_null() => ApplyOutcome::failed(Value::Null, d),
         Err(d) => ApplyOutcome::failed(prior, d),
+    }
+}
+
+/// The partition's name as something a state owns (see [`owner`]).
+pub(super) fn owned(cluster: &str, partition: &str) -> owner::Name {
+    owner::Name {
+        param: desired_state::partition_owner_param(cluster, partition),
+        document: desired_state::partition_param(cluster, partition),
+        what: format!("partition named {partition:?} in cluster {cluster:?}"),
+        resource: "hpc_partition",
+        import_id: format!("{cluster}/{partition}"),
     }
 }
 

@@ -41,7 +41,11 @@ pub(super) fn schema() -> Schema {
             computed("id", Type::String, "`<cluster>/<partition>`.").use_state_for_unknown(),
             Attribute::required("cluster_id", Type::String).description("The hpc_cluster's id.").requires_replace(),
             Attribute::required("name", Type::String)
-                .description("Partition name as users see it in Slurm (`sbatch -p <name>`).")
+                .description(
+                    "Partition name as users see it in Slurm (`sbatch -p <name>`). One partition per name in a \
+                     cluster: creating a name another Terraform state's partition has is refused before anything \
+                     is made (import that partition instead).",
+                )
                 .requires_replace(),
             Attribute::required("instance_types", Type::list(Type::String)).description(
                 "Instance types of the partition, most preferred first. Each becomes a Slurm node set \
