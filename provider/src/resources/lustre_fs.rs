@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hpc_aws::fsx::{
-    rules, DataRepositoryAssociation, DataRepositorySpec, LogSpec, LustreFileSystem, LustreSpec, MetadataSpec,
-    RootSquashSpec,
+    DataRepositoryAssociation, DataRepositorySpec, LogSpec, LustreFileSystem, LustreSpec, MetadataSpec, RootSquashSpec,
 };
 use tfplugin::{
     timeouts, ApplyOutcome, Attribute, Block, BlockNesting, CreateRequest, Ctx, DeleteRequest, Diagnostic, Diagnostics,
@@ -19,6 +18,8 @@ use tfplugin::{
 use crate::clients::Clients;
 use crate::convert::{self, boolean, int, object, of_int, of_list, of_map, of_set, of_string, pairs, string, strings};
 use crate::resources::{aws_diag, or_stop};
+
+mod rules;
 
 pub struct LustreFs;
 

@@ -1,9 +1,9 @@
 //! FSx for Lustre: create, find, update, delete, waiters, and S3 data repository associations.
 //!
-//! One model ([`LustreSpec`]) describes a file system's settings; it is what the rules
-//! check, what create and update send, and what [`Fsx::find_lustre`] reads back.
+//! One model ([`LustreSpec`]) describes a file system's settings; it is what the provider's
+//! plan rules check, what create and update send, and what [`Fsx::find_lustre`] reads back.
 
-pub mod rules;
+mod spec;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ use aws_sdk_fsx::types::{
 };
 use aws_sdk_fsx::Client;
 
-pub use rules::{DataRepositorySpec, LogSpec, LustreSpec, MetadataSpec, RootSquashSpec};
+pub use spec::{DataRepositorySpec, LogSpec, LustreSpec, MetadataSpec, RootSquashSpec};
 
 use sha2::{Digest, Sha256};
 
