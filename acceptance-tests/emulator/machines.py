@@ -308,6 +308,9 @@ class MachineManager:
         code = machine.process.wait()
         if machine.wanted == "running" and code in (133,) and not self._closing:
             log.info("instance %s rebooted", machine.instance_id)
+            # Its /dev went with it: the attached volumes are plugged into the new one (EBS
+            # volumes stay attached through a reboot).
+            self.volumes.unplug_all(machine, forget=False)
             return self._start(machine)
         reason = None
         if machine.wanted == "running":

@@ -669,7 +669,7 @@ fn spot_interruption(emu: &Emulator, key: &std::path::Path, head_ip: &str, login
 }
 
 /// A new head image (planned as an update in place) and then an out-of-band termination of the
-/// head: each time a new head starts on the same address with the same state volume, and the
+/// head, and a reboot of it: each time a head starts on the same address with the same state volume, and the
 /// completed job's accounting row, a held job, a job running on a compute node, the user's
 /// file in /home, the munge key and the static node all survive; the plan is empty after.
 fn head_survives(
@@ -856,6 +856,42 @@ fn head_survives(
     assert_eq!(queued.trim(), "PENDING", "the old login node serves: {queued}");
     ws.write(&grown);
     ws.assert_no_changes();
+
+    // (e) The head reboots (its OS, not EC2): at boot the state volume is mounted before
+    // slurmctld, MariaDB and the agent, which require it, and the same instance schedules again
+    // with everything kept. (/run is new at each boot: the marker says the reboot happened.)
+    let head = id(&kept, "head_node_instance_id");
+    let marker = "/run/hpcforge-test-before-reboot";
+    boot::ssh(
+        key,
+        &head_ip,
+        &format!("sudo touch {marker} && (sleep 1; sudo systemctl reboot) >/dev/null 2>&1 &"),
+    );
+    let back = || {
+        let out = boot::ssh(
+            key,
+            &head_ip,
+            &format!(
+                "test ! -e {marker} && systemctl is-active hpcforge-state.service slurmctld mariadb \
+                 && findmnt -n -o SOURCE /var/spool/slurmctld"
+            ),
+        );
+        out.status.success() && text(&out).contains("/dev/nvme")
+    };
+    eventually(
+        "the head is back from its reboot, its daemons on the state volume",
+        Duration::from_secs(300),
+        back,
+        || {
+            text(&boot::ssh(
+                key,
+                &head_ip,
+                "systemctl --failed --no-pager; findmnt; sudo journalctl -b -u hpcforge-state --no-pager | tail -20",
+            ))
+        },
+    );
+    let rebooted = survived("a reboot of the head");
+    assert_eq!(id(&rebooted, "head_node_instance_id"), head, "the same head node");
 }
 
 /// The second factor, added to the running cluster: TOTP codes, users not enrolled yet let in

@@ -82,6 +82,15 @@ pub struct SpotWatchArgs {
     pub cluster: ClusterArgs,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct StateMountArgs {
+    /// The cluster's state volume (EBS volume id).
+    #[arg(long)]
+    pub volume: String,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Slurm's ResumeProgram: launch instances for these nodes, pool after pool.
@@ -108,6 +117,9 @@ pub enum Command {
     Sync(ClusterArgs),
     /// A spot node: on EC2's interruption notice, requeue the node's jobs and power it down.
     SpotWatch(SpotWatchArgs),
+    /// The head node, at every boot before its daemons: mount the cluster's state volume and
+    /// bind its directories (waits for the disk; fails rather than let them start without it).
+    StateMount(StateMountArgs),
 }
 
 impl Command {
@@ -119,6 +131,7 @@ impl Command {
             Command::Health(h) => &h.cluster,
             Command::NodeInit(n) => &n.cluster,
             Command::SpotWatch(s) => &s.cluster,
+            Command::StateMount(s) => &s.cluster,
             Command::Sweep(c) | Command::Evict(c) | Command::HeadInit(c) | Command::LoginInit(c) | Command::Sync(c) => {
                 c
             }

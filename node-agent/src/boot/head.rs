@@ -86,7 +86,7 @@ async fn steps(
     super::slurm_release(&booted.doc, Role::Head)?;
     *step = "state volume";
     reporter.step(step, Phase::Booting, None).await;
-    super::state::mount(&booted.doc).await?;
+    super::state::mount(&booted.doc, args).await?;
     *step = "munge key";
     reporter.step(step, Phase::Booting, None).await;
     super::munge(aws, &booted.doc).await?;

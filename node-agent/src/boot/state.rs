@@ -6,14 +6,19 @@
 //! first time, mounts it, and binds its directories over the ones the daemons use: slurmctld's
 //! StateSaveLocation (queued and running jobs), MariaDB's data (local accounting) and the
 //! agent's own state. The first head copies what its image put there; every later head finds
-//! the cluster's state instead. fstab carries the mounts for reboots. Room the provider adds to
-//! the volume (ModifyVolume) is taken by the head's periodic sync, online, and before each mount.
+//! the cluster's state instead. At every later boot a unit of its own (`hpcforge-state.service`,
+//! `hpc-node state-mount`) does the same before the daemons start, and they require it: a head
+//! whose volume does not show up does not start them on empty directories of its root disk.
+//! (An fstab entry would wait for udev's device unit, and with `nofail` let the binds go ahead
+//! without the volume.) Room the provider adds to the volume (ModifyVolume) is taken by the
+//! head's periodic sync, online, and before each mount.
 
 use std::path::Path;
 use std::time::Duration;
 
 use hpc_desired_state::{ebs_by_id, ClusterDoc, STATE_DEVICE};
 
+use crate::cli::ClusterArgs;
 use crate::error::{Error, Result};
 use crate::host::{self as system, log};
 
@@ -72,9 +77,13 @@ const KEPT: &[Kept] = &[
 /// The drop-in that ties a unit to the state volume's mounts.
 const DROP_IN: &str = "hpcforge-state.conf";
 
-/// Mounts the cluster's state volume and binds its directories; a cluster published without
-/// one (an older provider) keeps its state on the root disk, as before.
-pub async fn mount(doc: &ClusterDoc) -> Result<()> {
+/// The unit that mounts the state volume at each boot, before the units that keep state on it.
+const UNIT: &str = "hpcforge-state.service";
+
+/// Mounts the cluster's state volume and binds its directories, and makes every later boot do
+/// the same first; a cluster published without one (an older provider) keeps its state on the
+/// root disk, as before.
+pub async fn mount(doc: &ClusterDoc, args: &ClusterArgs) -> Result<()> {
     let Some(volume) = doc.head_node.state_volume_id.as_deref() else {
         log(
             "state",
@@ -82,6 +91,13 @@ pub async fn mount(doc: &ClusterDoc) -> Result<()> {
         );
         return Ok(());
     };
+    mount_volume(volume).await?;
+    at_every_boot(volume, args)
+}
+
+/// Waits for the volume's disk, formats it the first time (grows it into added room), mounts
+/// it and binds the kept directories over theirs; what is already mounted stays.
+pub async fn mount_volume(volume: &str) -> Result<()> {
     let device = system::wait_for(
         &format!("the state volume {volume} as a disk"),
         DEVICE_WAIT,
@@ -99,37 +115,60 @@ pub async fn mount(doc: &ClusterDoc) -> Result<()> {
         system::directory(STATE_MOUNT, 0o755, "root")?;
         system::run("mount", &[&device, STATE_MOUNT])?;
     }
-    let mut fstab = vec![format!("{device} {STATE_MOUNT} ext4 defaults,nofail 0 2")];
-    let mut needs: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
     for kept in KEPT {
-        if system::account(kept.owner).is_err() {
-            continue;
+        if system::account(kept.owner).is_ok() {
+            bind(kept)?;
         }
-        bind(kept)?;
-        for unit in kept.units {
-            needs.entry(unit).or_default().push(kept.path);
-        }
-        fstab.push(format!(
-            "{STATE_MOUNT}/{} {} none bind,nofail,x-systemd.requires-mounts-for={STATE_MOUNT} 0 0",
-            kept.on_volume, kept.path
-        ));
     }
-    write_fstab(&fstab)?;
-    for (unit, paths) in &needs {
-        let text = format!(
-            "# hpcforge: this unit's state is on the cluster's state volume (written by hpc-node head-init)\n\
-             [Unit]\nRequiresMountsFor={}\n",
-            paths.join(" ")
-        );
-        let path = format!("/etc/systemd/system/{unit}.d/{DROP_IN}");
-        system::write_file(Path::new(&path), text.as_bytes(), 0o644, None)?;
-    }
-    system::systemctl(&["daemon-reload"])?;
     log(
         "state",
         &format!("the cluster's state is on {volume} ({device}) at {STATE_MOUNT}"),
     );
     Ok(())
+}
+
+/// The boot unit, and each kept directory's units made to require it (and to stop before the
+/// binds go at shutdown).
+fn at_every_boot(volume: &str, args: &ClusterArgs) -> Result<()> {
+    let region = args
+        .region
+        .as_deref()
+        .map(|r| format!(" --region {r}"))
+        .unwrap_or_default();
+    let unit = format!(
+        "# hpcforge: the cluster's state volume, before the daemons that keep state on it (hpc-node head-init)\n\
+         [Unit]\nDescription=hpcforge state volume {volume}\n\n\
+         [Service]\nType=oneshot\nRemainAfterExit=yes\n\
+         ExecStart={agent} state-mount --volume {volume} --cluster {cluster}{region}\n\
+         StandardOutput=journal+console\nStandardError=journal+console\n\n\
+         [Install]\nWantedBy=multi-user.target\n",
+        agent = hpc_desired_state::boot::AGENT,
+        cluster = args.cluster,
+    );
+    system::write_file(
+        Path::new(&format!("/etc/systemd/system/{UNIT}")),
+        unit.as_bytes(),
+        0o644,
+        None,
+    )?;
+    let mut needs: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for kept in KEPT.iter().filter(|k| system::account(k.owner).is_ok()) {
+        for unit in kept.units {
+            needs.entry(unit).or_default().push(kept.path);
+        }
+    }
+    for (unit, paths) in &needs {
+        let text = format!(
+            "# hpcforge: this unit's state is on the cluster's state volume (written by hpc-node head-init)\n\
+             [Unit]\nRequires={UNIT}\nAfter={UNIT}\nRequiresMountsFor={}\n",
+            paths.join(" ")
+        );
+        let path = format!("/etc/systemd/system/{unit}.d/{DROP_IN}");
+        system::write_file(Path::new(&path), text.as_bytes(), 0o644, None)?;
+    }
+    drop_fstab_entries()?;
+    system::systemctl(&["daemon-reload"])?;
+    system::systemctl(&["enable", UNIT])
 }
 
 /// Grows the mounted state file system into room the provider added to its volume (ext4 grows
@@ -269,30 +308,48 @@ fn bind(kept: &Kept) -> Result<()> {
     Ok(())
 }
 
-/// fstab with this module's mounts replaced by `lines` (found by their mount points).
-fn write_fstab(lines: &[String]) -> Result<()> {
-    const HEADER: &str = "# hpcforge: the cluster's state volume (written by hpc-node head-init)";
-    let ours = |l: &str| {
-        l == HEADER
-            || l.split_whitespace()
-                .nth(1)
-                .is_some_and(|at| at == STATE_MOUNT || KEPT.iter().any(|k| k.path == at))
-    };
+/// fstab without the state mounts an earlier head-init wrote there (at boot they waited for
+/// udev and, with `nofail`, let the binds go ahead without the volume).
+fn drop_fstab_entries() -> Result<()> {
     let current = std::fs::read_to_string(FSTAB).unwrap_or_default();
-    let mut text: String = current.lines().filter(|l| !ours(l)).map(|l| format!("{l}\n")).collect();
-    text.push_str(HEADER);
-    text.push('\n');
-    for l in lines {
-        text.push_str(l);
-        text.push('\n');
+    let kept: Vec<&str> = current.lines().filter(|l| !ours_in_fstab(l)).collect();
+    if kept.len() == current.lines().count() {
+        return Ok(());
     }
+    let text: String = kept.iter().map(|l| format!("{l}\n")).collect();
     system::write_file(Path::new(FSTAB), text.as_bytes(), 0o644, None)?;
     Ok(())
+}
+
+fn ours_in_fstab(line: &str) -> bool {
+    line.starts_with("# hpcforge: the cluster's state volume")
+        || line
+            .split_whitespace()
+            .nth(1)
+            .is_some_and(|at| at == STATE_MOUNT || KEPT.iter().any(|k| k.path == at))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_state_mounts_an_earlier_head_wrote_into_fstab_are_found_and_nothing_else() {
+        let fstab = "# hpcforge: the cluster's state volume (written by hpc-node head-init)\n\
+            /dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol0 /var/lib/hpcforge-state ext4 defaults,nofail 0 2\n\
+            /var/lib/hpcforge-state/slurmctld /var/spool/slurmctld none bind,nofail 0 0\n\
+            /var/lib/hpcforge-state/mysql /var/lib/mysql none bind,nofail 0 0\n\
+            fs-1.efs.us-east-1.amazonaws.com:/ /home nfs4 nfsvers=4.1,_netdev,nofail 0 0\n\
+            UUID=abc / ext4 defaults 0 1";
+        let kept: Vec<&str> = fstab.lines().filter(|l| !ours_in_fstab(l)).collect();
+        assert_eq!(
+            kept,
+            [
+                "fs-1.efs.us-east-1.amazonaws.com:/ /home nfs4 nfsvers=4.1,_netdev,nofail 0 0",
+                "UUID=abc / ext4 defaults 0 1"
+            ]
+        );
+    }
 
     #[test]
     fn the_file_system_size_is_read_from_dumpe2fs_and_grown_only_for_real_room() {

@@ -33,6 +33,7 @@ pub async fn run(command: &Command, aws: &Aws) -> Result<()> {
         Command::NodeInit(n) => crate::boot::node::run(n, aws).await,
         Command::Sync(c) => crate::boot::sync(c, aws).await,
         Command::SpotWatch(s) => spot::watch(s, aws).await,
+        Command::StateMount(s) => crate::boot::state::mount_volume(&s.volume).await,
     }
 }
 
