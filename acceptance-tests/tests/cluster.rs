@@ -130,6 +130,13 @@ fn json_call(emu: &Emulator, service: &str, target: &str, body: &Value) -> accep
     )
 }
 
+/// Runs terraform `args` in `ws`, asserts they fail, and returns what terraform said on one line.
+fn refused(ws: &Workspace, args: &[&str]) -> String {
+    let out = ws.tf(args);
+    assert!(!out.success, "terraform {} succeeded:\n{}", args.join(" "), out.text());
+    out.text().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn ssm_parameters(emu: &Emulator) -> Vec<String> {
     let r = json_call(
         emu,
@@ -453,13 +460,7 @@ fn partition_drift_and_disappearance_are_detected() {
     };
     let before = published();
     assert!(before.is_i64(), "{before}");
-    let taken = importer.tf(&apply);
-    assert!(
-        !taken.success,
-        "a second create of the partition succeeded:\n{}",
-        taken.text()
-    );
-    let said = taken.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    let said = refused(&importer, &apply);
     assert!(
         said.contains("A partition named \"cpu\" in cluster \"research\" already exists in us-east-1")
             && said.contains("terraform import <address of this hpc_partition> research/cpu"),
@@ -706,13 +707,7 @@ fn cluster_import_by_name_then_plan_shows_no_changes_and_destroy_in_any_order() 
     // Creating it instead, as a second team picking the same name would, is refused before
     // anything is made, naming the import; the first state's cluster is untouched.
     importer.write(&body);
-    let taken = importer.tf(&["apply", "-auto-approve", "-input=false", "-no-color"]);
-    assert!(
-        !taken.success,
-        "a second create of the name succeeded:\n{}",
-        taken.text()
-    );
-    let said = taken.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    let said = refused(&importer, &["apply", "-auto-approve", "-input=false", "-no-color"]);
     assert!(
         said.contains("A cluster named \"research\" already exists in us-east-1")
             && said.contains("terraform import <address of this hpc_cluster> research")
