@@ -157,22 +157,15 @@ impl Resource for HpcCluster {
             nodes_ready(&req.ctx, clients, &mut state, &owner, timeout).await
         }
         .await;
-        // Returned to Terraform (tainted, when the create failed after making something), the
-        // cluster belongs to this state from now on.
-        let made = !state.attr("security_group_ids").is_unknown();
-        let claimed = if made {
-            claim(clients, &state, &name).await
-        } else {
-            Diagnostics::new()
-        };
-        match result {
-            Ok(mut warnings) => {
-                warnings.extend(claimed);
-                ApplyOutcome::ok_with(state, warnings)
+        let outcome = match result {
+            Ok(warnings) => ApplyOutcome::ok_with(state, warnings),
+            Err(d) => {
+                // Record what exists (tainted) so destroy removes it; nothing leaks.
+                let made = !state.attr("security_group_ids").is_unknown();
+                ApplyOutcome::failed(if made { scrub(state) } else { Value::Null }, d)
             }
-            // Record what exists (tainted) so destroy removes it; nothing leaks.
-            Err(d) => ApplyOutcome::failed(if made { scrub(state) } else { Value::Null }, d),
-        }
+        };
+        claimed(clients, &name, outcome).await
     }
 
     async fn read(&self, req: ReadRequest) -> Result<Option<Value>, Diagnostics> {
@@ -255,14 +248,12 @@ impl Resource for HpcCluster {
             nodes_ready(&req.ctx, clients, &mut state, &owner, timeout).await
         }
         .await;
-        match result {
-            Ok(mut warnings) => {
-                // A cluster made by a provider from before owners were recorded gets one.
-                warnings.extend(claim(clients, &state, &name).await);
-                ApplyOutcome::ok_with(state, warnings)
-            }
+        let outcome = match result {
+            Ok(warnings) => ApplyOutcome::ok_with(state, warnings),
             Err(d) => ApplyOutcome::failed(req.prior, d),
-        }
+        };
+        // A cluster made by a provider from before owners were recorded gets one.
+        claimed(clients, &name, outcome).await
     }
 
     async fn delete(&self, req: DeleteRequest) -> Diagnostics {
@@ -439,14 +430,16 @@ fn owned_place(value: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Records that `state`'s cluster belongs to this Terraform state.
-async fn claim(clients: &Clients, state: &Value, name: &str) -> Diagnostics {
+/// `outcome`, with the cluster recorded as this state's when it returns one (see [`owner`]).
+async fn claimed(clients: &Clients, name: &str, outcome: ApplyOutcome) -> ApplyOutcome {
+    let state = &outcome.state;
     let doc = desired_state::OwnerDoc {
         vpc_id: string(state.attr("vpc_id")).unwrap_or_default(),
         subnet_id: string(state.attr("subnet_id")).unwrap_or_default(),
     };
     let value = serde_json::to_string(&doc).unwrap_or_default();
-    owner::claim(clients, &owned(name), &value, &cluster_tags(state, name)).await
+    let tags = cluster_tags(state, name);
+    owner::claimed(clients, &owned(name), &value, &tags, outcome).await
 }
 
 /// Unknown values left in a failed create become null (state holds only what exists).

@@ -6,7 +6,7 @@
 
 use crate::clients::Clients;
 use crate::resources::aws_diag;
-use tfplugin::{AttributePath, Diagnostic, Diagnostics};
+use tfplugin::{ApplyOutcome, AttributePath, Diagnostic, Diagnostics};
 
 /// A name that may be owned: where its owner is recorded and how to talk about it.
 pub(crate) struct Name {
@@ -15,15 +15,15 @@ pub(crate) struct Name {
     /// The published document whose presence says the owned thing still exists: a create
     /// after it vanished out of band (Terraform then plans one) takes the name back.
     pub document: String,
-    /// What it names, for messages: `cluster "research"`.
+    /// What it names, for messages: `cluster named "research"`.
     pub what: String,
     /// The resource type and import id that take it over: `hpc_cluster`, `research`.
     pub resource: &'static str,
     pub import_id: String,
 }
 
-/// Refuses to create what another state owns and is still published; changes nothing. `place` describes the owner's
-/// recorded value (empty when there is nothing to add).
+/// Refuses to create what another state owns and is still published; changes nothing. `place`
+/// describes the owner's recorded value (empty when there is nothing to add).
 pub(crate) async fn refuse_taken(
     clients: &Clients,
     name: &Name,
@@ -59,9 +59,24 @@ pub(crate) async fn refuse_taken(
     .into())
 }
 
+/// `outcome`, with the name recorded as this state's when the outcome returns something to
+/// Terraform (a tainted create included).
+pub(crate) async fn claimed(
+    clients: &Clients,
+    name: &Name,
+    value: &str,
+    tags: &[(String, String)],
+    mut outcome: ApplyOutcome,
+) -> ApplyOutcome {
+    if !outcome.state.is_null() {
+        outcome.diagnostics.extend(claim(clients, name, value, tags).await);
+    }
+    outcome
+}
+
 /// Records that the name belongs to the state this apply returns it to, unless it already
 /// does. A failure is a warning: what was made stands, and the next apply records it.
-pub(crate) async fn claim(clients: &Clients, name: &Name, value: &str, tags: &[(String, String)]) -> Diagnostics {
+async fn claim(clients: &Clients, name: &Name, value: &str, tags: &[(String, String)]) -> Diagnostics {
     let recorded = async {
         if clients.ssm.get(&name.param).await?.is_none() {
             clients.ssm.put(&name.param, value, tags).await?;

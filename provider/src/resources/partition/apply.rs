@@ -54,43 +54,32 @@ pub(super) async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> A
     }
     let result = publish(&ctx, clients, &prior, &model, &mut state).await;
     let op = if prior.is_null() { "create" } else { "update" };
-    let result = match result {
+    let outcome = match result {
         Ok(version) if model.wait_for_apply => {
             let timeout = timeouts::get(&planned, op, APPLY_TIMEOUT);
             match wait_applied(&ctx, clients, model.cluster(), &model.name, version, timeout).await {
-                Ok(warning) => Ok(warning),
+                Ok(warning) => ApplyOutcome {
+                    state,
+                    diagnostics: warning.map(Diagnostics::from).unwrap_or_default(),
+                },
                 // Published but refused (or not applied in time): the new document is what exists.
-                Err(d) => return ApplyOutcome::failed(state, d),
+                Err(d) => ApplyOutcome::failed(state, d),
             }
         }
-        Ok(_) => Ok(None),
-        Err(d) => Err(d),
-    };
-    // Returned to Terraform (tainted, when the create failed after making something), the
-    // partition belongs to this state from now on.
-    let made = !state.attr("launch_template_ids").is_unknown() && !state.attr("launch_template_ids").is_null();
-    let tags_all: Vec<(String, String)> = model.tags_all.clone().unwrap_or_default().into_iter().collect();
-    let claim = || owner::claim(clients, &owned, "{}", &tags_all);
-    match result {
-        Ok(warning) => {
-            let mut diagnostics: Diagnostics = warning.map(Diagnostics::from).unwrap_or_default();
-            diagnostics.extend(claim().await);
-            ApplyOutcome { state, diagnostics }
+        Ok(_) => ApplyOutcome::ok(state),
+        Err(d) if prior.is_null() => {
+            // Record what exists so nothing leaks; Terraform taints it.
+            let made = !state.attr("launch_template_ids").is_unknown() && !state.attr("launch_template_ids").is_null();
+            ApplyOutcome::failed(if made { state } else { Value::Null }, d)
         }
-        // Record what exists so nothing leaks; Terraform taints it.
-        Err(d) if prior.is_null() && made => {
-            let claimed = claim().await;
-            let mut out = ApplyOutcome::failed(state, d);
-            out.diagnostics.extend(claimed);
-            out
-        }
-        Err(d) if prior.is_null() => ApplyOutcome::failed(Value::Null, d),
         Err(d) => ApplyOutcome::failed(prior, d),
-    }
+    };
+    let tags_all: Vec<(String, String)> = model.tags_all.clone().unwrap_or_default().into_iter().collect();
+    owner::claimed(clients, &owned, "{}", &tags_all, outcome).await
 }
 
 /// The partition's name as something a state owns (see [`owner`]).
-pub(super) fn owned(cluster: &str, partition: &str) -> owner::Name {
+fn owned(cluster: &str, partition: &str) -> owner::Name {
     owner::Name {
         param: desired_state::partition_owner_param(cluster, partition),
         document: desired_state::partition_param(cluster, partition),
