@@ -39,7 +39,7 @@ pub fn wanted(doc: &ClusterDoc, parts: &[PartitionDoc]) -> Wanted {
     let lower = |s: &String| s.to_ascii_lowercase();
     let mut accounts: BTreeSet<String> = parts
         .iter()
-        .flat_map(|p| &p.allow_accounts)
+        .flat_map(|p| &p.slurm.allow_accounts)
         .filter(|a| !built_in(a))
         .map(lower)
         .collect();
@@ -54,7 +54,7 @@ pub fn wanted(doc: &ClusterDoc, parts: &[PartitionDoc]) -> Wanted {
         // Every database has the QOS `normal`.
         qos: parts
             .iter()
-            .flat_map(|p| &p.allow_qos)
+            .flat_map(|p| &p.slurm.allow_qos)
             .filter(|q| !built_in(q) && !q.eq_ignore_ascii_case("normal"))
             .map(lower)
             .collect(),

@@ -13,6 +13,7 @@ pub mod boot;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+pub use slurm_model::PartitionSettings;
 use slurm_model::{Accounting, Cluster, InstanceShape, NodeSet, Partition, PowerSave, SlurmVersion, Storage};
 
 /// Slurm's power-saving and health programs as slurm.conf names them; hpc-image's hpc-node and
@@ -420,18 +421,9 @@ pub struct PartitionDoc {
     /// Whether a job's nodes launch together or not at all (absent in documents from before).
     #[serde(default)]
     pub scaling_strategy: ScalingStrategy,
-    pub max_time: Option<String>,
-    pub default_time: Option<String>,
-    pub max_nodes_per_job: Option<u32>,
-    pub min_nodes_per_job: Option<u32>,
-    pub allow_accounts: Vec<String>,
-    pub allow_groups: Vec<String>,
-    pub allow_qos: Vec<String>,
-    pub priority_tier: Option<u32>,
-    pub oversubscribe: Option<String>,
-    pub exclusive: bool,
-    pub default: bool,
-    pub extra: BTreeMap<String, String>,
+    /// Slurm's settings of the partition, as their own fields of the document.
+    #[serde(flatten)]
+    pub slurm: PartitionSettings,
     /// What the nodes boot: AMI, root volume, instance profile, extra boot commands.
     pub ami_id: String,
     pub root_volume_size: i32,
@@ -533,18 +525,7 @@ impl PartitionDoc {
         Partition {
             name: self.name.clone(),
             node_sets,
-            max_time: self.max_time.clone(),
-            default_time: self.default_time.clone(),
-            max_nodes: self.max_nodes_per_job,
-            min_nodes: self.min_nodes_per_job,
-            allow_accounts: self.allow_accounts.clone(),
-            allow_groups: self.allow_groups.clone(),
-            allow_qos: self.allow_qos.clone(),
-            priority_tier: self.priority_tier,
-            oversubscribe: self.oversubscribe.clone(),
-            exclusive: self.exclusive,
-            default: self.default,
-            extra: self.extra.clone(),
+            settings: self.slurm.clone(),
         }
     }
 }
@@ -668,18 +649,7 @@ mod tests {
             provision_timeout_s: 600,
             ice_cooldown_s: 600,
             scaling_strategy: ScalingStrategy::AllOrNothing,
-            max_time: None,
-            default_time: None,
-            max_nodes_per_job: None,
-            min_nodes_per_job: None,
-            allow_accounts: vec![],
-            allow_groups: vec![],
-            allow_qos: vec![],
-            priority_tier: None,
-            oversubscribe: None,
-            exclusive: false,
-            default: false,
-            extra: BTreeMap::new(),
+            slurm: PartitionSettings::default(),
             ami_id: "ami-1".into(),
             root_volume_size: 100,
             instance_profile_arn: None,

@@ -74,7 +74,8 @@ pub use error::ModelError;
 pub use hostlist::{hostlist, node_name};
 pub use keys::{cluster_extra_keys, partition_extra_keys};
 pub use model::{
-    Accounting, Cluster, InstanceShape, NodeLocation, NodeSet, Partition, PowerSave, SlurmVersion, Storage,
+    Accounting, Cluster, InstanceShape, NodeLocation, NodeSet, Partition, PartitionSettings, PowerSave, SlurmVersion,
+    Storage,
 };
 pub use node::{gpu_type_name, os_memory_allowance_mib, real_memory_mib, OS_MEMORY_BASE_MIB, OS_MEMORY_PERCENT};
 pub use partition::default_mem_per_cpu_mib;

@@ -127,15 +127,25 @@ pub struct Partition {
     /// The node sets of this partition; at least one. Node set names are unique across
     /// the whole cluster, so a node belongs to exactly one partition.
     pub node_sets: Vec<NodeSet>,
+    /// What its `PartitionName=` line says besides the name and the nodes.
+    pub settings: PartitionSettings,
+}
+
+/// A partition's Slurm settings: its `PartitionName=` line besides the name and the nodes.
+/// The published partition document carries these fields as they are, so the agent renders
+/// exactly what the provider checked; a new setting is a field here and a line in its renderer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PartitionSettings {
     /// `MaxTime=` in a Slurm time format (`minutes`, `MM:SS`, `HH:MM:SS`, `D-HH`,
     /// `D-HH:MM`, `D-HH:MM:SS`, `UNLIMITED`, `INFINITE`).
     pub max_time: Option<String>,
     /// `DefaultTime=`, same format; must not exceed `max_time`.
     pub default_time: Option<String>,
-    /// `MaxNodes=` per job; at least 1.
-    pub max_nodes: Option<u32>,
-    /// `MinNodes=` per job; at most `max_nodes` and the partition's node count.
-    pub min_nodes: Option<u32>,
+    /// `MaxNodes=`: the most nodes one job may use; at least 1.
+    pub max_nodes_per_job: Option<u32>,
+    /// `MinNodes=`: the fewest nodes one job may ask for; at most `max_nodes_per_job` and the
+    /// partition's node count.
+    pub min_nodes_per_job: Option<u32>,
     /// `AllowAccounts=`; empty means all accounts.
     pub allow_accounts: Vec<String>,
     /// `AllowGroups=`; empty means all groups.

@@ -90,41 +90,42 @@ fn partition_line(cluster: &Cluster, p: &Partition) -> String {
     push_kv(&mut line, "PartitionName", &p.name);
     let nodes: Vec<String> = p.node_sets.iter().map(NodeSet::hostlist).collect();
     push_kv(&mut line, "Nodes", &nodes.join(","));
-    if p.default {
+    let s = &p.settings;
+    if s.default {
         push_kv(&mut line, "Default", "YES");
     }
-    if let Some(t) = &p.max_time {
+    if let Some(t) = &s.max_time {
         push_kv(&mut line, "MaxTime", &time_value(t));
     }
-    if let Some(t) = &p.default_time {
+    if let Some(t) = &s.default_time {
         push_kv(&mut line, "DefaultTime", &time_value(t));
     }
-    if let Some(n) = p.max_nodes {
+    if let Some(n) = s.max_nodes_per_job {
         push_kv(&mut line, "MaxNodes", &n.to_string());
     }
-    if let Some(n) = p.min_nodes {
+    if let Some(n) = s.min_nodes_per_job {
         push_kv(&mut line, "MinNodes", &n.to_string());
     }
     for (key, list) in [
-        ("AllowAccounts", &p.allow_accounts),
-        ("AllowGroups", &p.allow_groups),
-        ("AllowQos", &p.allow_qos),
+        ("AllowAccounts", &s.allow_accounts),
+        ("AllowGroups", &s.allow_groups),
+        ("AllowQos", &s.allow_qos),
     ] {
         if !list.is_empty() {
-            let items: Vec<&str> = list.iter().map(|s| s.trim()).collect();
+            let items: Vec<&str> = list.iter().map(|item| item.trim()).collect();
             push_kv(&mut line, key, &items.join(","));
         }
     }
-    if let Some(tier) = p.priority_tier {
+    if let Some(tier) = s.priority_tier {
         push_kv(&mut line, "PriorityTier", &tier.to_string());
     }
-    if p.exclusive {
+    if s.exclusive {
         push_kv(&mut line, "OverSubscribe", "EXCLUSIVE");
-    } else if let Some(o) = &p.oversubscribe {
+    } else if let Some(o) = &s.oversubscribe {
         push_kv(&mut line, "OverSubscribe", &o.trim().to_ascii_uppercase());
     }
     // An explicit DefMem* (on the partition or the whole cluster) wins over the derived one.
-    let explicit_def_mem = p
+    let explicit_def_mem = s
         .extra
         .keys()
         .chain(cluster.extra.keys())
@@ -134,7 +135,7 @@ fn partition_line(cluster: &Cluster, p: &Partition) -> String {
             push_kv(&mut line, "DefMemPerCPU", &mem.to_string());
         }
     }
-    for (key, value) in &p.extra {
+    for (key, value) in &s.extra {
         let key = match classify_partition_key(cluster.version, key) {
             KeyClass::Allowed(k) | KeyClass::Merged(k) => k,
             // Only reachable without validation (render_unvalidated): written as given.

@@ -84,18 +84,7 @@ fn partition(name: &str, node_sets: Vec<NodeSet>) -> Partition {
     Partition {
         name: name.into(),
         node_sets,
-        max_time: None,
-        default_time: None,
-        max_nodes: None,
-        min_nodes: None,
-        allow_accounts: Vec::new(),
-        allow_groups: Vec::new(),
-        allow_qos: Vec::new(),
-        priority_tier: None,
-        oversubscribe: None,
-        exclusive: false,
-        default: false,
-        extra: BTreeMap::new(),
+        settings: PartitionSettings::default(),
     }
 }
 
@@ -115,27 +104,27 @@ pub(crate) fn example(version: SlurmVersion) -> Cluster {
     cpu_small.features = vec!["az-use1-az2".into(), "pool-2".into()];
     cpu_small.weight = Some(1);
     let mut cpu = partition("cpu", vec![cpu_spot, cpu_small]);
-    cpu.default = true;
-    cpu.max_time = Some("1-00:00:00".into());
-    cpu.default_time = Some("1:00:00".into());
-    cpu.max_nodes = Some(32);
-    cpu.min_nodes = Some(1);
+    cpu.settings.default = true;
+    cpu.settings.max_time = Some("1-00:00:00".into());
+    cpu.settings.default_time = Some("1:00:00".into());
+    cpu.settings.max_nodes_per_job = Some(32);
+    cpu.settings.min_nodes_per_job = Some(1);
 
     let mut gpu_nodes = node_set("gpu-p1-p548xl", p5_48xlarge(), 16);
     gpu_nodes.static_nodes = 2;
     gpu_nodes.features = vec!["az-use1-az1".into(), "capacity-block".into()];
     let mut gpu = partition("gpu", vec![gpu_nodes]);
-    gpu.exclusive = true;
-    gpu.allow_accounts = vec!["ml".into(), "research".into()];
-    gpu.priority_tier = Some(10);
-    gpu.max_time = Some("UNLIMITED".into());
+    gpu.settings.exclusive = true;
+    gpu.settings.allow_accounts = vec!["ml".into(), "research".into()];
+    gpu.settings.priority_tier = Some(10);
+    gpu.settings.max_time = Some("UNLIMITED".into());
 
     let mut hpc = partition("hpc", vec![node_set("hpc-p1-hpc7a96xl", hpc7a_96xlarge(), 128)]);
-    hpc.allow_groups = vec!["hpc".into()];
-    hpc.allow_qos = vec!["normal".into(), "high".into()];
-    hpc.oversubscribe = Some("no".into());
-    hpc.max_time = Some("2-12".into());
-    hpc.extra = map(&[
+    hpc.settings.allow_groups = vec!["hpc".into()];
+    hpc.settings.allow_qos = vec!["normal".into(), "high".into()];
+    hpc.settings.oversubscribe = Some("no".into());
+    hpc.settings.max_time = Some("2-12".into());
+    hpc.settings.extra = map(&[
         ("ExclusiveUser", "YES"),
         ("gracetime", "120"),
         ("DenyAccounts", "guest"),
@@ -493,7 +482,10 @@ fn merged_keys_keep_the_model_entries() {
 #[test]
 fn explicit_default_memory_replaces_the_derived_one() {
     let mut c = example(SlurmVersion::V22_05);
-    c.partitions[1].extra.insert("DefMemPerGPU".into(), "65536".into());
+    c.partitions[1]
+        .settings
+        .extra
+        .insert("DefMemPerGPU".into(), "65536".into());
     let lines = partition_lines(&render_ok(&c), "gpu").expect("gpu");
     assert!(lines.contains("DefMemPerGPU=65536") && !lines.contains("DefMemPerCPU"));
 }
@@ -691,7 +683,7 @@ fn nodes_are_located_by_name() {
 #[test]
 fn render_refuses_an_invalid_cluster() {
     let mut c = example(SlurmVersion::V22_05);
-    c.partitions[0].max_time = Some("soon".into());
+    c.partitions[0].settings.max_time = Some("soon".into());
     let errors = render(&c).expect_err("invalid");
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].path, ["partition", "cpu", "max_time"]);
@@ -964,9 +956,9 @@ fn partition_set_rules() {
         c.partitions.push(p);
     });
     rejected(&["partition", "gpu", "default"], "two default partitions", |c| {
-        c.partitions[1].default = true
+        c.partitions[1].settings.default = true
     });
-    accepted(|c| c.partitions[0].default = false);
+    accepted(|c| c.partitions[0].settings.default = false);
     rejected(
         &["partition", "gpu", "node_set", "cpu-p2-m5l", "name"],
         "duplicate node set name",
@@ -1002,18 +994,18 @@ fn empty_partitions_are_rejected() {
 #[test]
 fn time_rules() {
     rejected(&["partition", "cpu", "max_time"], "invalid max_time", |c| {
-        c.partitions[0].max_time = Some("1:2:3:4".into())
+        c.partitions[0].settings.max_time = Some("1:2:3:4".into())
     });
     rejected(&["partition", "cpu", "default_time"], "invalid default_time", |c| {
-        c.partitions[0].default_time = Some("1h".into())
+        c.partitions[0].settings.default_time = Some("1h".into())
     });
     rejected(&["partition", "cpu", "default_time"], "exceeds max_time", |c| {
-        c.partitions[0].default_time = Some("1-00:01".into())
+        c.partitions[0].settings.default_time = Some("1-00:01".into())
     });
-    accepted(|c| c.partitions[0].default_time = Some("1-00:00:00".into()));
+    accepted(|c| c.partitions[0].settings.default_time = Some("1-00:00:00".into()));
     rejected(&["partition", "gpu", "default_time"], "exceeds max_time", |c| {
-        c.partitions[1].max_time = Some("60".into());
-        c.partitions[1].default_time = Some("INFINITE".into());
+        c.partitions[1].settings.max_time = Some("60".into());
+        c.partitions[1].settings.default_time = Some("INFINITE".into());
     });
     for ok in [
         "90",
@@ -1026,69 +1018,73 @@ fn time_rules() {
         "infinite",
     ] {
         accepted(|c| {
-            c.partitions[0].max_time = Some(ok.into());
-            c.partitions[0].default_time = Some("30".into());
+            c.partitions[0].settings.max_time = Some(ok.into());
+            c.partitions[0].settings.default_time = Some("30".into());
         });
     }
 }
 
 #[test]
 fn node_count_limit_rules() {
-    rejected(&["partition", "cpu", "max_nodes"], "max_nodes is 0", |c| {
-        c.partitions[0].max_nodes = Some(0)
-    });
-    rejected(&["partition", "cpu", "min_nodes"], "exceeds max_nodes", |c| {
-        c.partitions[0].min_nodes = Some(33)
-    });
     rejected(
-        &["partition", "gpu", "min_nodes"],
-        "exceeds the partition's size",
-        |c| c.partitions[1].min_nodes = Some(17),
+        &["partition", "cpu", "max_nodes_per_job"],
+        "max_nodes_per_job is 0",
+        |c| c.partitions[0].settings.max_nodes_per_job = Some(0),
     );
-    accepted(|c| c.partitions[1].min_nodes = Some(16));
-    accepted(|c| c.partitions[0].min_nodes = Some(0));
+    rejected(
+        &["partition", "cpu", "min_nodes_per_job"],
+        "exceeds max_nodes_per_job",
+        |c| c.partitions[0].settings.min_nodes_per_job = Some(33),
+    );
+    rejected(
+        &["partition", "gpu", "min_nodes_per_job"],
+        "exceeds the partition's size",
+        |c| c.partitions[1].settings.min_nodes_per_job = Some(17),
+    );
+    accepted(|c| c.partitions[1].settings.min_nodes_per_job = Some(16));
+    accepted(|c| c.partitions[0].settings.min_nodes_per_job = Some(0));
 }
 
 #[test]
 fn oversubscribe_rules() {
     rejected(&["partition", "hpc", "oversubscribe"], "invalid oversubscribe", |c| {
-        c.partitions[2].oversubscribe = Some("MAYBE".into())
+        c.partitions[2].settings.oversubscribe = Some("MAYBE".into())
     });
     rejected(&["partition", "hpc", "oversubscribe"], "invalid oversubscribe", |c| {
-        c.partitions[2].oversubscribe = Some("YES:1".into())
+        c.partitions[2].settings.oversubscribe = Some("YES:1".into())
     });
     rejected(
         &["partition", "gpu", "oversubscribe"],
         "conflicts with exclusive",
-        |c| c.partitions[1].oversubscribe = Some("NO".into()),
+        |c| c.partitions[1].settings.oversubscribe = Some("NO".into()),
     );
     for ok in ["NO", "YES", "YES:4", "FORCE", "force:1", "EXCLUSIVE"] {
-        accepted(|c| c.partitions[2].oversubscribe = Some(ok.into()));
+        accepted(|c| c.partitions[2].settings.oversubscribe = Some(ok.into()));
     }
 }
 
 #[test]
 fn access_list_and_tier_rules() {
     rejected(&["partition", "gpu", "allow_accounts"], "invalid entry", |c| {
-        c.partitions[1].allow_accounts.push("a,b".into())
+        c.partitions[1].settings.allow_accounts.push("a,b".into())
     });
     rejected(&["partition", "hpc", "allow_groups"], "invalid entry", |c| {
-        c.partitions[2].allow_groups.push("my group".into())
+        c.partitions[2].settings.allow_groups.push("my group".into())
     });
     rejected(&["partition", "hpc", "allow_qos"], "invalid entry", |c| {
-        c.partitions[2].allow_qos.push(String::new())
+        c.partitions[2].settings.allow_qos.push(String::new())
     });
     rejected(&["partition", "gpu", "priority_tier"], "out of range", |c| {
-        c.partitions[1].priority_tier = Some(65_534)
+        c.partitions[1].settings.priority_tier = Some(65_534)
     });
-    accepted(|c| c.partitions[1].priority_tier = Some(65_533));
+    accepted(|c| c.partitions[1].settings.priority_tier = Some(65_533));
 }
 
 #[test]
 fn partition_extra_rules() {
     let set = |i: usize, k: &'static str, v: &'static str| {
         move |c: &mut Cluster| {
-            c.partitions[i].extra.insert(k.into(), v.into());
+            c.partitions[i].settings.extra.insert(k.into(), v.into());
         }
     };
     rejected(
@@ -1128,8 +1124,14 @@ fn partition_extra_rules() {
         set(2, "DenyQos", "x"),
     );
     rejected(&["partition", "cpu", "extra"], "conflicting default memory", |c| {
-        c.partitions[0].extra.insert("DefMemPerCPU".into(), "1000".into());
-        c.partitions[0].extra.insert("DefMemPerNode".into(), "1000".into());
+        c.partitions[0]
+            .settings
+            .extra
+            .insert("DefMemPerCPU".into(), "1000".into());
+        c.partitions[0]
+            .settings
+            .extra
+            .insert("DefMemPerNode".into(), "1000".into());
     });
     rejected(
         &["partition", "cpu", "extra", "QOS"],
@@ -1234,7 +1236,7 @@ fn instance_shape_rules() {
 fn every_error_names_a_path_and_an_action() {
     let mut c = example(SlurmVersion::V22_05);
     c.name = "Bad Name".into();
-    c.partitions[0].max_time = Some("x".into());
+    c.partitions[0].settings.max_time = Some("x".into());
     c.partitions[1].node_sets[0].shape.gpu_model = None;
     c.extra.insert("Bogus".into(), "1".into());
     let errors = validate(&c);

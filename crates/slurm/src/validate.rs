@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use crate::error::ModelError;
 use crate::hostlist::digits;
 use crate::keys::{classify_cluster_key, classify_partition_key, defunct_list_item, KeyClass, PARTITION_DEF_MEM};
-use crate::model::{Accounting, Cluster, InstanceShape, NodeSet, Partition, SlurmVersion, Storage};
+use crate::model::{Accounting, Cluster, InstanceShape, NodeSet, Partition, PartitionSettings, SlurmVersion, Storage};
 use crate::node::{gpu_type_name, os_memory_allowance_mib};
 use crate::text::unsafe_value;
 use crate::time::TimeLimit;
@@ -459,7 +459,7 @@ impl Validator {
                     format!("Partitions {first:?} and {:?} have the same name (Slurm users would not be able to tell them apart); rename one.", p.name),
                 );
             }
-            if p.default {
+            if p.settings.default {
                 if let Some(first) = default {
                     self.err(
                         path(&base, ["default"]),
@@ -489,7 +489,31 @@ impl Validator {
     }
 
     fn partition(&mut self, c: &Cluster, p: &Partition, base: &[String]) {
-        let name = &p.name;
+        self.partition_name(&p.name, base);
+        if p.node_sets.is_empty() {
+            self.err(
+                path(base, ["node_sets"]),
+                "the partition has no node sets",
+                format!(
+                    "Partition {:?} needs at least one node set; Slurm rejects a partition without nodes.",
+                    p.name
+                ),
+            );
+        }
+        for (i, ns) in p.node_sets.iter().enumerate() {
+            let ns_base = path(base, ["node_set", &label(&ns.name, i)]);
+            self.node_set(ns, &ns_base);
+        }
+        let s = &p.settings;
+        self.time_limits(s, base);
+        let nodes: u64 = p.node_sets.iter().map(|ns| u64::from(ns.max_nodes)).sum();
+        self.nodes_per_job(s, (!p.node_sets.is_empty()).then_some(nodes), &p.name, base);
+        self.access_lists(s, base);
+        self.priority_and_sharing(s, base);
+        self.partition_extra(c, p, base);
+    }
+
+    fn partition_name(&mut self, name: &str, base: &[String]) {
         if name.is_empty() {
             self.err(
                 path(base, ["name"]),
@@ -513,19 +537,11 @@ impl Validator {
                 ),
             );
         }
-        if p.node_sets.is_empty() {
-            self.err(
-                path(base, ["node_sets"]),
-                "the partition has no node sets",
-                format!("Partition {name:?} needs at least one node set; Slurm rejects a partition without nodes."),
-            );
-        }
-        for (i, ns) in p.node_sets.iter().enumerate() {
-            let ns_base = path(base, ["node_set", &label(&ns.name, i)]);
-            self.node_set(ns, &ns_base);
-        }
-        let max_time = self.time_limit(base, "max_time", "MaxTime", p.max_time.as_deref());
-        let default_time = self.time_limit(base, "default_time", "DefaultTime", p.default_time.as_deref());
+    }
+
+    fn time_limits(&mut self, s: &PartitionSettings, base: &[String]) {
+        let max_time = self.time_limit(base, "max_time", "MaxTime", s.max_time.as_deref());
+        let default_time = self.time_limit(base, "default_time", "DefaultTime", s.default_time.as_deref());
         if let (Some(max), Some(default)) = (max_time, default_time) {
             if default > max {
                 self.err(
@@ -535,38 +551,42 @@ impl Validator {
                 );
             }
         }
-        if p.max_nodes == Some(0) {
+    }
+
+    /// `MaxNodes=` and `MinNodes=` against each other and the partition's `nodes` (when it has
+    /// node sets).
+    fn nodes_per_job(&mut self, s: &PartitionSettings, nodes: Option<u64>, name: &str, base: &[String]) {
+        if s.max_nodes_per_job == Some(0) {
             self.err(
-                path(base, ["max_nodes"]),
-                "max_nodes is 0",
+                path(base, ["max_nodes_per_job"]),
+                "max_nodes_per_job is 0",
                 "MaxNodes=0 would let no job run; leave it unset for no limit.",
             );
         }
-        if let (Some(min), Some(max)) = (p.min_nodes, p.max_nodes) {
-            if min > max {
-                self.err(
-                    path(base, ["min_nodes"]),
-                    "min_nodes exceeds max_nodes",
-                    format!("MinNodes ({min}) is larger than MaxNodes ({max}); no job could satisfy both."),
-                );
-            }
+        let Some(min) = s.min_nodes_per_job else {
+            return;
+        };
+        if let Some(max) = s.max_nodes_per_job.filter(|max| min > *max) {
+            self.err(
+                path(base, ["min_nodes_per_job"]),
+                "min_nodes_per_job exceeds max_nodes_per_job",
+                format!("MinNodes ({min}) is larger than MaxNodes ({max}); no job could satisfy both."),
+            );
         }
-        let total: u64 = p.node_sets.iter().map(|ns| u64::from(ns.max_nodes)).sum();
-        if let Some(min) = p.min_nodes {
-            if u64::from(min) > total && !p.node_sets.is_empty() {
-                self.err(
-                    path(base, ["min_nodes"]),
-                    "min_nodes exceeds the partition's size",
-                    format!(
-                        "MinNodes ({min}) is larger than the {total} nodes of partition {name:?}; no job could run."
-                    ),
-                );
-            }
+        if let Some(total) = nodes.filter(|total| u64::from(min) > *total) {
+            self.err(
+                path(base, ["min_nodes_per_job"]),
+                "min_nodes_per_job exceeds the partition's size",
+                format!("MinNodes ({min}) is larger than the {total} nodes of partition {name:?}; no job could run."),
+            );
         }
+    }
+
+    fn access_lists(&mut self, s: &PartitionSettings, base: &[String]) {
         for (field, items) in [
-            ("allow_accounts", &p.allow_accounts),
-            ("allow_groups", &p.allow_groups),
-            ("allow_qos", &p.allow_qos),
+            ("allow_accounts", &s.allow_accounts),
+            ("allow_groups", &s.allow_groups),
+            ("allow_qos", &s.allow_qos),
         ] {
             for item in items {
                 if !is_token(item.trim()) {
@@ -578,31 +598,32 @@ impl Validator {
                 }
             }
         }
-        if let Some(tier) = p.priority_tier {
-            if tier > 65533 {
-                self.err(
-                    path(base, ["priority_tier"]),
-                    "priority_tier out of range",
-                    format!("PriorityTier is {tier}; Slurm accepts 0 to 65533."),
-                );
-            }
+    }
+
+    fn priority_and_sharing(&mut self, s: &PartitionSettings, base: &[String]) {
+        if let Some(tier) = s.priority_tier.filter(|tier| *tier > 65533) {
+            self.err(
+                path(base, ["priority_tier"]),
+                "priority_tier out of range",
+                format!("PriorityTier is {tier}; Slurm accepts 0 to 65533."),
+            );
         }
-        if let Some(o) = &p.oversubscribe {
-            if p.exclusive {
-                self.err(
-                    path(base, ["oversubscribe"]),
-                    "oversubscribe conflicts with exclusive",
-                    format!("exclusive renders OverSubscribe=EXCLUSIVE; drop oversubscribe ({o:?}) or exclusive."),
-                );
-            } else if let Err(problem) = check_oversubscribe(o) {
-                self.err(
-                    path(base, ["oversubscribe"]),
-                    "invalid oversubscribe",
-                    format!("{problem}."),
-                );
-            }
+        let Some(o) = &s.oversubscribe else {
+            return;
+        };
+        if s.exclusive {
+            self.err(
+                path(base, ["oversubscribe"]),
+                "oversubscribe conflicts with exclusive",
+                format!("exclusive renders OverSubscribe=EXCLUSIVE; drop oversubscribe ({o:?}) or exclusive."),
+            );
+        } else if let Err(problem) = check_oversubscribe(o) {
+            self.err(
+                path(base, ["oversubscribe"]),
+                "invalid oversubscribe",
+                format!("{problem}."),
+            );
         }
-        self.partition_extra(c, p, base);
     }
 
     fn time_limit(&mut self, base: &[String], field: &str, key: &str, value: Option<&str>) -> Option<TimeLimit> {
@@ -626,7 +647,7 @@ impl Validator {
     fn partition_extra(&mut self, c: &Cluster, p: &Partition, base: &[String]) {
         let mut seen: BTreeMap<String, &str> = BTreeMap::new();
         let mut def_mem: Vec<&str> = Vec::new();
-        for (raw_key, value) in &p.extra {
+        for (raw_key, value) in &p.settings.extra {
             let key = raw_key.trim();
             let pth = path(base, ["extra", key]);
             if let Some(previous) = seen.insert(key.to_ascii_lowercase(), key) {
@@ -642,13 +663,13 @@ impl Validator {
                     if PARTITION_DEF_MEM.contains(&canonical) {
                         def_mem.push(canonical);
                     }
-                    if canonical == "DenyAccounts" && !p.allow_accounts.is_empty() {
+                    if canonical == "DenyAccounts" && !p.settings.allow_accounts.is_empty() {
                         self.err(
                             pth,
                             "DenyAccounts conflicts with allow_accounts",
                             "Slurm ignores DenyAccounts when AllowAccounts is set; use one of them.",
                         );
-                    } else if canonical == "DenyQos" && !p.allow_qos.is_empty() {
+                    } else if canonical == "DenyQos" && !p.settings.allow_qos.is_empty() {
                         self.err(
                             pth,
                             "DenyQos conflicts with allow_qos",

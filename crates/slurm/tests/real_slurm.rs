@@ -22,7 +22,7 @@ use hpc_test_daemons::{free_port, program, Daemon, MariaDb, Munge};
 
 use slurm_model::{
     partition_lines, render, render_unvalidated, validate, Accounting, Cluster, InstanceShape, NodeSet, Partition,
-    PowerSave, Rendered, SlurmVersion, Storage, TimeLimit,
+    PartitionSettings, PowerSave, Rendered, SlurmVersion, Storage, TimeLimit,
 };
 
 const PACKAGES: &str = "slurmctld slurmd slurm-client munge";
@@ -440,18 +440,7 @@ fn partition(name: &str, node_sets: Vec<NodeSet>) -> Partition {
     Partition {
         name: name.into(),
         node_sets,
-        max_time: None,
-        default_time: None,
-        max_nodes: None,
-        min_nodes: None,
-        allow_accounts: Vec::new(),
-        allow_groups: Vec::new(),
-        allow_qos: Vec::new(),
-        priority_tier: None,
-        oversubscribe: None,
-        exclusive: false,
-        default: false,
-        extra: BTreeMap::new(),
+        settings: PartitionSettings::default(),
     }
 }
 
@@ -498,23 +487,25 @@ fn check_partition(env: &Env, cluster: &Cluster, p: &Partition) {
     let total: u32 = p.node_sets.iter().map(|ns| ns.max_nodes).sum();
     expect(&got, "TotalNodes", &total.to_string());
     expect(&got, "State", "UP");
-    expect(&got, "Default", if p.default { "YES" } else { "NO" });
+    expect(&got, "Default", if p.settings.default { "YES" } else { "NO" });
     let limit = |t: &Option<String>| match t {
         Some(t) => TimeLimit::parse(t)
             .map(|l| l.to_string())
             .unwrap_or_else(|e| panic!("{t}: {e}")),
         None => "UNLIMITED".to_string(),
     };
-    expect(&got, "MaxTime", &limit(&p.max_time));
-    if p.default_time.is_some() {
-        expect(&got, "DefaultTime", &limit(&p.default_time));
+    expect(&got, "MaxTime", &limit(&p.settings.max_time));
+    if p.settings.default_time.is_some() {
+        expect(&got, "DefaultTime", &limit(&p.settings.default_time));
     }
     expect(
         &got,
         "MaxNodes",
-        &p.max_nodes.map_or("UNLIMITED".into(), |n| n.to_string()),
+        &p.settings
+            .max_nodes_per_job
+            .map_or("UNLIMITED".into(), |n| n.to_string()),
     );
-    expect(&got, "MinNodes", &p.min_nodes.unwrap_or(0).to_string());
+    expect(&got, "MinNodes", &p.settings.min_nodes_per_job.unwrap_or(0).to_string());
     let list = |l: &Vec<String>| {
         if l.is_empty() {
             "ALL".to_string()
@@ -522,13 +513,16 @@ fn check_partition(env: &Env, cluster: &Cluster, p: &Partition) {
             l.join(",")
         }
     };
-    if !p.extra.contains_key("DenyAccounts") {
-        expect(&got, "AllowAccounts", &list(&p.allow_accounts));
+    if !p.settings.extra.contains_key("DenyAccounts") {
+        expect(&got, "AllowAccounts", &list(&p.settings.allow_accounts));
     }
-    expect(&got, "AllowGroups", &list(&p.allow_groups));
-    expect(&got, "AllowQos", &list(&p.allow_qos));
-    expect(&got, "PriorityTier", &p.priority_tier.unwrap_or(1).to_string());
-    let oversubscribe = match (p.exclusive, p.oversubscribe.as_deref().map(str::to_ascii_uppercase)) {
+    expect(&got, "AllowGroups", &list(&p.settings.allow_groups));
+    expect(&got, "AllowQos", &list(&p.settings.allow_qos));
+    expect(&got, "PriorityTier", &p.settings.priority_tier.unwrap_or(1).to_string());
+    let oversubscribe = match (
+        p.settings.exclusive,
+        p.settings.oversubscribe.as_deref().map(str::to_ascii_uppercase),
+    ) {
         (true, _) => "EXCLUSIVE".to_string(),
         (false, None) => "NO".to_string(),
         (false, Some(o)) if o == "YES" || o == "FORCE" => format!("{o}:4"),
@@ -582,16 +576,16 @@ fn cpu_only_partition_with_limits() {
             &["az-use1-az1"],
         )],
     );
-    p.default = true;
-    p.max_time = Some("2-12:30".into());
-    p.default_time = Some("45".into());
-    p.max_nodes = Some(8);
-    p.min_nodes = Some(2);
-    p.allow_accounts = vec!["physics".into(), "chem".into()];
-    p.allow_groups = vec!["hpcusers".into()];
-    p.allow_qos = vec!["normal".into(), "long".into()];
-    p.priority_tier = Some(7);
-    p.oversubscribe = Some("force:2".into());
+    p.settings.default = true;
+    p.settings.max_time = Some("2-12:30".into());
+    p.settings.default_time = Some("45".into());
+    p.settings.max_nodes_per_job = Some(8);
+    p.settings.min_nodes_per_job = Some(2);
+    p.settings.allow_accounts = vec!["physics".into(), "chem".into()];
+    p.settings.allow_groups = vec!["hpcusers".into()];
+    p.settings.allow_qos = vec!["normal".into(), "long".into()];
+    p.settings.priority_tier = Some(7);
+    p.settings.oversubscribe = Some("force:2".into());
     let cluster = env.cluster(SlurmVersion::V22_05, vec![p]);
     env.start(&rendered(&cluster));
 
@@ -616,8 +610,8 @@ fn gpu_partition_like_p5_48xlarge() {
     let mut ns = node_set("gpu-p1-p548xl", p5_48xlarge(), 8, &["az-use1-az2", "capacity-block"]);
     ns.static_nodes = 2;
     let mut p = partition("gpu", vec![ns]);
-    p.exclusive = true;
-    p.max_time = Some("UNLIMITED".into());
+    p.settings.exclusive = true;
+    p.settings.max_time = Some("UNLIMITED".into());
     let cluster = env.cluster(SlurmVersion::V22_05, vec![p]);
     let r = rendered(&cluster);
     assert!(r
@@ -727,8 +721,8 @@ fn several_partitions_extras_and_thousands_of_nodes() {
             &["spot"],
         )],
     );
-    big.default = true;
-    big.extra = [
+    big.settings.default = true;
+    big.settings.extra = [
         ("ExclusiveUser", "YES"),
         ("GraceTime", "120"),
         ("DenyAccounts", "guest"),
@@ -741,9 +735,9 @@ fn several_partitions_extras_and_thousands_of_nodes() {
         "debug",
         vec![node_set("dbg-p1-t3m", shape("t3.medium", (1, 1, 2), 4096), 2, &[])],
     );
-    debug.max_time = Some("30:00".into());
-    debug.oversubscribe = Some("YES".into());
-    debug.priority_tier = Some(100);
+    debug.settings.max_time = Some("30:00".into());
+    debug.settings.oversubscribe = Some("YES".into());
+    debug.settings.priority_tier = Some(100);
     let mut cluster = env.cluster(SlurmVersion::V22_05, vec![big, debug]);
     cluster
         .extra
@@ -860,13 +854,13 @@ fn configs_rejected_by_validation_are_rejected_by_slurmctld() {
             "bad MaxTime",
             "invalid max_time",
             Slurm::Exits("Bad value \"1:2:3:4\" for MaxTime"),
-            Box::new(|c: &mut Cluster| c.partitions[0].max_time = Some("1:2:3:4".into())),
+            Box::new(|c: &mut Cluster| c.partitions[0].settings.max_time = Some("1:2:3:4".into())),
         ),
         (
             "bad OverSubscribe",
             "invalid oversubscribe",
             Slurm::Exits("Bad value \"MAYBE\" for OverSubscribe"),
-            Box::new(|c: &mut Cluster| c.partitions[0].oversubscribe = Some("MAYBE".into())),
+            Box::new(|c: &mut Cluster| c.partitions[0].settings.oversubscribe = Some("MAYBE".into())),
         ),
         (
             "unknown slurm.conf key",
@@ -881,7 +875,7 @@ fn configs_rejected_by_validation_are_rejected_by_slurmctld() {
             "unknown partition parameter",
             Slurm::Exits("unrecognized key: Bogus"),
             Box::new(|c: &mut Cluster| {
-                c.partitions[0].extra.insert("Bogus".into(), "1".into());
+                c.partitions[0].settings.extra.insert("Bogus".into(), "1".into());
             }),
         ),
         (
@@ -903,7 +897,7 @@ fn configs_rejected_by_validation_are_rejected_by_slurmctld() {
             "two default partitions",
             Slurm::Logs("changing default partition from a to b"),
             Box::new(|c: &mut Cluster| {
-                c.partitions[0].default = true;
+                c.partitions[0].settings.default = true;
                 let mut b = c.partitions[0].clone();
                 b.name = "b".into();
                 b.node_sets[0].name = "b-p1-m5l".into();
@@ -915,8 +909,8 @@ fn configs_rejected_by_validation_are_rejected_by_slurmctld() {
             "default_time exceeds max_time",
             Slurm::Logs("partition a DefaultTime exceeds MaxTime (120 > 60)"),
             Box::new(|c: &mut Cluster| {
-                c.partitions[0].max_time = Some("60".into());
-                c.partitions[0].default_time = Some("120".into());
+                c.partitions[0].settings.max_time = Some("60".into());
+                c.partitions[0].settings.default_time = Some("120".into());
             }),
         ),
     ];
@@ -967,7 +961,7 @@ fn configs_rejected_by_validation_are_rejected_by_slurmctld() {
 fn config_for_24_11_parses_and_shows_why_22_05_needs_its_own() {
     let mut env = Env::new("v2411");
     let mut p = partition("gpu", vec![node_set("gpu-p1-p548xl", p5_48xlarge(), 4, &["spot"])]);
-    p.default = true;
+    p.settings.default = true;
     let cluster = env.cluster(SlurmVersion::V24_11, vec![p]);
     let r = rendered(&cluster);
     for gone in ["cloud_reg_addrs", "PrivateData", "NoAddrCache", "TreeWidth"] {

@@ -7,7 +7,7 @@ use hpc_aws::ec2::InstanceTypeInfo;
 use tfplugin::model::{Model, ModelError};
 use tfplugin::{timeouts, Number, Value};
 
-use crate::desired_state::{self, PartitionDoc, PoolDoc, ScalingStrategy, ShapeDoc, SCHEMA};
+use crate::desired_state::{self, PartitionDoc, PartitionSettings, PoolDoc, ScalingStrategy, ShapeDoc, SCHEMA};
 
 tfplugin::model! {
     /// An `hpc_partition`: every attribute and block of its schema.
@@ -171,6 +171,18 @@ impl Partition {
             provision_timeout_s: secs(&self.provision_timeout, 600),
             ice_cooldown_s: secs(&self.ice_cooldown, 600),
             scaling_strategy: ScalingStrategy::parse(&self.scaling_strategy).unwrap_or_default(),
+            slurm: self.slurm_settings(),
+            ami_id: self.ami_id.clone(),
+            root_volume_size: i32::try_from(self.root_volume_size).unwrap_or(i32::MAX),
+            instance_profile_arn: self.instance_profile_arn.clone(),
+            user_data_extra: self.user_data_extra.clone(),
+            tags: self.tags_all.clone().unwrap_or_default(),
+        }
+    }
+
+    /// The partition's Slurm settings, as the document carries them.
+    pub fn slurm_settings(&self) -> PartitionSettings {
+        PartitionSettings {
             max_time: self.max_time.clone(),
             default_time: self.default_time.clone(),
             max_nodes_per_job: u32_of(self.max_nodes_per_job),
@@ -183,11 +195,6 @@ impl Partition {
             exclusive: self.exclusive,
             default: self.default,
             extra: self.slurm_extra.clone().unwrap_or_default(),
-            ami_id: self.ami_id.clone(),
-            root_volume_size: i32::try_from(self.root_volume_size).unwrap_or(i32::MAX),
-            instance_profile_arn: self.instance_profile_arn.clone(),
-            user_data_extra: self.user_data_extra.clone(),
-            tags: self.tags_all.clone().unwrap_or_default(),
         }
     }
 
@@ -202,33 +209,7 @@ impl Partition {
     ) -> Partition {
         let user_tags = crate::convert::user_tags(&doc.tags, default_tags);
         let had_tags = prior.is_some_and(|p| p.tags.is_some());
-        let pools: Vec<Pool> = doc
-            .pools
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let before = prior.and_then(|m| m.capacity_pool.get(i));
-                Pool {
-                    subnet_ids: p.subnet_ids.clone(),
-                    region: before.and_then(|b| b.region.clone()),
-                    capacity_type: p.capacity_type.clone(),
-                    capacity_reservation_id: p.capacity_reservation_id.clone(),
-                    ami_id: before.and_then(|b| b.ami_id.clone()),
-                    security_group_ids: before.and_then(|b| b.security_group_ids.clone()),
-                    peering_connection_id: before.and_then(|b| b.peering_connection_id.clone()),
-                }
-            })
-            .collect();
-        let templates = doc
-            .pools
-            .iter()
-            .enumerate()
-            .flat_map(|(i, p)| {
-                p.launch_templates
-                    .iter()
-                    .map(move |(t, id)| (template_key(i, t), id.clone()))
-            })
-            .collect();
+        let slurm = &doc.slurm;
         Partition {
             id: Some(format!("{}/{}", doc.cluster, doc.name)),
             cluster_id: Some(doc.cluster.clone()),
@@ -244,18 +225,18 @@ impl Partition {
             root_volume_size: i64::from(doc.root_volume_size),
             instance_profile_arn: doc.instance_profile_arn.clone(),
             user_data_extra: doc.user_data_extra.clone(),
-            max_time: doc.max_time.clone(),
-            default_time: doc.default_time.clone(),
-            max_nodes_per_job: doc.max_nodes_per_job.map(i64::from),
-            min_nodes_per_job: doc.min_nodes_per_job.map(i64::from),
-            allow_accounts: non_empty(&doc.allow_accounts),
-            allow_groups: non_empty(&doc.allow_groups),
-            allow_qos: non_empty(&doc.allow_qos),
-            priority_tier: doc.priority_tier.map(i64::from),
-            oversubscribe: doc.oversubscribe.clone(),
-            exclusive: doc.exclusive,
-            default: doc.default,
-            slurm_extra: (!doc.extra.is_empty()).then(|| doc.extra.clone()),
+            max_time: slurm.max_time.clone(),
+            default_time: slurm.default_time.clone(),
+            max_nodes_per_job: slurm.max_nodes_per_job.map(i64::from),
+            min_nodes_per_job: slurm.min_nodes_per_job.map(i64::from),
+            allow_accounts: non_empty(&slurm.allow_accounts),
+            allow_groups: non_empty(&slurm.allow_groups),
+            allow_qos: non_empty(&slurm.allow_qos),
+            priority_tier: slurm.priority_tier.map(i64::from),
+            oversubscribe: slurm.oversubscribe.clone(),
+            exclusive: slurm.exclusive,
+            default: slurm.default,
+            slurm_extra: (!slurm.extra.is_empty()).then(|| slurm.extra.clone()),
             provision_timeout: duration_as_written(
                 prior.map(|p| p.provision_timeout.as_str()),
                 doc.provision_timeout_s,
@@ -265,7 +246,7 @@ impl Partition {
             tags: (!user_tags.is_empty() || had_tags).then_some(user_tags),
             tags_all: Some(doc.tags.clone()),
             node_names: prior.and_then(|p| p.node_names.clone()),
-            launch_template_ids: Some(templates),
+            launch_template_ids: Some(templates_of(doc)),
             placement_group_names: Some(
                 doc.pools
                     .iter()
@@ -278,10 +259,44 @@ impl Partition {
             estimated_max_hourly_cost: prior.and_then(|p| p.estimated_max_hourly_cost.clone()),
             rendered_partition: prior.and_then(|p| p.rendered_partition.clone()),
             desired_state_version: Some(version),
-            capacity_pool: pools,
+            capacity_pool: pools_of(doc, prior),
             timeouts: prior.map(|p| p.timeouts.clone()).unwrap_or(Value::Null),
         }
     }
+}
+
+/// The `capacity_pool` blocks a document stands for; what it does not carry (a pool's region,
+/// AMI, groups and peering connection as written) comes from `prior`.
+fn pools_of(doc: &PartitionDoc, prior: Option<&Partition>) -> Vec<Pool> {
+    doc.pools
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let before = prior.and_then(|m| m.capacity_pool.get(i));
+            Pool {
+                subnet_ids: p.subnet_ids.clone(),
+                region: before.and_then(|b| b.region.clone()),
+                capacity_type: p.capacity_type.clone(),
+                capacity_reservation_id: p.capacity_reservation_id.clone(),
+                ami_id: before.and_then(|b| b.ami_id.clone()),
+                security_group_ids: before.and_then(|b| b.security_group_ids.clone()),
+                peering_connection_id: before.and_then(|b| b.peering_connection_id.clone()),
+            }
+        })
+        .collect()
+}
+
+/// `launch_template_ids` out of a document's pools.
+fn templates_of(doc: &PartitionDoc) -> BTreeMap<String, String> {
+    doc.pools
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| {
+            p.launch_templates
+                .iter()
+                .map(move |(t, id)| (template_key(i, t), id.clone()))
+        })
+        .collect()
 }
 
 /// What a node set is made of, from EC2's facts about its instance type.

@@ -170,7 +170,7 @@ pub(super) async fn cluster_plan_checks(
         diags.extend(node_image_checks(clients, &req.planned, &cdoc.slurm_version, infos).await);
     }
     let others = published.other_partitions(&doc.name);
-    if doc.default {
+    if doc.slurm.default {
         diags.extend(pool_checks::one_default(&doc.name, &others));
     }
     let mut all: Vec<(String, u32, u32, u32)> = others.iter().flat_map(usage_pools).collect();

@@ -40,7 +40,7 @@ pub(super) fn strategy(config: &Value, diags: &mut Diagnostics) {
 /// change may be in the same plan, which this partition's plan cannot see).
 pub(super) fn one_default(name: &str, others: &[crate::desired_state::PartitionDoc]) -> Diagnostics {
     let mut diags = Diagnostics::default();
-    for other in others.iter().filter(|o| o.default) {
+    for other in others.iter().filter(|o| o.slurm.default) {
         diags.push(
             tfplugin::Diagnostic::warning(
                 format!("partition {} is the cluster's default partition now", other.name),

@@ -293,12 +293,11 @@ pub(super) fn slurm_checks(doc: &PartitionDoc, version: &str) -> Diagnostics {
 pub(super) fn model_path(path: &[String]) -> AttributePath {
     let field = path.get(2).map(String::as_str).unwrap_or("name");
     let attr = match field {
-        "max_nodes" => "max_nodes_per_job",
-        "min_nodes" => "min_nodes_per_job",
         "extra" => "slurm_extra",
         "node_set" | "node_sets" => "instance_types",
-        "name" | "max_time" | "default_time" | "allow_accounts" | "allow_groups" | "allow_qos" | "priority_tier"
-        | "oversubscribe" | "exclusive" | "default" | "provision_timeout" => field,
+        "name" | "max_time" | "default_time" | "max_nodes_per_job" | "min_nodes_per_job" | "allow_accounts"
+        | "allow_groups" | "allow_qos" | "priority_tier" | "oversubscribe" | "exclusive" | "default"
+        | "provision_timeout" => field,
         _ => "name",
     };
     let mut p = AttributePath::root(attr);
