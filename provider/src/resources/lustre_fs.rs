@@ -38,9 +38,150 @@ fn n(name: &str) -> Attribute {
 }
 
 fn schema() -> Schema {
-    let computed =
-        |name: &str, ty: Type, doc: &str| Attribute::computed(name, ty).description(doc).use_state_for_unknown();
-    let data_repository = Block::new(vec![
+    Schema::new(
+        0,
+        Block::new(attributes()).with_blocks(blocks()).description(
+            "An Amazon FSx for Lustre file system, with S3 data repository associations managed in place. \
+             Every setting is checked at plan time against FSx's documented rules, without calling AWS.",
+        ),
+    )
+}
+/// A computed attribute its prior state keeps while unknown.
+fn computed(name: &str, ty: Type, doc: &str) -> Attribute {
+    Attribute::computed(name, ty).description(doc).use_state_for_unknown()
+}
+
+/// The top-level attributes.
+fn attributes() -> Vec<Attribute> {
+    vec![
+        computed("id", Type::String, "File system id, `fs-...`."),
+        computed("arn", Type::String, "File system ARN."),
+        computed("dns_name", Type::String, "DNS name clients mount."),
+        computed("mount_name", Type::String, "Lustre mount name (`fsx` for SCRATCH_1)."),
+        computed(
+            "network_interface_ids",
+            Type::list(Type::String),
+            "Elastic network interfaces of the file system.",
+        ),
+        computed("vpc_id", Type::String, "VPC of the file system's subnet."),
+        computed("owner_id", Type::String, "AWS account that owns the file system."),
+        computed(
+            "mount_command",
+            Type::String,
+            "A ready-to-run command that mounts the file system at `/fsx`.",
+        ),
+        Attribute::computed("tags_all", Type::map(Type::String))
+            .description("`tags` merged over the provider's `default_tags`."),
+        Attribute::required("storage_capacity", Type::Number).description(
+            "Capacity in GiB. Allowed values depend on deployment and storage type (e.g. 1200, 2400 or a multiple of \
+                 2400 for PERSISTENT_2). Grows in place; shrinking replaces the file system.",
+        ),
+        Attribute::optional("deployment_type", Type::String)
+            .description("`SCRATCH_1`, `SCRATCH_2`, `PERSISTENT_1` or `PERSISTENT_2`. Default `SCRATCH_1`.")
+            .default(Value::string("SCRATCH_1")),
+        Attribute::optional("storage_type", Type::String)
+            .description("`SSD` or `HDD` (HDD only with PERSISTENT_1). Default `SSD`.")
+            .default(Value::string("SSD")),
+        n("per_unit_storage_throughput").description(
+            "MB/s per TiB for persistent types: PERSISTENT_1 SSD 50/100/200, HDD 12/40; PERSISTENT_2 125/250/500/1000.",
+        ),
+        s("drive_cache_type").description("HDD read cache: `NONE` or `READ`. Required with HDD."),
+        Attribute::optional("data_compression_type", Type::String)
+            .description("`NONE` or `LZ4`. Default `NONE`.")
+            .default(Value::string("NONE")),
+        Attribute::nested(
+            "metadata_configuration",
+            Nesting::Single,
+            vec![
+                Attribute::required("mode", Type::String).description("`AUTOMATIC` or `USER_PROVISIONED`."),
+                Attribute::optional_computed("iops", Type::Number).description(
+                    "Metadata IOPS with USER_PROVISIONED: 1500, 3000, 6000, or a multiple of 12000 up to 192000.",
+                ),
+            ],
+        )
+        .description("Metadata server performance (PERSISTENT_2 only).")
+        .into_optional_computed(),
+        Attribute::optional_computed("efa_enabled", Type::Bool)
+            .description("Serve clients over EFA (PERSISTENT_2 with a metadata configuration)."),
+        Attribute::nested(
+            "root_squash_configuration",
+            Nesting::Single,
+            vec![
+                s("root_squash").description("`UID:GID` root is mapped to, e.g. `65534:65534`; `0:0` turns it off."),
+                Attribute::optional("no_squash_nids", Type::set(Type::String))
+                    .description("Client NIDs exempt from root squash, e.g. `10.0.1.6@tcp`."),
+            ],
+        )
+        .description("Root squash: map root on clients to an unprivileged user."),
+        Attribute::nested(
+            "log_configuration",
+            Nesting::Single,
+            vec![
+                Attribute::required("level", Type::String)
+                    .description("`DISABLED`, `WARN_ONLY`, `ERROR_ONLY` or `WARN_ERROR`."),
+                Attribute::optional_computed("destination", Type::String)
+                    .description("CloudWatch Logs log group ARN; its name starts with `/aws/fsx`."),
+            ],
+        )
+        .description("Lustre event logging to CloudWatch Logs.")
+        .into_optional_computed(),
+        Attribute::optional_computed("kms_key_id", Type::String)
+            .description("KMS key for encryption at rest (persistent types). Default: the AWS managed FSx key."),
+        Attribute::required("subnet_ids", Type::list(Type::String))
+            .description("Exactly one subnet id: Lustre file systems live in one Availability Zone."),
+        Attribute::optional("security_group_ids", Type::set(Type::String)).description(
+            "Security groups of the file system's network interfaces (Lustre needs TCP 988 and 1018-1023).",
+        ),
+        Attribute::optional_computed("weekly_maintenance_start_time", Type::String)
+            .description("Weekly maintenance window start, `d:HH:MM` in UTC (d = 1 Monday .. 7 Sunday)."),
+        Attribute::optional_computed("automatic_backup_retention_days", Type::Number)
+            .description("Days to keep daily automatic backups, 0 to 90 (persistent types; 0 turns them off)."),
+        Attribute::optional_computed("daily_automatic_backup_start_time", Type::String)
+            .description("Daily backup start, `HH:MM` in UTC."),
+        Attribute::optional("copy_tags_to_backups", Type::Bool)
+            .description("Copy the file system's tags to its backups.")
+            .default(Value::Bool(false)),
+        Attribute::optional_computed("skip_final_backup", Type::Bool).description(
+            "Skip the final backup on destroy. Default: `false` for persistent file systems not linked to S3 \
+                 (a final backup is taken), `true` otherwise (FSx cannot back those up).",
+        ),
+        Attribute::optional("final_backup_tags", Type::map(Type::String))
+            .description("Tags for the final backup taken on destroy."),
+        s("import_path").description("S3 URL imported at creation (not PERSISTENT_2: use `data_repository` there)."),
+        Attribute::optional_computed("export_path", Type::String)
+            .description("S3 URL exported to; same bucket as `import_path`."),
+        Attribute::optional_computed("auto_import_policy", Type::String)
+            .description("`NONE`, `NEW`, `NEW_CHANGED` or `NEW_CHANGED_DELETED`; needs `import_path`."),
+        Attribute::optional_computed("imported_file_chunk_size", Type::Number)
+            .description("Stripe size in MiB for files imported from `import_path` (1 to 512000)."),
+        Attribute::optional_computed("file_system_type_version", Type::String)
+            .description("Lustre version: `2.10`, `2.12` or `2.15`. Upgrades in place."),
+        Attribute::optional("tags", Type::map(Type::String)).description("Tags of the file system."),
+    ]
+}
+
+/// The top-level blocks.
+fn blocks() -> Vec<NestedBlock> {
+    vec![
+            NestedBlock::new("data_repository", BlockNesting::List, data_repository_block().description("An S3 data repository association: a file system path linked to an S3 prefix, imported and exported automatically.")).max_items(8),
+                        NestedBlock::new(
+                "release_policy",
+                BlockNesting::Single,
+                Block::new(vec![
+                    Attribute::required("unaccessed_days", Type::Number).description(
+                        "Release (from the file system, keeping them in S3) files not accessed for this many days.",
+                    ),
+                    Attribute::optional("usage_percent", Type::Number)
+                        .description("Only when the file system is fuller than this. Default 80.")
+                        .default(Value::int(80)),
+                ]),
+            ),
+            timeouts::block(&["create", "update", "delete"]),
+        ]
+}
+
+fn data_repository_block() -> Block {
+    Block::new(vec![
         Attribute::required("file_system_path", Type::String)
             .description("Path in the file system the S3 prefix appears at, e.g. `/ns1`. Unique per file system."),
         Attribute::required("data_repository_path", Type::String)
@@ -59,126 +200,7 @@ fn schema() -> Schema {
             .default(Value::Bool(false)),
         Attribute::computed("association_id", Type::String)
             .description("The data repository association id (`dra-...`)."),
-    ]);
-    Schema::new(
-        0,
-        Block::new(vec![
-            computed("id", Type::String, "File system id, `fs-...`."),
-            computed("arn", Type::String, "File system ARN."),
-            computed("dns_name", Type::String, "DNS name clients mount."),
-            computed("mount_name", Type::String, "Lustre mount name (`fsx` for SCRATCH_1)."),
-            computed("network_interface_ids", Type::list(Type::String), "Elastic network interfaces of the file system."),
-            computed("vpc_id", Type::String, "VPC of the file system's subnet."),
-            computed("owner_id", Type::String, "AWS account that owns the file system."),
-            computed("mount_command", Type::String, "A ready-to-run command that mounts the file system at `/fsx`."),
-            Attribute::computed("tags_all", Type::map(Type::String))
-                .description("`tags` merged over the provider's `default_tags`."),
-            Attribute::required("storage_capacity", Type::Number).description(
-                "Capacity in GiB. Allowed values depend on deployment and storage type (e.g. 1200, 2400 or a multiple of \
-                 2400 for PERSISTENT_2). Grows in place; shrinking replaces the file system.",
-            ),
-            Attribute::optional("deployment_type", Type::String)
-                .description("`SCRATCH_1`, `SCRATCH_2`, `PERSISTENT_1` or `PERSISTENT_2`. Default `SCRATCH_1`.")
-                .default(Value::string("SCRATCH_1")),
-            Attribute::optional("storage_type", Type::String)
-                .description("`SSD` or `HDD` (HDD only with PERSISTENT_1). Default `SSD`.")
-                .default(Value::string("SSD")),
-            n("per_unit_storage_throughput").description(
-                "MB/s per TiB for persistent types: PERSISTENT_1 SSD 50/100/200, HDD 12/40; PERSISTENT_2 125/250/500/1000.",
-            ),
-            s("drive_cache_type").description("HDD read cache: `NONE` or `READ`. Required with HDD."),
-            Attribute::optional("data_compression_type", Type::String)
-                .description("`NONE` or `LZ4`. Default `NONE`.")
-                .default(Value::string("NONE")),
-            Attribute::nested(
-                "metadata_configuration",
-                Nesting::Single,
-                vec![
-                    Attribute::required("mode", Type::String).description("`AUTOMATIC` or `USER_PROVISIONED`."),
-                    Attribute::optional_computed("iops", Type::Number).description(
-                        "Metadata IOPS with USER_PROVISIONED: 1500, 3000, 6000, or a multiple of 12000 up to 192000.",
-                    ),
-                ],
-            )
-            .description("Metadata server performance (PERSISTENT_2 only).")
-            .into_optional_computed(),
-            Attribute::optional_computed("efa_enabled", Type::Bool)
-                .description("Serve clients over EFA (PERSISTENT_2 with a metadata configuration)."),
-            Attribute::nested(
-                "root_squash_configuration",
-                Nesting::Single,
-                vec![
-                    s("root_squash").description("`UID:GID` root is mapped to, e.g. `65534:65534`; `0:0` turns it off."),
-                    Attribute::optional("no_squash_nids", Type::set(Type::String))
-                        .description("Client NIDs exempt from root squash, e.g. `10.0.1.6@tcp`."),
-                ],
-            )
-            .description("Root squash: map root on clients to an unprivileged user."),
-            Attribute::nested(
-                "log_configuration",
-                Nesting::Single,
-                vec![
-                    Attribute::required("level", Type::String)
-                        .description("`DISABLED`, `WARN_ONLY`, `ERROR_ONLY` or `WARN_ERROR`."),
-                    Attribute::optional_computed("destination", Type::String)
-                        .description("CloudWatch Logs log group ARN; its name starts with `/aws/fsx`."),
-                ],
-            )
-            .description("Lustre event logging to CloudWatch Logs.")
-            .into_optional_computed(),
-            Attribute::optional_computed("kms_key_id", Type::String)
-                .description("KMS key for encryption at rest (persistent types). Default: the AWS managed FSx key."),
-            Attribute::required("subnet_ids", Type::list(Type::String))
-                .description("Exactly one subnet id: Lustre file systems live in one Availability Zone."),
-            Attribute::optional("security_group_ids", Type::set(Type::String))
-                .description("Security groups of the file system's network interfaces (Lustre needs TCP 988 and 1018-1023)."),
-            Attribute::optional_computed("weekly_maintenance_start_time", Type::String)
-                .description("Weekly maintenance window start, `d:HH:MM` in UTC (d = 1 Monday .. 7 Sunday)."),
-            Attribute::optional_computed("automatic_backup_retention_days", Type::Number)
-                .description("Days to keep daily automatic backups, 0 to 90 (persistent types; 0 turns them off)."),
-            Attribute::optional_computed("daily_automatic_backup_start_time", Type::String)
-                .description("Daily backup start, `HH:MM` in UTC."),
-            Attribute::optional("copy_tags_to_backups", Type::Bool)
-                .description("Copy the file system's tags to its backups.")
-                .default(Value::Bool(false)),
-            Attribute::optional_computed("skip_final_backup", Type::Bool).description(
-                "Skip the final backup on destroy. Default: `false` for persistent file systems not linked to S3 \
-                 (a final backup is taken), `true` otherwise (FSx cannot back those up).",
-            ),
-            Attribute::optional("final_backup_tags", Type::map(Type::String))
-                .description("Tags for the final backup taken on destroy."),
-            s("import_path").description("S3 URL imported at creation (not PERSISTENT_2: use `data_repository` there)."),
-            Attribute::optional_computed("export_path", Type::String)
-                .description("S3 URL exported to; same bucket as `import_path`."),
-            Attribute::optional_computed("auto_import_policy", Type::String)
-                .description("`NONE`, `NEW`, `NEW_CHANGED` or `NEW_CHANGED_DELETED`; needs `import_path`."),
-            Attribute::optional_computed("imported_file_chunk_size", Type::Number)
-                .description("Stripe size in MiB for files imported from `import_path` (1 to 512000)."),
-            Attribute::optional_computed("file_system_type_version", Type::String)
-                .description("Lustre version: `2.10`, `2.12` or `2.15`. Upgrades in place."),
-            Attribute::optional("tags", Type::map(Type::String)).description("Tags of the file system."),
-        ])
-        .with_blocks(vec![
-            NestedBlock::new("data_repository", BlockNesting::List, data_repository.description("An S3 data repository association: a file system path linked to an S3 prefix, imported and exported automatically.")).max_items(8),
-                        NestedBlock::new(
-                "release_policy",
-                BlockNesting::Single,
-                Block::new(vec![
-                    Attribute::required("unaccessed_days", Type::Number).description(
-                        "Release (from the file system, keeping them in S3) files not accessed for this many days.",
-                    ),
-                    Attribute::optional("usage_percent", Type::Number)
-                        .description("Only when the file system is fuller than this. Default 80.")
-                        .default(Value::int(80)),
-                ]),
-            ),
-            timeouts::block(&["create", "update", "delete"]),
-        ])
-        .description(
-            "An Amazon FSx for Lustre file system, with S3 data repository associations managed in place. \
-             Every setting is checked at plan time against FSx's documented rules, without calling AWS.",
-        ),
-    )
+    ])
 }
 
 trait OptionalComputed {

@@ -12,9 +12,124 @@ use tfplugin::Type;
 use tfplugin::Value;
 
 pub(super) fn schema() -> Schema {
-    let computed =
-        |name: &str, ty: Type, doc: &str| Attribute::computed(name, ty).description(doc).use_state_for_unknown();
-    let head = Block::new(vec![
+    Schema::new(
+        0,
+        Block::new(attributes()).with_blocks(blocks()).description(
+            "A Slurm cluster: head node with slurmctld and accounting, login nodes, users and shared storage.",
+        ),
+    )
+}
+
+/// A computed attribute its prior state keeps while unknown.
+fn computed(name: &str, ty: Type, doc: &str) -> Attribute {
+    Attribute::computed(name, ty).description(doc).use_state_for_unknown()
+}
+
+/// The top-level attributes.
+fn attributes() -> Vec<Attribute> {
+    vec![
+        computed("id", Type::String, "The cluster name."),
+        Attribute::required("name", Type::String)
+            .description(
+                "Cluster name (Slurm ClusterName): lowercase letters, digits, `-`. One cluster per name in an \
+                     account and region: creating a name another Terraform state's cluster has is refused before \
+                     anything is made (import that cluster instead).",
+            )
+            .requires_replace(),
+        Attribute::required("subnet_id", Type::String)
+            .description("Subnet of the head and login nodes.")
+            .requires_replace(),
+        Attribute::optional("security_group_id", Type::String)
+            .description(
+                "Use this security group as the cluster group (all traffic between members) instead of \
+                     creating one, e.g. `hpc_network.security_group_id`, so a Lustre file system made before the \
+                     cluster in that group is reachable from every node. It is never deleted by the cluster.",
+            )
+            .requires_replace(),
+        Attribute::optional("wait_for_ready", Type::Bool)
+            .description(
+                "Create and update wait (within their timeouts) until the head node reports slurmctld running \
+                     and each new login node reports it serves, and fail with the node's own error and its console's \
+                     last lines when it reports a failure or never reports. Default true.",
+            )
+            .default(Value::Bool(true)),
+        Attribute::optional("tags", Type::map(Type::String)).description("Tags of everything the cluster creates."),
+        Attribute::computed("tags_all", Type::map(Type::String))
+            .description("`tags` merged over the provider's `default_tags`."),
+        computed("vpc_id", Type::String, "VPC of the subnet."),
+        computed("head_node_instance_id", Type::String, "Head node instance."),
+        computed(
+            "head_node_private_ip",
+            Type::String,
+            "Head node address (SlurmctldHost): the kept network interface's, the same for every head node.",
+        ),
+        computed(
+            "head_node_network_interface_id",
+            Type::String,
+            "Network interface every head node of the cluster is launched on.",
+        ),
+        computed(
+            "state_volume_id",
+            Type::String,
+            "EBS volume with the cluster's state, attached to each head node.",
+        ),
+        computed(
+            "home_file_system_id",
+            Type::String,
+            "EFS file system every node mounts at /home: `home.efs_id`, or the one the provider made \
+                 (encrypted, elastic throughput, a mount target in each zone of the cluster's and its partitions' \
+                 subnets in this region; deleted with the cluster, the users' files with it).",
+        ),
+        Attribute::computed("login_node_ids", Type::list(Type::String)).description("Login node instances."),
+        Attribute::computed("login_node_private_ips", Type::list(Type::String)).description("Login node addresses."),
+        computed(
+            "security_group_ids",
+            Type::list(Type::String),
+            "Cluster security group and SSH security group.",
+        ),
+        computed(
+            "munge_key_secret_arn",
+            Type::String,
+            "Secrets Manager secret with the munge key (generated; never in state).",
+        ),
+        computed(
+            "desired_state_parameter",
+            Type::String,
+            "SSM parameter of the cluster's desired state.",
+        ),
+        Attribute::computed("desired_state_version", Type::Number)
+            .description("Version of the published cluster document."),
+        Attribute::computed("slurm_conf", Type::String)
+            .description("The cluster-wide part of slurm.conf (each hpc_partition shows its own lines)."),
+        computed(
+            "instance_profile_policy",
+            Type::String,
+            "IAM policy JSON the instance profile needs.",
+        ),
+        Attribute::computed("estimated_hourly_cost", Type::Number)
+            .description("On-demand USD/hour of the head and login nodes (partitions report their own)."),
+    ]
+}
+
+/// The top-level blocks.
+fn blocks() -> Vec<NestedBlock> {
+    vec![
+            NestedBlock::new("head_node", BlockNesting::Single, head_block().description("The head node: slurmctld, accounting and the node agent; its AMI, type, root volume and SSH access."))
+                .min_items(1)
+                .max_items(1),
+            NestedBlock::new("slurm", BlockNesting::Single, slurm_block().description("Slurm version, power saving timings and extra slurm.conf settings.")),
+            NestedBlock::new("accounting", BlockNesting::Single, accounting_block().description("Job accounting: slurmdbd with a local MariaDB on the head node, an external database, or none.")),
+            NestedBlock::new("login_nodes", BlockNesting::Single, login_block().description("Login nodes users SSH to, launched with the head node's image, key pair, instance profile and root volume. A change of those or of `instance_type` rolls them: their successors start (and, with `wait_for_ready`, report ready) before the old ones are terminated.")),
+            NestedBlock::new("user", BlockNesting::List, user_block().description("A Unix user on every node (same uid everywhere).")),
+            NestedBlock::new("mfa", BlockNesting::Single, mfa_block().description("Multi-factor authentication for SSH logins (a PAM module and its configuration).")),
+            NestedBlock::new("home", BlockNesting::Single, home_block().description("Where /home lives: an EFS file system, the cluster's own unless you give one.")),
+            NestedBlock::new("storage", BlockNesting::List, storage_block().description("A Lustre file system every node mounts.")),
+            timeouts::block(&["create", "update", "delete"]),
+        ]
+}
+
+fn head_block() -> Block {
+    Block::new(vec![
         Attribute::required("ami_id", Type::String).description(
             "AMI of the head node (an hpc-image build). Changing it (or the type, root volume, key pair or \
                  instance profile) replaces the head node in place: the old head stops, a new one starts on the \
@@ -48,8 +163,11 @@ pub(super) fn schema() -> Schema {
                 head::DEFAULT_STATE_VOLUME_GIB
             ))
             .default(Value::int(head::DEFAULT_STATE_VOLUME_GIB)),
-    ]);
-    let slurm = Block::new(vec![
+    ])
+}
+
+fn slurm_block() -> Block {
+    Block::new(vec![
         Attribute::optional("version", Type::String)
             .description("Slurm release series on the images: `22.05`, `24.11` (default) or `26.05`.")
             .default(Value::string("24.11")),
@@ -70,8 +188,11 @@ pub(super) fn schema() -> Schema {
             .default(Value::string(desired_state::duration_text(DEFAULT_RESUME_TIMEOUT_S))),
         Attribute::optional("extra", Type::map(Type::String))
             .description("More slurm.conf settings; unknown keys and keys hpcforge manages are rejected."),
-    ]);
-    let accounting = Block::new(vec![
+    ])
+}
+
+fn accounting_block() -> Block {
+    Block::new(vec![
         Attribute::optional("mode", Type::String)
             .description("`local` (MariaDB on the head node, default), `external` (your database) or `none`.")
             .default(Value::string("local")),
@@ -88,16 +209,22 @@ pub(super) fn schema() -> Schema {
         Attribute::optional("password_version", Type::Number).description(
             "Any number; change it whenever `password` changes. Terraform never compares write-only values between plans, so this is what makes the provider store the new password (as a new version of the same secret).",
         ),
-    ]);
-    let login = Block::new(vec![
+    ])
+}
+
+fn login_block() -> Block {
+    Block::new(vec![
         Attribute::optional("count", Type::Number)
             .description("Number of login nodes. Default 0.")
             .default(Value::int(0)),
         Attribute::optional("instance_type", Type::String)
             .description("Login node instance type. Default `c7i.xlarge`.")
             .default(Value::string("c7i.xlarge")),
-    ]);
-    let user = Block::new(vec![
+    ])
+}
+
+fn user_block() -> Block {
+    Block::new(vec![
         Attribute::required("name", Type::String).description("Login name."),
         Attribute::required("uid", Type::Number).description("Numeric user id (1000 or more)."),
         Attribute::optional("gid", Type::Number).description("Primary group id. Default: the uid."),
@@ -109,8 +236,11 @@ pub(super) fn schema() -> Schema {
             "Slurm accounts the user may charge, the first their default: made in the accounting database \
              with the user's associations (what partitions' `allow_accounts` admit). Lowercase.",
         ),
-    ]);
-    let home = Block::new(vec![
+    ])
+}
+
+fn home_block() -> Block {
+    Block::new(vec![
         Attribute::optional("storage", Type::String)
             .description("`efs` (the default and the only kind: the head node exports nothing).")
             .default(Value::string("efs")),
@@ -118,8 +248,11 @@ pub(super) fn schema() -> Schema {
             "Your EFS file system (`fs-...`), with a mount target in each zone the nodes run in. Without it the \
              provider makes one for the cluster (`home_file_system_id`).",
         ),
-    ]);
-    let mfa = Block::new(vec![
+    ])
+}
+
+fn mfa_block() -> Block {
+    Block::new(vec![
         Attribute::required("pam_module", Type::String)
             .description(
                 "PAM module for the second factor on login nodes' SSH, after the key, e.g. \
@@ -135,115 +268,16 @@ pub(super) fn schema() -> Schema {
             "A Secrets Manager secret whose text is the module's settings (e.g. pam_duo's host, ikey and skey). \
              Login nodes fetch it (`instance_profile_policy` grants reading it) and follow its changes within a minute.",
         ),
-    ]);
-    let storage = Block::new(vec![
+    ])
+}
+
+fn storage_block() -> Block {
+    Block::new(vec![
         Attribute::optional("lustre_id", Type::String).description("An hpc_lustre_fs id."),
         Attribute::optional("dns_name", Type::String)
             .description("The file system's DNS name (hpc_lustre_fs.dns_name); required."),
         Attribute::optional("mount_name", Type::String)
             .description("The file system's mount name (hpc_lustre_fs.mount_name); required."),
         Attribute::required("mount_point", Type::String).description("Where nodes mount it, e.g. `/fsx`."),
-    ]);
-    Schema::new(
-        0,
-        Block::new(vec![
-            computed("id", Type::String, "The cluster name."),
-            Attribute::required("name", Type::String)
-                .description(
-                    "Cluster name (Slurm ClusterName): lowercase letters, digits, `-`. One cluster per name in an \
-                     account and region: creating a name another Terraform state's cluster has is refused before \
-                     anything is made (import that cluster instead).",
-                )
-                .requires_replace(),
-            Attribute::required("subnet_id", Type::String)
-                .description("Subnet of the head and login nodes.")
-                .requires_replace(),
-            Attribute::optional("security_group_id", Type::String)
-                .description(
-                    "Use this security group as the cluster group (all traffic between members) instead of \
-                     creating one, e.g. `hpc_network.security_group_id`, so a Lustre file system made before the \
-                     cluster in that group is reachable from every node. It is never deleted by the cluster.",
-                )
-                .requires_replace(),
-            Attribute::optional("wait_for_ready", Type::Bool)
-                .description(
-                    "Create and update wait (within their timeouts) until the head node reports slurmctld running \
-                     and each new login node reports it serves, and fail with the node's own error and its console's \
-                     last lines when it reports a failure or never reports. Default true.",
-                )
-                .default(Value::Bool(true)),
-            Attribute::optional("tags", Type::map(Type::String)).description("Tags of everything the cluster creates."),
-            Attribute::computed("tags_all", Type::map(Type::String))
-                .description("`tags` merged over the provider's `default_tags`."),
-            computed("vpc_id", Type::String, "VPC of the subnet."),
-            computed("head_node_instance_id", Type::String, "Head node instance."),
-            computed(
-                "head_node_private_ip",
-                Type::String,
-                "Head node address (SlurmctldHost): the kept network interface's, the same for every head node.",
-            ),
-            computed(
-                "head_node_network_interface_id",
-                Type::String,
-                "Network interface every head node of the cluster is launched on.",
-            ),
-            computed(
-                "state_volume_id",
-                Type::String,
-                "EBS volume with the cluster's state, attached to each head node.",
-            ),
-            computed(
-                "home_file_system_id",
-                Type::String,
-                "EFS file system every node mounts at /home: `home.efs_id`, or the one the provider made \
-                 (encrypted, elastic throughput, a mount target in each zone of the cluster's and its partitions' \
-                 subnets in this region; deleted with the cluster, the users' files with it).",
-            ),
-            Attribute::computed("login_node_ids", Type::list(Type::String)).description("Login node instances."),
-            Attribute::computed("login_node_private_ips", Type::list(Type::String))
-                .description("Login node addresses."),
-            computed(
-                "security_group_ids",
-                Type::list(Type::String),
-                "Cluster security group and SSH security group.",
-            ),
-            computed(
-                "munge_key_secret_arn",
-                Type::String,
-                "Secrets Manager secret with the munge key (generated; never in state).",
-            ),
-            computed(
-                "desired_state_parameter",
-                Type::String,
-                "SSM parameter of the cluster's desired state.",
-            ),
-            Attribute::computed("desired_state_version", Type::Number)
-                .description("Version of the published cluster document."),
-            Attribute::computed("slurm_conf", Type::String)
-                .description("The cluster-wide part of slurm.conf (each hpc_partition shows its own lines)."),
-            computed(
-                "instance_profile_policy",
-                Type::String,
-                "IAM policy JSON the instance profile needs.",
-            ),
-            Attribute::computed("estimated_hourly_cost", Type::Number)
-                .description("On-demand USD/hour of the head and login nodes (partitions report their own)."),
-        ])
-        .with_blocks(vec![
-            NestedBlock::new("head_node", BlockNesting::Single, head.description("The head node: slurmctld, accounting and the node agent; its AMI, type, root volume and SSH access."))
-                .min_items(1)
-                .max_items(1),
-            NestedBlock::new("slurm", BlockNesting::Single, slurm.description("Slurm version, power saving timings and extra slurm.conf settings.")),
-            NestedBlock::new("accounting", BlockNesting::Single, accounting.description("Job accounting: slurmdbd with a local MariaDB on the head node, an external database, or none.")),
-            NestedBlock::new("login_nodes", BlockNesting::Single, login.description("Login nodes users SSH to, launched with the head node's image, key pair, instance profile and root volume. A change of those or of `instance_type` rolls them: their successors start (and, with `wait_for_ready`, report ready) before the old ones are terminated.")),
-            NestedBlock::new("user", BlockNesting::List, user.description("A Unix user on every node (same uid everywhere).")),
-            NestedBlock::new("mfa", BlockNesting::Single, mfa.description("Multi-factor authentication for SSH logins (a PAM module and its configuration).")),
-            NestedBlock::new("home", BlockNesting::Single, home.description("Where /home lives: an EFS file system, the cluster's own unless you give one.")),
-            NestedBlock::new("storage", BlockNesting::List, storage.description("A Lustre file system every node mounts.")),
-            timeouts::block(&["create", "update", "delete"]),
-        ])
-        .description(
-            "A Slurm cluster: head node with slurmctld and accounting, login nodes, users and shared storage.",
-        ),
-    )
+    ])
 }

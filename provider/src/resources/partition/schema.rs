@@ -11,33 +11,21 @@ use tfplugin::Type;
 use tfplugin::Value;
 
 pub(super) fn schema() -> Schema {
-    let computed = |name: &str, ty: Type, doc: &str| Attribute::computed(name, ty).description(doc);
-    let pool = Block::new(vec![
-        Attribute::required("subnet_ids", Type::list(Type::String))
-            .description("Subnets to launch in (their zones form the pool); tried in order within the pool."),
-        Attribute::optional("region", Type::String)
-            .description("Region of the subnets when it is not the provider's region (cross-region failover)."),
-        Attribute::optional("capacity_type", Type::String)
-            .description("`on_demand` (default), `spot` or `capacity_block`.")
-            .default(Value::string("on_demand")),
-        Attribute::optional("capacity_reservation_id", Type::String)
-            .description("An On-Demand Capacity Reservation or Capacity Block to launch into (`cr-...`)."),
-        Attribute::optional("ami_id", Type::String)
-            .description("AMI for this pool (required for a pool in another region: AMI ids are regional)."),
-        Attribute::optional("security_group_ids", Type::list(Type::String)).description(
-            "Security groups of the pool's nodes in addition to the cluster group; required for a pool in \
-             another region (security groups are regional: give groups of that region's VPC).",
-        ),
-        Attribute::optional("peering_connection_id", Type::String).description(
-            "The network path of a pool in another region: a VPC peering connection between the pool's \
-             VPC and the cluster's, with routes both ways (`hpc_network_peering.<name>.id`). Required for a \
-             pool in another region; checked at plan (active, joins the two VPCs, routes from every subnet \
-             of the pool and from the head node's).",
-        ),
-    ]);
     Schema::new(
         0,
-        Block::new(vec![
+        Block::new(attributes())
+            .with_blocks(blocks())
+            .description("A Slurm partition of elastic EC2 capacity with ordered capacity pools and failover."),
+    )
+}
+/// A computed attribute its prior state keeps while unknown.
+fn computed(name: &str, ty: Type, doc: &str) -> Attribute {
+    Attribute::computed(name, ty).description(doc)
+}
+
+/// The top-level attributes.
+fn attributes() -> Vec<Attribute> {
+    vec![
             computed("id", Type::String, "`<cluster>/<partition>`.").use_state_for_unknown(),
             Attribute::required("cluster_id", Type::String).description("The hpc_cluster's id.").requires_replace(),
             Attribute::required("name", Type::String)
@@ -120,11 +108,39 @@ pub(super) fn schema() -> Schema {
             computed("estimated_max_hourly_cost", Type::Number, "USD/hour at full scale at on-demand prices: the built-in us-east-1 table or `guardrails.prices`, for every pool whatever its region (only an estimate outside us-east-1: set `prices` for your rates there) and market (an upper bound for spot pools, whose price moves); null when a type has no known price."),
             computed("rendered_partition", Type::String, "The NodeName and PartitionName lines Slurm gets."),
             computed("desired_state_version", Type::Number, "Version of the published partition document."),
-        ])
-        .with_blocks(vec![
-            NestedBlock::new("capacity_pool", BlockNesting::List, pool.description("Where capacity comes from, in failover order: subnets (zones), region, capacity type, reservation. The node agent tries the next pool when one has no capacity or its nodes do not arrive in time.")).min_items(1).max_items(16),
+        ]
+}
+
+/// The top-level blocks.
+fn blocks() -> Vec<NestedBlock> {
+    vec![
+            NestedBlock::new("capacity_pool", BlockNesting::List, pool_block().description("Where capacity comes from, in failover order: subnets (zones), region, capacity type, reservation. The node agent tries the next pool when one has no capacity or its nodes do not arrive in time.")).min_items(1).max_items(16),
             timeouts::block(&["create", "update", "delete"]),
-        ])
-        .description("A Slurm partition of elastic EC2 capacity with ordered capacity pools and failover."),
-    )
+        ]
+}
+
+fn pool_block() -> Block {
+    Block::new(vec![
+        Attribute::required("subnet_ids", Type::list(Type::String))
+            .description("Subnets to launch in (their zones form the pool); tried in order within the pool."),
+        Attribute::optional("region", Type::String)
+            .description("Region of the subnets when it is not the provider's region (cross-region failover)."),
+        Attribute::optional("capacity_type", Type::String)
+            .description("`on_demand` (default), `spot` or `capacity_block`.")
+            .default(Value::string("on_demand")),
+        Attribute::optional("capacity_reservation_id", Type::String)
+            .description("An On-Demand Capacity Reservation or Capacity Block to launch into (`cr-...`)."),
+        Attribute::optional("ami_id", Type::String)
+            .description("AMI for this pool (required for a pool in another region: AMI ids are regional)."),
+        Attribute::optional("security_group_ids", Type::list(Type::String)).description(
+            "Security groups of the pool's nodes in addition to the cluster group; required for a pool in \
+             another region (security groups are regional: give groups of that region's VPC).",
+        ),
+        Attribute::optional("peering_connection_id", Type::String).description(
+            "The network path of a pool in another region: a VPC peering connection between the pool's \
+             VPC and the cluster's, with routes both ways (`hpc_network_peering.<name>.id`). Required for a \
+             pool in another region; checked at plan (active, joins the two VPCs, routes from every subnet \
+             of the pool and from the head node's).",
+        ),
+    ])
 }
