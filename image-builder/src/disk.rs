@@ -82,47 +82,14 @@ pub async fn write_disk(root: &Path, work: &Path, disk: &Path, size: u64, log: &
 
     let esp = work.join("esp.img");
     let rootimg = work.join("root.img");
-    let grubcfg = work.join("grub.cfg");
     let efi = work.join("BOOTX64.EFI");
     for f in [&esp, &rootimg, &efi] {
         let _ = fs::remove_file(f);
     }
+    let grubcfg = work.join("grub.cfg");
     fs::write(&grubcfg, grub_config(&uuid, &kernel, &initrd))
         .map_err(|e| BuildError::new(format!("writing grub.cfg: {e}")))?;
-    run(
-        Command::new("grub-mkstandalone")
-            .args(["-O", "x86_64-efi", "--modules=part_gpt ext2 search_fs_uuid", "-o"])
-            .arg(&efi)
-            .arg(format!("boot/grub/grub.cfg={}", grubcfg.display())),
-        "grub-mkstandalone",
-        log,
-    )
-    .await?;
-    run(
-        Command::new("mkfs.vfat")
-            .args(["-F", "32", "-n", "EFI", "-C"])
-            .arg(&esp)
-            .arg((ESP_SIZE / 1024).to_string()),
-        "mkfs.vfat",
-        log,
-    )
-    .await?;
-    run(
-        Command::new("mmd").arg("-i").arg(&esp).args(["::/EFI", "::/EFI/BOOT"]),
-        "mmd",
-        log,
-    )
-    .await?;
-    run(
-        Command::new("mcopy")
-            .arg("-i")
-            .arg(&esp)
-            .arg(&efi)
-            .arg("::/EFI/BOOT/BOOTX64.EFI"),
-        "mcopy",
-        log,
-    )
-    .await?;
+    write_esp(&grubcfg, &efi, &esp, log).await?;
     let root_size = size - ROOT_START - TAIL;
     run(
         Command::new("mkfs.ext4")
@@ -142,29 +109,7 @@ pub async fn write_disk(root: &Path, work: &Path, disk: &Path, size: u64, log: &
         f.set_len(size)
             .map_err(|e| BuildError::new(format!("sizing the disk: {e}")))?;
     }
-    let table = work.join("partitions.sfdisk");
-    fs::write(&table, partition_table(size)).map_err(|e| BuildError::new(format!("writing the table: {e}")))?;
-    let table_file = File::open(&table).map_err(|e| BuildError::new(format!("{e}")))?;
-    let out = File::options()
-        .append(true)
-        .create(true)
-        .open(log)
-        .map_err(|e| BuildError::new(format!("{e}")))?;
-    let status = Command::new("sfdisk")
-        .args(["--no-reread", "--no-tell-kernel", "-q"])
-        .arg(&tmp)
-        .stdin(table_file)
-        .stdout(out.try_clone().map_err(|e| BuildError::new(format!("{e}")))?)
-        .stderr(out)
-        .status()
-        .await
-        .map_err(|e| BuildError::new(format!("running sfdisk: {e}")))?;
-    if !status.success() {
-        return Err(BuildError {
-            message: format!("sfdisk failed ({status})"),
-            output: Some(crate::progress::tail(log, 20)),
-        });
-    }
+    write_partition_table(&tmp, &work.join("partitions.sfdisk"), size, log).await?;
     let mut f = File::options()
         .write(true)
         .open(&tmp)
@@ -179,6 +124,73 @@ pub async fn write_disk(root: &Path, work: &Path, disk: &Path, size: u64, log: &
         let _ = fs::remove_file(f);
     }
     Ok(())
+}
+
+/// The EFI system partition's image at `esp`: GRUB as a standalone EFI binary (`efi`) with
+/// `grubcfg` inside, at the removable-media path firmware boots.
+async fn write_esp(grubcfg: &Path, efi: &Path, esp: &Path, log: &Path) -> Result<()> {
+    run(
+        Command::new("grub-mkstandalone")
+            .args(["-O", "x86_64-efi", "--modules=part_gpt ext2 search_fs_uuid", "-o"])
+            .arg(efi)
+            .arg(format!("boot/grub/grub.cfg={}", grubcfg.display())),
+        "grub-mkstandalone",
+        log,
+    )
+    .await?;
+    run(
+        Command::new("mkfs.vfat")
+            .args(["-F", "32", "-n", "EFI", "-C"])
+            .arg(esp)
+            .arg((ESP_SIZE / 1024).to_string()),
+        "mkfs.vfat",
+        log,
+    )
+    .await?;
+    run(
+        Command::new("mmd").arg("-i").arg(esp).args(["::/EFI", "::/EFI/BOOT"]),
+        "mmd",
+        log,
+    )
+    .await?;
+    run(
+        Command::new("mcopy")
+            .arg("-i")
+            .arg(esp)
+            .arg(efi)
+            .arg("::/EFI/BOOT/BOOTX64.EFI"),
+        "mcopy",
+        log,
+    )
+    .await
+}
+
+/// Writes the GPT of a `size`-byte disk into the file `disk` with sfdisk (its script kept at `table`).
+async fn write_partition_table(disk: &Path, table: &Path, size: u64, log: &Path) -> Result<()> {
+    fs::write(table, partition_table(size)).map_err(|e| BuildError::new(format!("writing the table: {e}")))?;
+    let table_file = File::open(table).map_err(|e| BuildError::new(format!("{e}")))?;
+    let out = File::options()
+        .append(true)
+        .create(true)
+        .open(log)
+        .map_err(|e| BuildError::new(format!("{e}")))?;
+    let status = Command::new("sfdisk")
+        .args(["--no-reread", "--no-tell-kernel", "-q"])
+        .arg(disk)
+        .stdin(table_file)
+        .stdout(out.try_clone().map_err(|e| BuildError::new(format!("{e}")))?)
+        .stderr(out)
+        .status()
+        .await
+        .map_err(|e| BuildError::new(format!("running sfdisk: {e}")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(BuildError {
+            message: format!("sfdisk failed ({status})"),
+            output: Some(crate::progress::tail(log, 20)),
+        })
+    }
 }
 
 #[cfg(test)]

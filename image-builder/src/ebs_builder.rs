@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use hpc_aws::ec2::Ec2;
 use hpc_aws::image::most_recent;
 use hpc_aws::Aws;
 use tokio::process::Command;
@@ -63,85 +64,22 @@ pub struct EbsBuild<'a> {
     pub work: PathBuf,
 }
 
+fn aws_err(e: hpc_aws::AwsError) -> BuildError {
+    BuildError::new(e.to_string())
+}
+
 impl EbsBuild<'_> {
     /// Builds the image; the caller runs [`Resources::teardown`] whatever happens.
     pub async fn run(&self, res: &mut Resources, progress: &mut Progress) -> Result<String> {
         let ec2 = self.aws.ec2_in(&self.source.region);
-        let aws_err = |e: hpc_aws::AwsError| BuildError::new(e.to_string());
         let total = self.steps.len() + 4;
         std::fs::create_dir_all(&self.work).map_err(|e| BuildError::new(format!("{}: {e}", self.work.display())))?;
 
         let t = progress.step(1, total, "launching the builder instance");
-        let ami = match (&self.source.source_ami, &self.source.source_ami_filter) {
-            (Some(id), _) => id.clone(),
-            (None, Some(f)) => {
-                let found = ec2.find_images(&f.name, &f.owners).await.map_err(aws_err)?;
-                most_recent(&found).map(|i| i.id.clone()).ok_or_else(|| {
-                    BuildError::new(format!(
-                        "no available image matches source_ami_filter name {:?} owners {:?} in {}",
-                        f.name, f.owners, self.source.region
-                    ))
-                })?
-            }
-            (None, None) => return Err(BuildError::new("the source names no source_ami")),
-        };
-        let suffix = &uuid::Uuid::new_v4().simple().to_string()[..12];
-        let name = format!("hpc-image-{suffix}");
-        let mut tags: Vec<(String, String)> = self.source.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        tags.push(("Name".into(), name.clone()));
-        tags.push((hpc_desired_state::tag::BUILDER.into(), "hpc-image".into()));
+        let ami = self.source_ami(&ec2).await?;
+        let (instance, ssh) = self.launch(&ec2, &ami, res).await?;
+        progress.done(&format!("{instance} from {ami} at {}", ssh.host), t);
 
-        let vpc = match &self.source.subnet_id {
-            Some(s) => ec2.subnet_vpc(s).await.map_err(aws_err)?,
-            None => ec2.default_vpc().await.map_err(aws_err)?.ok_or_else(|| {
-                BuildError::new(format!(
-                    "{} has no default VPC: set subnet_id in the amazon-ebs source",
-                    self.source.region
-                ))
-            })?,
-        };
-        res.key_name = Some(name.clone());
-        let key = ec2.create_key_pair(&name, &tags).await.map_err(aws_err)?;
-        let key_file = self.work.join("builder-key");
-        write_private(&key_file, &key)?;
-        res.key_file = Some(key_file.clone());
-        let ingress: Vec<(i32, String)> = self.source.ssh_cidrs.iter().map(|c| (22, c.clone())).collect();
-        let sg = ec2
-            .ensure_security_group(&name, "hpc-image builder (temporary)", &vpc, &ingress, &tags)
-            .await
-            .map_err(aws_err)?;
-        res.security_group = Some(sg.clone());
-        let instance = ec2
-            .run_builder_instance(&hpc_aws::image::BuilderInstance {
-                image_id: ami.clone(),
-                instance_type: self.source.instance_type.clone(),
-                key_name: name.clone(),
-                security_group_id: sg,
-                subnet_id: self.source.subnet_id.clone(),
-                instance_profile: self.source.iam_instance_profile.clone(),
-                root_volume_gib: self.source.root_volume_gib,
-                tags: tags.clone(),
-                client_token: name.clone(),
-            })
-            .await
-            .map_err(aws_err)?;
-        res.instance = Some(instance.clone());
-        let info = ec2
-            .wait_instance_running(&instance, Duration::from_secs(600))
-            .await
-            .map_err(aws_err)?;
-        let host = info
-            .public_ip
-            .or(info.private_ip)
-            .ok_or_else(|| BuildError::new(format!("builder instance {instance} has no IP address")))?;
-        progress.done(&format!("{instance} from {ami} at {host}"), t);
-
-        let ssh = Ssh {
-            user: self.source.ssh_username.clone(),
-            host,
-            key: key_file,
-            known_hosts: self.work.join("known_hosts"),
-        };
         let t = progress.step(2, total, "waiting for SSH");
         ssh.wait(self.source.ssh_timeout, &self.work.join("ssh.log")).await?;
         progress.done("connected", t);
@@ -155,6 +93,97 @@ impl EbsBuild<'_> {
             progress.done("done", t);
         }
         let t = progress.step(total - 1, total, "cleanup, stop and CreateImage");
+        let image = self.capture(&ec2, &ssh, &instance, ami).await?;
+        progress.done(&format!("{image} in {}", self.source.region), t);
+        Ok(image)
+    }
+
+    /// The source's AMI: its id, or the newest image its filter matches.
+    async fn source_ami(&self, ec2: &Ec2) -> Result<String> {
+        match (&self.source.source_ami, &self.source.source_ami_filter) {
+            (Some(id), _) => Ok(id.clone()),
+            (None, Some(f)) => {
+                let found = ec2.find_images(&f.name, &f.owners).await.map_err(aws_err)?;
+                most_recent(&found).map(|i| i.id.clone()).ok_or_else(|| {
+                    BuildError::new(format!(
+                        "no available image matches source_ami_filter name {:?} owners {:?} in {}",
+                        f.name, f.owners, self.source.region
+                    ))
+                })
+            }
+            (None, None) => Err(BuildError::new("the source names no source_ami")),
+        }
+    }
+
+    /// The builder instance's VPC: the subnet's, or the region's default.
+    async fn vpc(&self, ec2: &Ec2) -> Result<String> {
+        match &self.source.subnet_id {
+            Some(s) => ec2.subnet_vpc(s).await.map_err(aws_err),
+            None => ec2.default_vpc().await.map_err(aws_err)?.ok_or_else(|| {
+                BuildError::new(format!(
+                    "{} has no default VPC: set subnet_id in the amazon-ebs source",
+                    self.source.region
+                ))
+            }),
+        }
+    }
+
+    /// Launches the builder instance from `ami` with a key pair and a security group of its
+    /// own (each recorded in `res` as soon as it exists), and waits until it runs.
+    async fn launch(&self, ec2: &Ec2, ami: &str, res: &mut Resources) -> Result<(String, Ssh)> {
+        let suffix = &uuid::Uuid::new_v4().simple().to_string()[..12];
+        let name = format!("hpc-image-{suffix}");
+        let mut tags: Vec<(String, String)> = self.source.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        tags.push(("Name".into(), name.clone()));
+        tags.push((hpc_desired_state::tag::BUILDER.into(), "hpc-image".into()));
+
+        let vpc = self.vpc(ec2).await?;
+        res.key_name = Some(name.clone());
+        let key = ec2.create_key_pair(&name, &tags).await.map_err(aws_err)?;
+        let key_file = self.work.join("builder-key");
+        write_private(&key_file, &key)?;
+        res.key_file = Some(key_file.clone());
+        let ingress: Vec<(i32, String)> = self.source.ssh_cidrs.iter().map(|c| (22, c.clone())).collect();
+        let sg = ec2
+            .ensure_security_group(&name, "hpc-image builder (temporary)", &vpc, &ingress, &tags)
+            .await
+            .map_err(aws_err)?;
+        res.security_group = Some(sg.clone());
+        let instance = ec2
+            .run_builder_instance(&hpc_aws::image::BuilderInstance {
+                image_id: ami.to_string(),
+                instance_type: self.source.instance_type.clone(),
+                key_name: name.clone(),
+                security_group_id: sg,
+                subnet_id: self.source.subnet_id.clone(),
+                instance_profile: self.source.iam_instance_profile.clone(),
+                root_volume_gib: self.source.root_volume_gib,
+                tags,
+                client_token: name,
+            })
+            .await
+            .map_err(aws_err)?;
+        res.instance = Some(instance.clone());
+        let info = ec2
+            .wait_instance_running(&instance, Duration::from_secs(600))
+            .await
+            .map_err(aws_err)?;
+        let host = info
+            .public_ip
+            .or(info.private_ip)
+            .ok_or_else(|| BuildError::new(format!("builder instance {instance} has no IP address")))?;
+        let ssh = Ssh {
+            user: self.source.ssh_username.clone(),
+            host,
+            key: key_file,
+            known_hosts: self.work.join("known_hosts"),
+        };
+        Ok((instance, ssh))
+    }
+
+    /// Cleans the builder up, stops it and makes the image of it (or finds the one a run
+    /// before made), waiting until the image is available.
+    async fn capture(&self, ec2: &Ec2, ssh: &Ssh, instance: &str, ami: String) -> Result<String> {
         let cleanup = Step {
             id: "cleanup".into(),
             label: "cleanup".into(),
@@ -165,7 +194,7 @@ impl EbsBuild<'_> {
             args: Default::default(),
         };
         ssh.run_step(&cleanup, &self.work.join("cleanup.log")).await?;
-        ec2.stop_instance(&instance, Duration::from_secs(900))
+        ec2.stop_instance(instance, Duration::from_secs(900))
             .await
             .map_err(aws_err)?;
         let mut image_tags = crate::publish::image_tags(self.publish, self.template_sha256);
@@ -173,19 +202,13 @@ impl EbsBuild<'_> {
         let image = match ec2.find_own_image(&self.publish.ami_name).await.map_err(aws_err)? {
             Some(existing) => existing.id,
             None => ec2
-                .create_image(
-                    &instance,
-                    &self.publish.ami_name,
-                    &self.publish.description,
-                    &image_tags,
-                )
+                .create_image(instance, &self.publish.ami_name, &self.publish.description, &image_tags)
                 .await
                 .map_err(aws_err)?,
         };
         ec2.wait_image_available(&image, Duration::from_secs(3600))
             .await
             .map_err(aws_err)?;
-        progress.done(&format!("{image} in {}", self.source.region), t);
         Ok(image)
     }
 }

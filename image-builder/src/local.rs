@@ -420,6 +420,38 @@ pub struct StepReport {
     pub seconds: f64,
 }
 
+impl StepReport {
+    /// A final step that is run every build, not cached.
+    fn run(id: &str, seconds: f64) -> Self {
+        StepReport {
+            id: id.into(),
+            label: id.into(),
+            key: String::new(),
+            status: "run".into(),
+            seconds,
+        }
+    }
+}
+
+/// One cached layer of a local build: the base system or one step on top of it.
+struct Layer {
+    key: String,
+    id: String,
+    label: String,
+}
+
+impl Layer {
+    fn report(&self, status: &str, seconds: f64) -> StepReport {
+        StepReport {
+            id: self.id.clone(),
+            label: self.label.clone(),
+            key: self.key.clone(),
+            status: status.into(),
+            seconds,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct BuildReport {
     pub source: String,
@@ -618,78 +650,14 @@ impl LocalBuild<'_> {
         fs::create_dir_all(&logs).map_err(io("creating the logs directory"))?;
         remove_tree(&root)?;
 
-        // Keys of every layer: base, then one per step.
-        let mut keys = vec![base_key(self.source)];
-        for s in self.steps {
-            let prev = keys.last().cloned().unwrap_or_default();
-            keys.push(step_key(&prev, s).map_err(io(format!("reading the files of {}", s.label)))?);
-        }
-        let labels: Vec<String> = std::iter::once(format!("base (debootstrap {})", self.source.suite))
-            .chain(self.steps.iter().map(|s| s.label.clone()))
-            .collect();
-        let ids: Vec<String> = std::iter::once("base".to_string())
-            .chain(self.steps.iter().map(|s| s.id.clone()))
-            .collect();
-        // The deepest layer in the cache: everything up to it is reused.
-        let reuse = if self.use_cache {
-            (0..keys.len()).rev().find(|&i| self.cache.has(&keys[i]))
-        } else {
-            None
-        };
-        let total = keys.len() + 2;
-        let mut reports = Vec::new();
-        if let Some(i) = reuse {
-            let t = progress.step(i + 1, total, &format!("restoring cached layers up to {}", labels[i]));
-            self.cache.restore(&keys[i], &root, &logs.join("cache.log")).await?;
-            progress.done("restored", t);
-            for j in 0..=i {
-                reports.push(StepReport {
-                    id: ids[j].clone(),
-                    label: labels[j].clone(),
-                    key: keys[j].clone(),
-                    status: "cached".into(),
-                    seconds: 0.0,
-                });
-            }
-        }
-        let first = reuse.map_or(0, |i| i + 1);
-        for i in first..keys.len() {
-            let t = progress.step(i + 1, total, &labels[i]);
-            let log = logs.join(format!("{:02}-{}.log", i, ids[i].replace(['@', '/'], "_")));
-            let _ = fs::remove_file(&log);
-            if i == 0 {
-                self.bootstrap(&root, &log).await?;
-            } else {
-                let chroot = Chroot::enter(&root)?;
-                chroot.run_step(&self.steps[i - 1], &log).await?;
-                drop(chroot);
-            }
-            let built = t.elapsed();
-            if self.use_cache {
-                self.cache
-                    .save(&keys[i], &ids[i], &root, &logs.join("cache.log"))
-                    .await?;
-            }
-            progress.done(&format!("built in {}, cached", secs(built)), t);
-            reports.push(StepReport {
-                id: ids[i].clone(),
-                label: labels[i].clone(),
-                key: keys[i].clone(),
-                status: "built".into(),
-                seconds: built.as_secs_f64(),
-            });
-        }
+        let layers = self.layers()?;
+        let total = layers.len() + 2;
+        let mut reports = self.build_layers(&layers, &root, &logs, progress).await?;
 
         let t = progress.step(total - 1, total, "finalize: checks, verification unit, cleanup");
         self.finalize(&root, &logs.join("finalize.log")).await?;
         progress.done("finalized", t);
-        reports.push(StepReport {
-            id: "finalize".into(),
-            label: "finalize".into(),
-            key: String::new(),
-            status: "run".into(),
-            seconds: t.elapsed().as_secs_f64(),
-        });
+        reports.push(StepReport::run("finalize", t.elapsed().as_secs_f64()));
 
         let slurm_version = fs::read_to_string(root.join("var/lib/dpkg/status"))
             .ok()
@@ -698,13 +666,7 @@ impl LocalBuild<'_> {
         let disk = self.out_dir.join("disk.raw");
         crate::disk::write_disk(&root, &work, &disk, self.source.disk_size, &logs.join("disk.log")).await?;
         progress.done(&format!("{}", disk.display()), t);
-        reports.push(StepReport {
-            id: "disk".into(),
-            label: "disk".into(),
-            key: String::new(),
-            status: "run".into(),
-            seconds: t.elapsed().as_secs_f64(),
-        });
+        reports.push(StepReport::run("disk", t.elapsed().as_secs_f64()));
         remove_tree(&root)?;
         let disk_bytes = fs::metadata(&disk).map(|m| m.len()).unwrap_or(0);
         Ok(BuildReport {
@@ -718,6 +680,75 @@ impl LocalBuild<'_> {
             slurm_version,
             seconds: started.elapsed().as_secs_f64(),
         })
+    }
+
+    /// The cached layers of the build: the base, then one per step, each keyed by all before it.
+    fn layers(&self) -> Result<Vec<Layer>> {
+        let mut layers = vec![Layer {
+            key: base_key(self.source),
+            id: "base".to_string(),
+            label: format!("base (debootstrap {})", self.source.suite),
+        }];
+        for s in self.steps {
+            let prev = layers.last().map(|l| l.key.clone()).unwrap_or_default();
+            layers.push(Layer {
+                key: step_key(&prev, s).map_err(io(format!("reading the files of {}", s.label)))?,
+                id: s.id.clone(),
+                label: s.label.clone(),
+            });
+        }
+        Ok(layers)
+    }
+
+    /// Restores the deepest cached layer into `root`, then builds (and caches) the rest.
+    async fn build_layers(
+        &self,
+        layers: &[Layer],
+        root: &Path,
+        logs: &Path,
+        progress: &mut Progress,
+    ) -> Result<Vec<StepReport>> {
+        let total = layers.len() + 2;
+        let reuse = if self.use_cache {
+            (0..layers.len()).rev().find(|&i| self.cache.has(&layers[i].key))
+        } else {
+            None
+        };
+        let mut reports = Vec::new();
+        if let Some(i) = reuse {
+            let t = progress.step(
+                i + 1,
+                total,
+                &format!("restoring cached layers up to {}", layers[i].label),
+            );
+            self.cache
+                .restore(&layers[i].key, root, &logs.join("cache.log"))
+                .await?;
+            progress.done("restored", t);
+            reports.extend(layers[..=i].iter().map(|l| l.report("cached", 0.0)));
+        }
+        let first = reuse.map_or(0, |i| i + 1);
+        for (i, layer) in layers.iter().enumerate().skip(first) {
+            let t = progress.step(i + 1, total, &layer.label);
+            let log = logs.join(format!("{:02}-{}.log", i, layer.id.replace(['@', '/'], "_")));
+            let _ = fs::remove_file(&log);
+            if i == 0 {
+                self.bootstrap(root, &log).await?;
+            } else {
+                let chroot = Chroot::enter(root)?;
+                chroot.run_step(&self.steps[i - 1], &log).await?;
+                drop(chroot);
+            }
+            let built = t.elapsed();
+            if self.use_cache {
+                self.cache
+                    .save(&layer.key, &layer.id, root, &logs.join("cache.log"))
+                    .await?;
+            }
+            progress.done(&format!("built in {}, cached", secs(built)), t);
+            reports.push(layer.report("built", built.as_secs_f64()));
+        }
+        Ok(reports)
     }
 
     async fn bootstrap(&self, root: &Path, log: &Path) -> Result<()> {

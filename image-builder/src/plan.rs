@@ -363,21 +363,7 @@ impl Resolver<'_> {
             );
         }
         let ssh_username = r.string("ssh_username").unwrap_or_else(|| "admin".to_string());
-        let ssh_cidrs = r.strings("ssh_cidrs");
-        for c in &ssh_cidrs {
-            if c.ends_with("/0") {
-                r.problem(
-                    r.line_of("ssh_cidrs"),
-                    format!("ssh_cidrs must not contain {c}: list the builder's own address, e.g. 203.0.113.7/32"),
-                );
-            }
-        }
-        if ssh_cidrs.is_empty() {
-            r.problem(
-                None,
-                "ssh_cidrs is required: the addresses SSH may come from, e.g. [\"203.0.113.7/32\"]",
-            );
-        }
+        let ssh_cidrs = ssh_cidrs(&mut r);
         let iam_instance_profile = r.string("iam_instance_profile");
         let root_volume_gib = i32::try_from(r.u64("root_volume_gib", 30)).unwrap_or(30);
         let timeout_text = r.string("ssh_timeout").unwrap_or_else(|| "10m".to_string());
@@ -387,34 +373,7 @@ impl Resolver<'_> {
         });
         let tags = r.string_map("tags");
         let mut problems = r.finish();
-        let source_ami_filter = match s.blocks.get("source_ami_filter") {
-            None => None,
-            Some(args) => {
-                let mut fr = self.reader(format!("{block} > source_ami_filter"), s.line, args);
-                let name = fr.required_string("name");
-                let owners = fr.strings("owners");
-                let _ = fr.bool("most_recent", true);
-                problems.extend(fr.finish());
-                Some(AmiFilter { name, owners })
-            }
-        };
-        for k in s.blocks.keys().filter(|k| *k != "source_ami_filter") {
-            problems.push(Problem {
-                file: self.file.clone(),
-                line: s.line,
-                block: block.to_string(),
-                message: format!("unknown block {k:?} (amazon-ebs takes source_ami_filter)"),
-            });
-        }
-        if source_ami.is_none() && source_ami_filter.is_none() {
-            problems.push(Problem {
-                file: self.file.clone(),
-                line: s.line,
-                block: block.to_string(),
-                message: "set source_ami or a source_ami_filter { name = \"debian-12-amd64-*\" owners = [...] } block"
-                    .into(),
-            });
-        }
+        let source_ami_filter = self.ami_filter(s, block, source_ami.is_some(), &mut problems);
         self.absorb(problems);
         EbsSource {
             name: s.name.clone(),
@@ -431,6 +390,36 @@ impl Resolver<'_> {
             ssh_timeout,
             tags,
         }
+    }
+
+    /// An amazon-ebs source's `source_ami_filter` block, and the problems of its blocks: an
+    /// unknown one, or neither a filter nor a `source_ami` (`has_ami`).
+    fn ami_filter(&mut self, s: &Source, block: &str, has_ami: bool, problems: &mut Vec<Problem>) -> Option<AmiFilter> {
+        let filter = s.blocks.get("source_ami_filter").map(|args| {
+            let mut fr = self.reader(format!("{block} > source_ami_filter"), s.line, args);
+            let name = fr.required_string("name");
+            let owners = fr.strings("owners");
+            let _ = fr.bool("most_recent", true);
+            problems.extend(fr.finish());
+            AmiFilter { name, owners }
+        });
+        let problem = |message: String| Problem {
+            file: self.file.clone(),
+            line: s.line,
+            block: block.to_string(),
+            message,
+        };
+        for k in s.blocks.keys().filter(|k| *k != "source_ami_filter") {
+            problems.push(problem(format!(
+                "unknown block {k:?} (amazon-ebs takes source_ami_filter)"
+            )));
+        }
+        if !has_ami && filter.is_none() {
+            problems.push(problem(
+                "set source_ami or a source_ami_filter { name = \"debian-12-amd64-*\" owners = [...] } block".into(),
+            ));
+        }
+        filter
     }
 
     fn component_step(&mut self, d: &StepDecl, c: &'static Component) -> Step {
@@ -968,6 +957,24 @@ fn agent_files(
         });
     }
     files
+}
+
+/// The builder's `ssh_cidrs`: required, and never the whole Internet.
+fn ssh_cidrs(r: &mut ArgReader<'_>) -> Vec<String> {
+    let cidrs = r.strings("ssh_cidrs");
+    for c in cidrs.iter().filter(|c| c.ends_with("/0")) {
+        r.problem(
+            r.line_of("ssh_cidrs"),
+            format!("ssh_cidrs must not contain {c}: list the builder's own address, e.g. 203.0.113.7/32"),
+        );
+    }
+    if cidrs.is_empty() {
+        r.problem(
+            None,
+            "ssh_cidrs is required: the addresses SSH may come from, e.g. [\"203.0.113.7/32\"]",
+        );
+    }
+    cidrs
 }
 
 #[cfg(test)]

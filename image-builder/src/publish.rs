@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
-use hpc_aws::ebs::UploadRequest;
+use hpc_aws::ebs::{UploadReport, UploadRequest};
 use hpc_aws::image::{ImageInfo, RegisterRequest};
 use hpc_aws::Aws;
 use serde::Serialize;
@@ -97,49 +97,84 @@ pub async fn publish(
         .first()
         .ok_or_else(|| fail("publish.regions is empty", &images))?
         .clone();
-    let ec2 = aws.ec2_in(&home);
-    let tags = image_tags(cfg, template_sha256);
-    let mut upload = None;
-    let existing = ec2
+    let (source, upload) = home_image(aws, cfg, &home, disk, template_sha256, say).await?;
+    if upload.is_none() {
+        unchanged.push(home.clone());
+    }
+    images.insert(home.clone(), source.id.clone());
+    copy_everywhere(aws, cfg, &home, &source.id, &mut images, &mut unchanged, say).await?;
+    if !cfg.share_with_accounts.is_empty() {
+        share(aws, cfg, &images).await?;
+        say(&format!(
+            "    shared with {} in {} region(s)",
+            cfg.share_with_accounts.join(", "),
+            images.len()
+        ));
+    }
+    unchanged.sort();
+    Ok(PublishReport {
+        images,
+        unchanged,
+        upload,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The image in the first region: the one there by that name already, or `disk` uploaded and
+/// registered (with what the upload did).
+async fn home_image(
+    aws: &Aws,
+    cfg: &PublishConfig,
+    home: &str,
+    disk: Option<&Path>,
+    template_sha256: &str,
+    say: &mut dyn FnMut(&str),
+) -> Result<(ImageInfo, Option<UploadStats>), PublishError> {
+    let none = BTreeMap::new();
+    let existing = aws
+        .ec2_in(home)
         .find_own_image(&cfg.ami_name)
         .await
-        .map_err(|e| fail(e.to_string(), &images))?;
-    let source = match existing {
-        Some(img) => {
-            say(&format!(
-                "    {home}: {} already exists as {}; nothing to upload",
-                cfg.ami_name, img.id
-            ));
-            unchanged.push(home.clone());
-            img
-        }
-        None => {
-            let disk = disk.ok_or_else(|| {
-                fail(
-                    format!(
-                        "{home} has no image named {:?} and there is no disk to upload",
-                        cfg.ami_name
-                    ),
-                    &images,
-                )
-            })?;
-            let (img, stats) = upload_and_register(aws, cfg, &home, disk, &tags, template_sha256, say).await?;
-            upload = Some(stats);
-            img
-        }
-    };
-    images.insert(home.clone(), source.id.clone());
+        .map_err(|e| fail(e.to_string(), &none))?;
+    if let Some(img) = existing {
+        say(&format!(
+            "    {home}: {} already exists as {}; nothing to upload",
+            cfg.ami_name, img.id
+        ));
+        return Ok((img, None));
+    }
+    let disk = disk.ok_or_else(|| {
+        fail(
+            format!(
+                "{home} has no image named {:?} and there is no disk to upload",
+                cfg.ami_name
+            ),
+            &none,
+        )
+    })?;
+    let tags = image_tags(cfg, template_sha256);
+    let (report, stats) = upload(aws, cfg, home, disk, &tags, template_sha256, say).await?;
+    let img = register(aws, cfg, home, &report, &tags).await?;
+    say(&format!("    {home}: registered {} ({})", img.id, cfg.ami_name));
+    Ok((img, Some(stats)))
+}
 
-    // Copies, a few at a time; every success is reported before any failure.
+/// Copies the image into the other regions, a few at a time; every success is reported (and
+/// recorded in `images`) before any failure.
+async fn copy_everywhere(
+    aws: &Aws,
+    cfg: &PublishConfig,
+    home: &str,
+    source_id: &str,
+    images: &mut BTreeMap<String, String>,
+    unchanged: &mut Vec<String>,
+    say: &mut dyn FnMut(&str),
+) -> Result<(), PublishError> {
     let others: Vec<String> = cfg.regions.iter().skip(1).cloned().collect();
     let results: Vec<(String, CopyResult)> = stream::iter(others)
-        .map(|region| {
-            let source_id = source.id.clone();
-            let home = home.clone();
-            async move {
-                let r = copy_to(aws, cfg, &home, &source_id, &region).await;
-                (region, r)
-            }
+        .map(|region| async move {
+            let r = copy_to(aws, cfg, home, source_id, &region).await;
+            (region, r)
         })
         .buffer_unordered(cfg.copy_concurrency)
         .collect()
@@ -160,40 +195,34 @@ pub async fn publish(
             Err(e) => failures.push(format!("{region}: {e}")),
         }
     }
-    if !failures.is_empty() {
-        return Err(fail(
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(fail(
             format!("copying the image failed in {}", failures.join("; ")),
-            &images,
-        ));
+            images,
+        ))
     }
-    if !cfg.share_with_accounts.is_empty() {
-        for (region, id) in &images {
-            let ec2 = aws.ec2_in(region);
-            let info = ec2
-                .describe_image(id)
-                .await
-                .map_err(|e| fail(e.to_string(), &images))?
-                .ok_or_else(|| fail(format!("{region}: image {id} vanished before sharing"), &images))?;
-            ec2.share_image(&info, &cfg.share_with_accounts)
-                .await
-                .map_err(|e| fail(e.to_string(), &images))?;
-        }
-        say(&format!(
-            "    shared with {} in {} region(s)",
-            cfg.share_with_accounts.join(", "),
-            images.len()
-        ));
-    }
-    unchanged.sort();
-    Ok(PublishReport {
-        images,
-        unchanged,
-        upload,
-        seconds: started.elapsed().as_secs_f64(),
-    })
 }
 
-async fn upload_and_register(
+/// Shares every region's image with `share_with_accounts`.
+async fn share(aws: &Aws, cfg: &PublishConfig, images: &BTreeMap<String, String>) -> Result<(), PublishError> {
+    for (region, id) in images {
+        let ec2 = aws.ec2_in(region);
+        let info = ec2
+            .describe_image(id)
+            .await
+            .map_err(|e| fail(e.to_string(), images))?
+            .ok_or_else(|| fail(format!("{region}: image {id} vanished before sharing"), images))?;
+        ec2.share_image(&info, &cfg.share_with_accounts)
+            .await
+            .map_err(|e| fail(e.to_string(), images))?;
+    }
+    Ok(())
+}
+
+/// Uploads `disk` into an EBS snapshot in `region`; an incomplete snapshot is deleted.
+async fn upload(
     aws: &Aws,
     cfg: &PublishConfig,
     region: &str,
@@ -201,9 +230,8 @@ async fn upload_and_register(
     tags: &[(String, String)],
     template_sha256: &str,
     say: &mut dyn FnMut(&str),
-) -> Result<(ImageInfo, UploadStats), PublishError> {
+) -> Result<(UploadReport, UploadStats), PublishError> {
     let none = BTreeMap::new();
-    let ec2 = aws.ec2_in(region);
     let size = std::fs::metadata(disk)
         .map_err(|e| fail(format!("reading {}: {e}", disk.display()), &none))?
         .len();
@@ -224,7 +252,7 @@ async fn upload_and_register(
         Err(e) => {
             let mut message = format!("uploading the image: {e}");
             if let Some(snap) = e.snapshot_id() {
-                match ec2.delete_snapshot(snap).await {
+                match aws.ec2_in(region).delete_snapshot(snap).await {
                     Ok(()) => message.push_str(&format!(" (incomplete snapshot {snap} deleted)")),
                     Err(d) => message.push_str(&format!(" (and deleting the incomplete snapshot {snap} failed: {d})")),
                 }
@@ -248,6 +276,19 @@ async fn upload_and_register(
         stats.seconds,
         report.snapshot_id
     ));
+    Ok((report, stats))
+}
+
+/// Registers the uploaded snapshot as the image and waits until it is available; on failure
+/// the snapshot is deleted.
+async fn register(
+    aws: &Aws,
+    cfg: &PublishConfig,
+    region: &str,
+    report: &UploadReport,
+    tags: &[(String, String)],
+) -> Result<ImageInfo, PublishError> {
+    let ec2 = aws.ec2_in(region);
     let registered = async {
         ec2.wait_snapshot_completed(&report.snapshot_id, 2, IMAGE_TIMEOUT)
             .await?;
@@ -264,20 +305,16 @@ async fn upload_and_register(
         ec2.wait_image_available(&id, IMAGE_TIMEOUT).await
     }
     .await;
-    match registered {
-        Ok(img) => {
-            say(&format!("    {region}: registered {} ({})", img.id, cfg.ami_name));
-            Ok((img, stats))
-        }
-        Err(e) => {
-            let mut message = format!("registering the image: {e}");
-            match ec2.delete_snapshot(&report.snapshot_id).await {
-                Ok(()) => message.push_str(&format!(" (snapshot {} deleted)", report.snapshot_id)),
-                Err(d) => message.push_str(&format!(" (and deleting snapshot {} failed: {d})", report.snapshot_id)),
-            }
-            Err(fail(message, &none))
-        }
+    let e = match registered {
+        Ok(img) => return Ok(img),
+        Err(e) => e,
+    };
+    let mut message = format!("registering the image: {e}");
+    match ec2.delete_snapshot(&report.snapshot_id).await {
+        Ok(()) => message.push_str(&format!(" (snapshot {} deleted)", report.snapshot_id)),
+        Err(d) => message.push_str(&format!(" (and deleting snapshot {} failed: {d})", report.snapshot_id)),
     }
+    Err(fail(message, &BTreeMap::new()))
 }
 
 /// A copy's outcome: (AMI id, whether it was there already), or what went wrong.

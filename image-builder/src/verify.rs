@@ -87,6 +87,36 @@ pub struct Boot<'a> {
     pub timeout: Duration,
 }
 
+/// How long qemu took to exit, if it did within the time it was given.
+type Waited = std::result::Result<std::io::Result<std::process::ExitStatus>, tokio::time::error::Elapsed>;
+
+/// A file's text, empty when it cannot be read.
+fn read_lossy(p: &Path) -> String {
+    fs::read(p)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+/// The files of one verification boot.
+struct BootFiles {
+    /// OVMF's variable store (a fresh copy per boot).
+    vars: PathBuf,
+    console: PathBuf,
+    /// What the verification unit in the image writes on its second serial port.
+    results: PathBuf,
+}
+
+impl BootFiles {
+    fn reset(&self) -> Result<()> {
+        for f in [&self.console, &self.results] {
+            let _ = fs::remove_file(f);
+        }
+        fs::copy(OVMF_VARS, &self.vars)
+            .map(|_| ())
+            .map_err(|e| BuildError::new(format!("copying OVMF vars: {e}")))
+    }
+}
+
 impl Boot<'_> {
     pub async fn run(&self) -> Result<VerifyReport> {
         let missing = missing_tools();
@@ -97,28 +127,49 @@ impl Boot<'_> {
             )));
         }
         fs::create_dir_all(self.work).map_err(|e| BuildError::new(format!("creating {}: {e}", self.work.display())))?;
-        let vars = self.work.join("OVMF_VARS.fd");
-        fs::copy(OVMF_VARS, &vars).map_err(|e| BuildError::new(format!("copying OVMF vars: {e}")))?;
-        let console = self.work.join("console.log");
-        let results = self.work.join("results.log");
-        for f in [&console, &results] {
-            let _ = fs::remove_file(f);
-        }
-        let mut accel = if kvm_usable() { "kvm" } else { "tcg" };
+        let files = BootFiles {
+            vars: self.work.join("OVMF_VARS.fd"),
+            console: self.work.join("console.log"),
+            results: self.work.join("results.log"),
+        };
         let started = Instant::now();
-        let mut child = self.spawn(accel, &vars, &console, &results)?;
+        let (accel, mut child, waited) = self.boot(&files, started).await?;
+        self.exited(waited, &mut child, &files).await?;
+        let text = read_lossy(&files.results);
+        let checks = parse_results(&text).ok_or_else(|| BuildError {
+            message: format!(
+                "the image powered off without finishing its checks{}; console log: {}",
+                parse_partial(&text),
+                files.console.display()
+            ),
+            output: Some(tail_text(&read_lossy(&files.console), 30)),
+        })?;
+        Ok(VerifyReport {
+            accelerator: accel.to_string(),
+            checks,
+            seconds: started.elapsed().as_secs_f64(),
+            console_log: files.console,
+        })
+    }
+
+    /// Boots the image under KVM when it is usable, and again under software emulation when
+    /// KVM turns out not to run it; waits within the timeout.
+    async fn boot(&self, files: &BootFiles, started: Instant) -> Result<(&'static str, tokio::process::Child, Waited)> {
+        files.reset()?;
+        let accel = if kvm_usable() { "kvm" } else { "tcg" };
+        let mut child = self.spawn(accel, &files.vars, &files.console, &files.results)?;
         let first_window = if accel == "kvm" {
             KVM_SIGN_OF_LIFE.min(self.timeout)
         } else {
             self.timeout
         };
-        let mut waited = tokio::time::timeout(first_window, child.wait()).await;
+        let waited = tokio::time::timeout(first_window, child.wait()).await;
         // KVM can be present yet unusable: seen here as an MSR assertion at start (qemu exits
         // at once) and as a machine that never runs (not a byte on the serial console).
         let kvm_failed = accel == "kvm"
             && match &waited {
                 Ok(Ok(status)) => !status.success(),
-                Err(_) => fs::metadata(&console).map(|m| m.len() == 0).unwrap_or(true),
+                Err(_) => fs::metadata(&files.console).map(|m| m.len() == 0).unwrap_or(true),
                 Ok(Err(_)) => false,
             };
         if kvm_failed {
@@ -129,65 +180,50 @@ impl Boot<'_> {
                     KVM_SIGN_OF_LIFE.as_secs()
                 );
             }
-            accel = "tcg";
-            for f in [&console, &results] {
-                let _ = fs::remove_file(f);
-            }
-            fs::copy(OVMF_VARS, &vars).map_err(|e| BuildError::new(format!("copying OVMF vars: {e}")))?;
-            child = self.spawn(accel, &vars, &console, &results)?;
-            waited = tokio::time::timeout(self.timeout, child.wait()).await;
-        } else if waited.is_err() && first_window < self.timeout {
-            // Alive under KVM: the rest of the time.
-            waited = tokio::time::timeout(self.timeout.saturating_sub(started.elapsed()), child.wait()).await;
+            files.reset()?;
+            let mut child = self.spawn("tcg", &files.vars, &files.console, &files.results)?;
+            let waited = tokio::time::timeout(self.timeout, child.wait()).await;
+            return Ok(("tcg", child, waited));
         }
-        let read = |p: &Path| {
-            fs::read(p)
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .unwrap_or_default()
+        let waited = if waited.is_err() && first_window < self.timeout {
+            // Alive under KVM: the rest of the time.
+            tokio::time::timeout(self.timeout.saturating_sub(started.elapsed()), child.wait()).await
+        } else {
+            waited
         };
+        Ok((accel, child, waited))
+    }
+
+    /// Fails unless qemu exited cleanly in time (the image powers off after its checks).
+    async fn exited(&self, waited: Waited, child: &mut tokio::process::Child, files: &BootFiles) -> Result<()> {
         match waited {
             Err(_) => {
                 let _ = child.kill().await;
-                let partial = parse_partial(&read(&results));
-                return Err(BuildError {
+                let partial = parse_partial(&read_lossy(&files.results));
+                Err(BuildError {
                     message: format!(
                         "the image did not finish verification within {}s{}; console log: {}",
                         self.timeout.as_secs(),
                         partial,
-                        console.display()
+                        files.console.display()
                     ),
-                    output: Some(tail_text(&read(&console), 30)),
-                });
+                    output: Some(tail_text(&read_lossy(&files.console), 30)),
+                })
             }
-            Ok(Err(e)) => return Err(BuildError::new(format!("waiting for qemu: {e}"))),
+            Ok(Err(e)) => Err(BuildError::new(format!("waiting for qemu: {e}"))),
             Ok(Ok(status)) if !status.success() => {
                 let mut stderr = String::new();
                 if let Some(mut e) = child.stderr.take() {
                     use tokio::io::AsyncReadExt;
                     let _ = e.read_to_string(&mut stderr).await;
                 }
-                return Err(BuildError {
+                Err(BuildError {
                     message: format!("qemu exited with {status}"),
                     output: Some(stderr),
-                });
+                })
             }
-            Ok(Ok(_)) => {}
+            Ok(Ok(_)) => Ok(()),
         }
-        let text = read(&results);
-        let checks = parse_results(&text).ok_or_else(|| BuildError {
-            message: format!(
-                "the image powered off without finishing its checks{}; console log: {}",
-                parse_partial(&text),
-                console.display()
-            ),
-            output: Some(tail_text(&read(&console), 30)),
-        })?;
-        Ok(VerifyReport {
-            accelerator: accel.to_string(),
-            checks,
-            seconds: started.elapsed().as_secs_f64(),
-            console_log: console,
-        })
     }
 
     fn spawn(&self, accel: &str, vars: &Path, console: &Path, results: &Path) -> Result<tokio::process::Child> {

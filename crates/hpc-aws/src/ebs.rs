@@ -107,67 +107,14 @@ impl Ebs {
         let len = file.metadata().map_err(|e| UploadError::local(path, e))?.len();
         let volume_size_gib = volume_size_gib(len);
         let blocks_total = len.div_ceil(BLOCK_SIZE);
-        let tags: Vec<Tag> = req
-            .tags
-            .iter()
-            .map(|(k, v)| Tag::builder().key(k).value(v).build())
-            .collect();
-        let start = self
-            .client
-            .start_snapshot()
-            .volume_size(volume_size_gib)
-            .description(&req.description)
-            .set_tags((!tags.is_empty()).then_some(tags))
-            .encrypted(req.encrypted)
-            .set_kms_key_arn(req.kms_key_arn.clone())
-            .client_token(&req.client_token)
-            .timeout(60)
-            .send()
-            .await
-            .map_err(|e| UploadError::Aws {
-                snapshot_id: None,
-                error: self.err("starting snapshot", &e),
-            })?;
-        let snapshot_id = start.snapshot_id().unwrap_or_default().to_string();
-        if let Some(size) = start.block_size() {
-            if u64::try_from(size).ok() != Some(BLOCK_SIZE) {
-                return Err(UploadError::Aws {
-                    snapshot_id: Some(snapshot_id),
-                    error: AwsError::new(
-                        "starting snapshot",
-                        None,
-                        format!("EBS uses {size}-byte blocks; this uploader writes {BLOCK_SIZE}"),
-                    ),
-                });
-            }
-        }
-        let file = Arc::new(file);
-        let bytes = Arc::new(AtomicU64::new(0));
+        let snapshot_id = self.start(req, volume_size_gib).await?;
         let fail = |error: AwsError| UploadError::Aws {
             snapshot_id: Some(snapshot_id.clone()),
             error,
         };
-        let digests: Vec<(u64, [u8; 32])> = stream::iter(0..blocks_total)
-            .map(|index| {
-                let file = Arc::clone(&file);
-                let bytes = Arc::clone(&bytes);
-                let snapshot_id = snapshot_id.clone();
-                async move {
-                    let block = tokio::task::spawn_blocking(move || read_block(&file, len, index))
-                        .await
-                        .map_err(|e| AwsError::new("reading the image", None, e.to_string()))?
-                        .map_err(|e| AwsError::new("reading the image", None, e.to_string()))?;
-                    let Some(data) = block else {
-                        return Ok(None);
-                    };
-                    let digest = self.put_block(&snapshot_id, index, data, blocks_total).await?;
-                    bytes.fetch_add(BLOCK_SIZE, Ordering::Relaxed);
-                    Ok(Some((index, digest)))
-                }
-            })
-            .buffer_unordered(req.concurrency.max(1))
-            .try_filter_map(|d| async move { Ok(d) })
-            .try_collect()
+        let bytes = AtomicU64::new(0);
+        let digests = self
+            .put_blocks(&snapshot_id, Arc::new(file), len, req.concurrency, &bytes)
             .await
             .map_err(fail)?;
         let blocks_uploaded = digests.len() as u64;
@@ -196,6 +143,77 @@ impl Ebs {
             bytes_uploaded: bytes.load(Ordering::Relaxed),
             elapsed: started.elapsed(),
         })
+    }
+
+    /// Starts the snapshot (idempotent on the request's client token) and checks that its
+    /// blocks are the size this uploader writes.
+    async fn start(&self, req: &UploadRequest, volume_size_gib: i64) -> std::result::Result<String, UploadError> {
+        let tags: Vec<Tag> = req
+            .tags
+            .iter()
+            .map(|(k, v)| Tag::builder().key(k).value(v).build())
+            .collect();
+        let start = self
+            .client
+            .start_snapshot()
+            .volume_size(volume_size_gib)
+            .description(&req.description)
+            .set_tags((!tags.is_empty()).then_some(tags))
+            .encrypted(req.encrypted)
+            .set_kms_key_arn(req.kms_key_arn.clone())
+            .client_token(&req.client_token)
+            .timeout(60)
+            .send()
+            .await
+            .map_err(|e| UploadError::Aws {
+                snapshot_id: None,
+                error: self.err("starting snapshot", &e),
+            })?;
+        let snapshot_id = start.snapshot_id().unwrap_or_default().to_string();
+        match start.block_size() {
+            Some(size) if u64::try_from(size).ok() != Some(BLOCK_SIZE) => Err(UploadError::Aws {
+                snapshot_id: Some(snapshot_id),
+                error: AwsError::new(
+                    "starting snapshot",
+                    None,
+                    format!("EBS uses {size}-byte blocks; this uploader writes {BLOCK_SIZE}"),
+                ),
+            }),
+            _ => Ok(snapshot_id),
+        }
+    }
+
+    /// Sends the file's blocks that hold data, `concurrency` at a time, counting the bytes sent
+    /// in `bytes`; the (index, SHA-256) of each block sent.
+    async fn put_blocks(
+        &self,
+        snapshot_id: &str,
+        file: Arc<File>,
+        len: u64,
+        concurrency: usize,
+        bytes: &AtomicU64,
+    ) -> Result<Vec<(u64, [u8; 32])>> {
+        let blocks_total = len.div_ceil(BLOCK_SIZE);
+        stream::iter(0..blocks_total)
+            .map(|index| {
+                let file = Arc::clone(&file);
+                async move {
+                    let block = tokio::task::spawn_blocking(move || read_block(&file, len, index))
+                        .await
+                        .map_err(|e| AwsError::new("reading the image", None, e.to_string()))?
+                        .map_err(|e| AwsError::new("reading the image", None, e.to_string()))?;
+                    let Some(data) = block else {
+                        return Ok(None);
+                    };
+                    let digest = self.put_block(snapshot_id, index, data, blocks_total).await?;
+                    bytes.fetch_add(BLOCK_SIZE, Ordering::Relaxed);
+                    Ok(Some((index, digest)))
+                }
+            })
+            .buffer_unordered(concurrency.max(1))
+            .try_filter_map(|d| async move { Ok(d) })
+            .try_collect()
+            .await
     }
 
     /// Sends one block, retrying it on its own (on top of the SDK's retries).

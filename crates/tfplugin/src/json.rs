@@ -23,6 +23,7 @@ pub fn from_json(json: &J, ty: &Type, path: &str, drop_unknown_attrs: bool) -> R
     if json.is_null() {
         return Ok(Value::Null);
     }
+    let nested = |e: &J, t: &Type, at: &str| from_json(e, t, at, drop_unknown_attrs);
     match ty {
         Type::Bool => json
             .as_bool()
@@ -39,63 +40,18 @@ pub fn from_json(json: &J, ty: &Type, path: &str, drop_unknown_attrs: bool) -> R
             J::Number(n) => Ok(Value::String(n.to_string())),
             _ => Err(err(path, "expected a string")),
         },
-        Type::List(et) | Type::Set(et) => {
-            let arr = json.as_array().ok_or_else(|| err(path, "expected an array"))?;
-            let elems = arr
-                .iter()
-                .enumerate()
-                .map(|(i, e)| from_json(e, et, &path_join(path, &format!("[{i}]")), drop_unknown_attrs))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(if matches!(ty, Type::Set(_)) {
-                Value::set(elems)
-            } else {
-                Value::List(elems)
-            })
-        }
-        Type::Tuple(types) => {
-            let arr = json.as_array().ok_or_else(|| err(path, "expected an array"))?;
-            if arr.len() != types.len() {
-                return Err(err(
-                    path,
-                    &format!("tuple has {} elements, want {}", arr.len(), types.len()),
-                ));
-            }
-            let elems = arr
-                .iter()
-                .zip(types)
-                .enumerate()
-                .map(|(i, (e, t))| from_json(e, t, &path_join(path, &format!("[{i}]")), drop_unknown_attrs))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Value::Tuple(elems))
-        }
+        Type::List(et) => Ok(Value::List(elements(json, et, path, &nested)?)),
+        Type::Set(et) => Ok(Value::set(elements(json, et, path, &nested)?)),
+        Type::Tuple(types) => tuple(json, types, path, &nested),
         Type::Map(et) => {
             let obj = json.as_object().ok_or_else(|| err(path, "expected an object"))?;
             let mut m = BTreeMap::new();
             for (k, v) in obj {
-                m.insert(
-                    k.clone(),
-                    from_json(v, et, &path_join(path, &format!("[{k:?}]")), drop_unknown_attrs)?,
-                );
+                m.insert(k.clone(), nested(v, et, &path_join(path, &format!("[{k:?}]")))?);
             }
             Ok(Value::Map(m))
         }
-        Type::Object(attrs) => {
-            let obj = json.as_object().ok_or_else(|| err(path, "expected an object"))?;
-            let mut m = BTreeMap::new();
-            for (k, v) in obj {
-                match attrs.get(k) {
-                    Some(at) => {
-                        m.insert(k.clone(), from_json(v, at, &path_join(path, k), drop_unknown_attrs)?);
-                    }
-                    None if drop_unknown_attrs => {}
-                    None => return Err(err(path, &format!("unsupported attribute {k:?}"))),
-                }
-            }
-            for k in attrs.keys() {
-                m.entry(k.clone()).or_insert(Value::Null);
-            }
-            Ok(Value::Object(m))
-        }
+        Type::Object(attrs) => object(json, attrs, path, drop_unknown_attrs),
         Type::Dynamic => {
             let obj = json
                 .as_object()
@@ -104,15 +60,59 @@ pub fn from_json(json: &J, ty: &Type, path: &str, drop_unknown_attrs: bool) -> R
                 obj.get("type")
                     .ok_or_else(|| err(path, "dynamic value without a type"))?,
             )?;
-            let inner = from_json(
-                obj.get("value").unwrap_or(&J::Null),
-                &inner_ty,
-                path,
-                drop_unknown_attrs,
-            )?;
+            let inner = nested(obj.get("value").unwrap_or(&J::Null), &inner_ty, path)?;
             Ok(Value::Dynamic(inner_ty, Box::new(inner)))
         }
     }
+}
+
+/// Reads one nested value: `(json, type, path)`.
+type Nested<'a> = dyn Fn(&J, &Type, &str) -> Result<Value, CodecError> + 'a;
+
+/// The elements of a list or set, each of type `et`.
+fn elements(json: &J, et: &Type, path: &str, nested: &Nested<'_>) -> Result<Vec<Value>, CodecError> {
+    let arr = json.as_array().ok_or_else(|| err(path, "expected an array"))?;
+    arr.iter()
+        .enumerate()
+        .map(|(i, e)| nested(e, et, &path_join(path, &format!("[{i}]"))))
+        .collect()
+}
+
+fn tuple(json: &J, types: &[Type], path: &str, nested: &Nested<'_>) -> Result<Value, CodecError> {
+    let arr = json.as_array().ok_or_else(|| err(path, "expected an array"))?;
+    if arr.len() != types.len() {
+        return Err(err(
+            path,
+            &format!("tuple has {} elements, want {}", arr.len(), types.len()),
+        ));
+    }
+    let elems = arr
+        .iter()
+        .zip(types)
+        .enumerate()
+        .map(|(i, (e, t))| nested(e, t, &path_join(path, &format!("[{i}]"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Value::Tuple(elems))
+}
+
+/// An object: its attributes, null for each of `attrs` it lacks; one it has that `attrs` does
+/// not is dropped or refused.
+fn object(json: &J, attrs: &BTreeMap<String, Type>, path: &str, drop_unknown_attrs: bool) -> Result<Value, CodecError> {
+    let obj = json.as_object().ok_or_else(|| err(path, "expected an object"))?;
+    let mut m = BTreeMap::new();
+    for (k, v) in obj {
+        match attrs.get(k) {
+            Some(at) => {
+                m.insert(k.clone(), from_json(v, at, &path_join(path, k), drop_unknown_attrs)?);
+            }
+            None if drop_unknown_attrs => {}
+            None => return Err(err(path, &format!("unsupported attribute {k:?}"))),
+        }
+    }
+    for k in attrs.keys() {
+        m.entry(k.clone()).or_insert(Value::Null);
+    }
+    Ok(Value::Object(m))
 }
 
 /// Encodes a known value as JSON (unknown values are an error).

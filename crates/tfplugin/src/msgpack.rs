@@ -295,19 +295,7 @@ impl<'a> Reader<'a> {
             };
         }
         match ty {
-            Type::Dynamic => {
-                if self.array_len(marker, path)? != Some(2) {
-                    return Err(self.err(path, "dynamic value must be a [type, value] pair"));
-                }
-                let tm = self.marker(path)?;
-                let type_json = match self.str_len(tm, path)? {
-                    Some(n) => self.take(n, path)?,
-                    None => return Err(self.err(path, "dynamic value type must be JSON bytes")),
-                };
-                let inner_ty = Type::from_json_bytes(type_json).map_err(|e| self.err(path, &e.message))?;
-                let inner = self.read_value(&inner_ty, path)?;
-                Ok(Value::Dynamic(inner_ty, Box::new(inner)))
-            }
+            Type::Dynamic => self.read_dynamic(marker, path),
             Type::Bool => match marker {
                 Marker::True => Ok(Value::Bool(true)),
                 Marker::False => Ok(Value::Bool(false)),
@@ -321,70 +309,92 @@ impl<'a> Reader<'a> {
                 Some(s) => Ok(Value::String(s)),
                 None => Err(self.err(path, "expected a string")),
             },
-            Type::List(et) | Type::Set(et) => {
-                let n = self
-                    .array_len(marker, path)?
-                    .ok_or_else(|| self.err(path, "expected an array"))?;
-                let mut elems = Vec::with_capacity(n.min(4096));
-                for i in 0..n {
-                    elems.push(self.read_value(et, &path_join(path, &format!("[{i}]")))?);
-                }
-                Ok(if matches!(ty, Type::Set(_)) {
-                    Value::set(elems)
-                } else {
-                    Value::List(elems)
-                })
-            }
-            Type::Tuple(types) => {
-                let n = self
-                    .array_len(marker, path)?
-                    .ok_or_else(|| self.err(path, "expected an array"))?;
-                if n != types.len() {
-                    return Err(self.err(path, &format!("tuple has {n} elements, want {}", types.len())));
-                }
-                let mut elems = Vec::with_capacity(n);
-                for (i, et) in types.iter().enumerate() {
-                    elems.push(self.read_value(et, &path_join(path, &format!("[{i}]")))?);
-                }
-                Ok(Value::Tuple(elems))
-            }
-            Type::Map(et) => {
-                let n = self
-                    .map_len(marker, path)?
-                    .ok_or_else(|| self.err(path, "expected a map"))?;
-                let mut m = BTreeMap::new();
-                for _ in 0..n {
-                    let km = self.marker(path)?;
-                    let k = self
-                        .read_string_with(km, path)?
-                        .ok_or_else(|| self.err(path, "map key must be a string"))?;
-                    let v = self.read_value(et, &path_join(path, &format!("[{k:?}]")))?;
-                    m.insert(k, v);
-                }
-                Ok(Value::Map(m))
-            }
-            Type::Object(attrs) => {
-                let n = self
-                    .map_len(marker, path)?
-                    .ok_or_else(|| self.err(path, "expected an object"))?;
-                let mut m = BTreeMap::new();
-                for _ in 0..n {
-                    let km = self.marker(path)?;
-                    let k = self
-                        .read_string_with(km, path)?
-                        .ok_or_else(|| self.err(path, "attribute name must be a string"))?;
-                    let at = attrs
-                        .get(&k)
-                        .ok_or_else(|| self.err(path, &format!("unsupported attribute {k:?}")))?;
-                    let v = self.read_value(at, &path_join(path, &k))?;
-                    m.insert(k, v);
-                }
-                for k in attrs.keys() {
-                    m.entry(k.clone()).or_insert(Value::Null);
-                }
-                Ok(Value::Object(m))
-            }
+            Type::List(et) => Ok(Value::List(self.read_elements(marker, et, path)?)),
+            Type::Set(et) => Ok(Value::set(self.read_elements(marker, et, path)?)),
+            Type::Tuple(types) => self.read_tuple(marker, types, path),
+            Type::Map(et) => self.read_map(marker, et, path),
+            Type::Object(attrs) => self.read_object(marker, attrs, path),
         }
+    }
+
+    /// A dynamic value: a `[type JSON, value]` pair.
+    fn read_dynamic(&mut self, marker: Marker, path: &str) -> Result<Value, CodecError> {
+        if self.array_len(marker, path)? != Some(2) {
+            return Err(self.err(path, "dynamic value must be a [type, value] pair"));
+        }
+        let tm = self.marker(path)?;
+        let type_json = match self.str_len(tm, path)? {
+            Some(n) => self.take(n, path)?,
+            None => return Err(self.err(path, "dynamic value type must be JSON bytes")),
+        };
+        let inner_ty = Type::from_json_bytes(type_json).map_err(|e| self.err(path, &e.message))?;
+        let inner = self.read_value(&inner_ty, path)?;
+        Ok(Value::Dynamic(inner_ty, Box::new(inner)))
+    }
+
+    /// The elements of a list or a set, each of type `et`.
+    fn read_elements(&mut self, marker: Marker, et: &Type, path: &str) -> Result<Vec<Value>, CodecError> {
+        let n = self
+            .array_len(marker, path)?
+            .ok_or_else(|| self.err(path, "expected an array"))?;
+        let mut elems = Vec::with_capacity(n.min(4096));
+        for i in 0..n {
+            elems.push(self.read_value(et, &path_join(path, &format!("[{i}]")))?);
+        }
+        Ok(elems)
+    }
+
+    fn read_tuple(&mut self, marker: Marker, types: &[Type], path: &str) -> Result<Value, CodecError> {
+        let n = self
+            .array_len(marker, path)?
+            .ok_or_else(|| self.err(path, "expected an array"))?;
+        if n != types.len() {
+            return Err(self.err(path, &format!("tuple has {n} elements, want {}", types.len())));
+        }
+        let mut elems = Vec::with_capacity(n);
+        for (i, et) in types.iter().enumerate() {
+            elems.push(self.read_value(et, &path_join(path, &format!("[{i}]")))?);
+        }
+        Ok(Value::Tuple(elems))
+    }
+
+    fn read_map(&mut self, marker: Marker, et: &Type, path: &str) -> Result<Value, CodecError> {
+        let n = self
+            .map_len(marker, path)?
+            .ok_or_else(|| self.err(path, "expected a map"))?;
+        let mut m = BTreeMap::new();
+        for _ in 0..n {
+            let km = self.marker(path)?;
+            let k = self
+                .read_string_with(km, path)?
+                .ok_or_else(|| self.err(path, "map key must be a string"))?;
+            let v = self.read_value(et, &path_join(path, &format!("[{k:?}]")))?;
+            m.insert(k, v);
+        }
+        Ok(Value::Map(m))
+    }
+
+    /// An object: the attributes sent, and null for each of `attrs` that was not.
+    fn read_object(&mut self, marker: Marker, attrs: &BTreeMap<String, Type>, path: &str) -> Result<Value, CodecError> {
+        let n = self
+            .map_len(marker, path)?
+            .ok_or_else(|| self.err(path, "expected an object"))?;
+        let mut m = BTreeMap::new();
+        for _ in 0..n {
+            let km = self.marker(path)?;
+            let k = self
+                .read_string_with(km, path)?
+                .ok_or_else(|| self.err(path, "attribute name must be a string"))?;
+            let at = attrs
+                .get(&k)
+                .ok_or_else(|| self.err(path, &format!("unsupported attribute {k:?}")))?;
+            let v = self.read_value(at, &path_join(path, &k))?;
+            m.insert(k, v);
+        }
+        for k in attrs.keys() {
+            m.entry(k.clone()).or_insert(Value::Null);
+        }
+        Ok(Value::Object(m))
     }
 }
 

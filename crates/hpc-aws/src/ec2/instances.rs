@@ -156,42 +156,7 @@ impl Ec2 {
     /// per override inside a successful response; they come back in `errors`.
     pub async fn launch_fleet(&self, req: &FleetRequest) -> Result<FleetOutcome> {
         let _changing = self.tagged.changing();
-        use aws_sdk_ec2::types::{
-            DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest,
-            FleetLaunchTemplateSpecificationRequest, FleetOnDemandAllocationStrategy, FleetType,
-            OnDemandOptionsRequest, SpotAllocationStrategy, SpotOptionsRequest, TargetCapacitySpecificationRequest,
-        };
-        let mut templates: Vec<(String, Vec<&FleetOverride>)> = Vec::new();
-        for o in &req.overrides {
-            match templates.iter_mut().find(|(id, _)| *id == o.launch_template_id) {
-                Some((_, list)) => list.push(o),
-                None => templates.push((o.launch_template_id.clone(), vec![o])),
-            }
-        }
-        let configs = templates
-            .iter()
-            .map(|(id, list)| {
-                FleetLaunchTemplateConfigRequest::builder()
-                    .launch_template_specification(
-                        FleetLaunchTemplateSpecificationRequest::builder()
-                            .launch_template_id(id)
-                            .version("$Default")
-                            .build(),
-                    )
-                    .set_overrides(Some(
-                        list.iter()
-                            .map(|o| {
-                                FleetLaunchTemplateOverridesRequest::builder()
-                                    .instance_type(InstanceType::from(o.instance_type.as_str()))
-                                    .subnet_id(&o.subnet_id)
-                                    .priority(o.priority)
-                                    .build()
-                            })
-                            .collect(),
-                    ))
-                    .build()
-            })
-            .collect();
+        use aws_sdk_ec2::types::{DefaultTargetCapacityType, FleetType, TargetCapacitySpecificationRequest};
         let capacity = TargetCapacitySpecificationRequest::builder()
             .total_target_capacity(req.count)
             .default_target_capacity_type(match req.market {
@@ -200,67 +165,21 @@ impl Ec2 {
                 Market::CapacityBlock => DefaultTargetCapacityType::CapacityBlock,
             })
             .build();
-        let mut call = self
+        let call = self
             .client
             .create_fleet()
             .r#type(FleetType::Instant)
-            .set_launch_template_configs(Some(configs))
+            .set_launch_template_configs(Some(fleet_templates(req)))
             .target_capacity_specification(capacity)
             .set_tag_specifications(tag_specs(&[ResourceType::Instance], &req.tags));
-        call = if req.market == Market::Spot {
-            let strategy = match req.allocation_strategy.as_str() {
-                "lowest-price" => SpotAllocationStrategy::LowestPrice,
-                "capacity-optimized" => SpotAllocationStrategy::CapacityOptimized,
-                "prioritized" => SpotAllocationStrategy::CapacityOptimizedPrioritized,
-                _ => SpotAllocationStrategy::PriceCapacityOptimized,
-            };
-            call.spot_options(SpotOptionsRequest::builder().allocation_strategy(strategy).build())
-        } else {
-            let strategy = if req.allocation_strategy == "lowest-price" {
-                FleetOnDemandAllocationStrategy::LowestPrice
-            } else {
-                FleetOnDemandAllocationStrategy::Prioritized
-            };
-            call.on_demand_options(OnDemandOptionsRequest::builder().allocation_strategy(strategy).build())
-        };
-        let out = call
+        let out = with_allocation_strategy(call, req)
             .send()
             .await
             .map_err(|e| self.err("launching an instant fleet", &e))?;
-        let instances = out
-            .instances()
-            .iter()
-            .flat_map(|group| {
-                let subnet = group
-                    .launch_template_and_overrides()
-                    .and_then(|l| l.overrides())
-                    .and_then(|o| o.subnet_id())
-                    .map(str::to_string);
-                let itype = group
-                    .instance_type()
-                    .map(|t| t.as_str().to_string())
-                    .unwrap_or_default();
-                group.instance_ids().iter().map(move |id| FleetInstance {
-                    id: id.clone(),
-                    instance_type: itype.clone(),
-                    subnet_id: subnet.clone(),
-                })
-            })
-            .collect();
-        let errors = out
-            .errors()
-            .iter()
-            .map(|e| {
-                let o = e.launch_template_and_overrides().and_then(|l| l.overrides());
-                FleetError {
-                    code: e.error_code().unwrap_or_default().to_string(),
-                    message: e.error_message().unwrap_or_default().to_string(),
-                    instance_type: o.and_then(|o| o.instance_type()).map(|t| t.as_str().to_string()),
-                    subnet_id: o.and_then(|o| o.subnet_id()).map(str::to_string),
-                }
-            })
-            .collect();
-        Ok(FleetOutcome { instances, errors })
+        Ok(FleetOutcome {
+            instances: fleet_instances(&out),
+            errors: fleet_errors(&out),
+        })
     }
 
     /// Describes capacity reservations (and Capacity Blocks) by id, in one call.
@@ -412,6 +331,109 @@ fn instance_tags(i: &aws_sdk_ec2::types::Instance) -> Vec<(String, String)> {
                 t.key().unwrap_or_default().to_string(),
                 t.value().unwrap_or_default().to_string(),
             )
+        })
+        .collect()
+}
+
+/// One launch template configuration per template of the request, its overrides in order.
+fn fleet_templates(req: &FleetRequest) -> Vec<aws_sdk_ec2::types::FleetLaunchTemplateConfigRequest> {
+    use aws_sdk_ec2::types::{
+        FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest,
+    };
+    let mut templates: Vec<(String, Vec<&FleetOverride>)> = Vec::new();
+    for o in &req.overrides {
+        match templates.iter_mut().find(|(id, _)| *id == o.launch_template_id) {
+            Some((_, list)) => list.push(o),
+            None => templates.push((o.launch_template_id.clone(), vec![o])),
+        }
+    }
+    templates
+        .iter()
+        .map(|(id, list)| {
+            FleetLaunchTemplateConfigRequest::builder()
+                .launch_template_specification(
+                    FleetLaunchTemplateSpecificationRequest::builder()
+                        .launch_template_id(id)
+                        .version("$Default")
+                        .build(),
+                )
+                .set_overrides(Some(
+                    list.iter()
+                        .map(|o| {
+                            FleetLaunchTemplateOverridesRequest::builder()
+                                .instance_type(InstanceType::from(o.instance_type.as_str()))
+                                .subnet_id(&o.subnet_id)
+                                .priority(o.priority)
+                                .build()
+                        })
+                        .collect(),
+                ))
+                .build()
+        })
+        .collect()
+}
+
+/// The fleet call with the request's allocation strategy, as spot or on-demand options.
+fn with_allocation_strategy(
+    call: aws_sdk_ec2::operation::create_fleet::builders::CreateFleetFluentBuilder,
+    req: &FleetRequest,
+) -> aws_sdk_ec2::operation::create_fleet::builders::CreateFleetFluentBuilder {
+    use aws_sdk_ec2::types::{
+        FleetOnDemandAllocationStrategy, OnDemandOptionsRequest, SpotAllocationStrategy, SpotOptionsRequest,
+    };
+    if req.market == Market::Spot {
+        let strategy = match req.allocation_strategy.as_str() {
+            "lowest-price" => SpotAllocationStrategy::LowestPrice,
+            "capacity-optimized" => SpotAllocationStrategy::CapacityOptimized,
+            "prioritized" => SpotAllocationStrategy::CapacityOptimizedPrioritized,
+            _ => SpotAllocationStrategy::PriceCapacityOptimized,
+        };
+        call.spot_options(SpotOptionsRequest::builder().allocation_strategy(strategy).build())
+    } else {
+        let strategy = if req.allocation_strategy == "lowest-price" {
+            FleetOnDemandAllocationStrategy::LowestPrice
+        } else {
+            FleetOnDemandAllocationStrategy::Prioritized
+        };
+        call.on_demand_options(OnDemandOptionsRequest::builder().allocation_strategy(strategy).build())
+    }
+}
+
+/// The instances a fleet launched, with the type and subnet of the override that got them.
+fn fleet_instances(out: &aws_sdk_ec2::operation::create_fleet::CreateFleetOutput) -> Vec<FleetInstance> {
+    out.instances()
+        .iter()
+        .flat_map(|group| {
+            let subnet = group
+                .launch_template_and_overrides()
+                .and_then(|l| l.overrides())
+                .and_then(|o| o.subnet_id())
+                .map(str::to_string);
+            let itype = group
+                .instance_type()
+                .map(|t| t.as_str().to_string())
+                .unwrap_or_default();
+            group.instance_ids().iter().map(move |id| FleetInstance {
+                id: id.clone(),
+                instance_type: itype.clone(),
+                subnet_id: subnet.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The capacity problems a fleet reported, per override.
+fn fleet_errors(out: &aws_sdk_ec2::operation::create_fleet::CreateFleetOutput) -> Vec<FleetError> {
+    out.errors()
+        .iter()
+        .map(|e| {
+            let o = e.launch_template_and_overrides().and_then(|l| l.overrides());
+            FleetError {
+                code: e.error_code().unwrap_or_default().to_string(),
+                message: e.error_message().unwrap_or_default().to_string(),
+                instance_type: o.and_then(|o| o.instance_type()).map(|t| t.as_str().to_string()),
+                subnet_id: o.and_then(|o| o.subnet_id()).map(str::to_string),
+            }
         })
         .collect()
 }

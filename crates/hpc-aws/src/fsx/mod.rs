@@ -150,80 +150,91 @@ fn root_squash(rs: &Option<RootSquashSpec>) -> Option<LustreRootSquashConfigurat
     })
 }
 
+/// What the file system is, in the terms of its configuration.
+fn spec_from_sdk(fs: &FileSystem) -> LustreSpec {
+    let lc = fs.lustre_configuration();
+    let drc = lc.and_then(|l| l.data_repository_configuration());
+    LustreSpec {
+        storage_capacity: fs.storage_capacity().map(i64::from),
+        deployment_type: lc.and_then(|l| l.deployment_type()).map(|d| d.as_str().to_string()),
+        storage_type: fs.storage_type().map(|s| s.as_str().to_string()),
+        per_unit_storage_throughput: lc.and_then(|l| l.per_unit_storage_throughput()).map(i64::from),
+        drive_cache_type: lc.and_then(|l| l.drive_cache_type()).map(|d| d.as_str().to_string()),
+        data_compression_type: lc
+            .and_then(|l| l.data_compression_type())
+            .map(|d| d.as_str().to_string()),
+        metadata_configuration: lc.and_then(|l| l.metadata_configuration()).map(|m| MetadataSpec {
+            mode: m.mode().map(|x| x.as_str().to_string()),
+            iops: m.iops().map(i64::from),
+        }),
+        efa_enabled: lc.and_then(|l| l.efa_enabled()),
+        root_squash_configuration: lc.and_then(|l| l.root_squash_configuration()).map(|r| RootSquashSpec {
+            root_squash: r.root_squash().map(str::to_string),
+            no_squash_nids: Some(r.no_squash_nids().to_vec()),
+        }),
+        log_configuration: lc.and_then(|l| l.log_configuration()).map(|l| LogSpec {
+            level: l.level().map(|x| x.as_str().to_string()),
+            destination: l.destination().map(str::to_string),
+        }),
+        kms_key_id: fs.kms_key_id().map(str::to_string),
+        subnet_ids: Some(fs.subnet_ids().to_vec()),
+        security_group_ids: None,
+        weekly_maintenance_start_time: lc.and_then(|l| l.weekly_maintenance_start_time()).map(str::to_string),
+        automatic_backup_retention_days: lc.and_then(|l| l.automatic_backup_retention_days()).map(i64::from),
+        daily_automatic_backup_start_time: lc
+            .and_then(|l| l.daily_automatic_backup_start_time())
+            .map(str::to_string),
+        copy_tags_to_backups: lc.and_then(|l| l.copy_tags_to_backups()),
+        skip_final_backup: None,
+        final_backup_tags: None,
+        import_path: drc.and_then(|d| d.import_path()).map(str::to_string),
+        export_path: drc.and_then(|d| d.export_path()).map(str::to_string),
+        auto_import_policy: drc.and_then(|d| d.auto_import_policy()).map(|p| p.as_str().to_string()),
+        imported_file_chunk_size: drc.and_then(|d| d.imported_file_chunk_size()).map(i64::from),
+        file_system_type_version: fs.file_system_type_version().map(str::to_string),
+        data_repositories: Vec::new(),
+        tags: Some(tags_from_sdk(fs.tags())),
+    }
+}
+
+/// Administrative actions still running (storage optimization aside).
+fn pending_actions(fs: &FileSystem) -> Vec<String> {
+    fs.administrative_actions()
+        .iter()
+        .filter(|a| {
+            a.status()
+                .is_some_and(|s| matches!(s.as_str(), "PENDING" | "IN_PROGRESS"))
+                && a.administrative_action_type()
+                    .is_some_and(|t| t.as_str() != "STORAGE_OPTIMIZATION")
+        })
+        .map(|a| {
+            format!(
+                "{} {}",
+                a.administrative_action_type().map(|t| t.as_str()).unwrap_or("ACTION"),
+                a.status().map(|s| s.as_str()).unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+/// Why the file system (or its last administrative action) failed.
+fn failure(fs: &FileSystem) -> Option<String> {
+    fs.failure_details()
+        .and_then(|f| f.message())
+        .map(str::to_string)
+        .or_else(|| {
+            fs.administrative_actions()
+                .iter()
+                .find(|a| a.status().is_some_and(|s| s.as_str() == "FAILED"))
+                .and_then(|a| a.failure_details())
+                .and_then(|f| f.message())
+                .map(str::to_string)
+        })
+}
+
 impl LustreFileSystem {
     fn from_sdk(fs: &FileSystem) -> Self {
         let lc = fs.lustre_configuration();
-        let drc = lc.and_then(|l| l.data_repository_configuration());
-        let spec = LustreSpec {
-            storage_capacity: fs.storage_capacity().map(i64::from),
-            deployment_type: lc.and_then(|l| l.deployment_type()).map(|d| d.as_str().to_string()),
-            storage_type: fs.storage_type().map(|s| s.as_str().to_string()),
-            per_unit_storage_throughput: lc.and_then(|l| l.per_unit_storage_throughput()).map(i64::from),
-            drive_cache_type: lc.and_then(|l| l.drive_cache_type()).map(|d| d.as_str().to_string()),
-            data_compression_type: lc
-                .and_then(|l| l.data_compression_type())
-                .map(|d| d.as_str().to_string()),
-            metadata_configuration: lc.and_then(|l| l.metadata_configuration()).map(|m| MetadataSpec {
-                mode: m.mode().map(|x| x.as_str().to_string()),
-                iops: m.iops().map(i64::from),
-            }),
-            efa_enabled: lc.and_then(|l| l.efa_enabled()),
-            root_squash_configuration: lc.and_then(|l| l.root_squash_configuration()).map(|r| RootSquashSpec {
-                root_squash: r.root_squash().map(str::to_string),
-                no_squash_nids: Some(r.no_squash_nids().to_vec()),
-            }),
-            log_configuration: lc.and_then(|l| l.log_configuration()).map(|l| LogSpec {
-                level: l.level().map(|x| x.as_str().to_string()),
-                destination: l.destination().map(str::to_string),
-            }),
-            kms_key_id: fs.kms_key_id().map(str::to_string),
-            subnet_ids: Some(fs.subnet_ids().to_vec()),
-            security_group_ids: None,
-            weekly_maintenance_start_time: lc.and_then(|l| l.weekly_maintenance_start_time()).map(str::to_string),
-            automatic_backup_retention_days: lc.and_then(|l| l.automatic_backup_retention_days()).map(i64::from),
-            daily_automatic_backup_start_time: lc
-                .and_then(|l| l.daily_automatic_backup_start_time())
-                .map(str::to_string),
-            copy_tags_to_backups: lc.and_then(|l| l.copy_tags_to_backups()),
-            skip_final_backup: None,
-            final_backup_tags: None,
-            import_path: drc.and_then(|d| d.import_path()).map(str::to_string),
-            export_path: drc.and_then(|d| d.export_path()).map(str::to_string),
-            auto_import_policy: drc.and_then(|d| d.auto_import_policy()).map(|p| p.as_str().to_string()),
-            imported_file_chunk_size: drc.and_then(|d| d.imported_file_chunk_size()).map(i64::from),
-            file_system_type_version: fs.file_system_type_version().map(str::to_string),
-            data_repositories: Vec::new(),
-            tags: Some(tags_from_sdk(fs.tags())),
-        };
-        let pending_actions = fs
-            .administrative_actions()
-            .iter()
-            .filter(|a| {
-                a.status()
-                    .is_some_and(|s| matches!(s.as_str(), "PENDING" | "IN_PROGRESS"))
-                    && a.administrative_action_type()
-                        .is_some_and(|t| t.as_str() != "STORAGE_OPTIMIZATION")
-            })
-            .map(|a| {
-                format!(
-                    "{} {}",
-                    a.administrative_action_type().map(|t| t.as_str()).unwrap_or("ACTION"),
-                    a.status().map(|s| s.as_str()).unwrap_or("")
-                )
-            })
-            .collect();
-        let failure = fs
-            .failure_details()
-            .and_then(|f| f.message())
-            .map(str::to_string)
-            .or_else(|| {
-                fs.administrative_actions()
-                    .iter()
-                    .find(|a| a.status().is_some_and(|s| s.as_str() == "FAILED"))
-                    .and_then(|a| a.failure_details())
-                    .and_then(|f| f.message())
-                    .map(str::to_string)
-            });
         LustreFileSystem {
             id: fs.file_system_id().unwrap_or_default().to_string(),
             arn: fs.resource_arn().unwrap_or_default().to_string(),
@@ -233,9 +244,9 @@ impl LustreFileSystem {
             vpc_id: fs.vpc_id().unwrap_or_default().to_string(),
             network_interface_ids: fs.network_interface_ids().to_vec(),
             lifecycle: fs.lifecycle().map(|l| l.as_str().to_string()).unwrap_or_default(),
-            failure,
-            pending_actions,
-            spec,
+            failure: failure(fs),
+            pending_actions: pending_actions(fs),
+            spec: spec_from_sdk(fs),
         }
     }
 
