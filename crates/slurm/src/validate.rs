@@ -795,6 +795,23 @@ impl Validator {
                 ),
             );
         }
+        self.cpu_topology(s, base);
+        let allowance = os_memory_allowance_mib(s.memory_mib);
+        if s.memory_mib <= allowance {
+            self.err(
+                path(base, ["memory_mib"]),
+                "instance type too small",
+                format!(
+                    "{} has {} MiB; the OS allowance is {allowance} MiB (512 MiB + 5 %), which leaves nothing for jobs.",
+                    s.instance_type, s.memory_mib
+                ),
+            );
+        }
+        self.gpus(s, base);
+    }
+
+    /// vCPUs, sockets, cores and threads: none 0, and the product of the three the vCPUs.
+    fn cpu_topology(&mut self, s: &InstanceShape, base: &[String]) {
         let mut counts_ok = true;
         for (field, value) in [
             ("vcpus", s.vcpus),
@@ -825,17 +842,10 @@ impl Validator {
                 );
             }
         }
-        let allowance = os_memory_allowance_mib(s.memory_mib);
-        if s.memory_mib <= allowance {
-            self.err(
-                path(base, ["memory_mib"]),
-                "instance type too small",
-                format!(
-                    "{} has {} MiB; the OS allowance is {allowance} MiB (512 MiB + 5 %), which leaves nothing for jobs.",
-                    s.instance_type, s.memory_mib
-                ),
-            );
-        }
+    }
+
+    /// A GPU model exactly when there are GPUs, and a count a node can have.
+    fn gpus(&mut self, s: &InstanceShape, base: &[String]) {
         match (s.gpus, s.gpu_model.as_deref()) {
             (0, Some(model)) => self.err(
                 path(base, ["gpu_model"]),

@@ -347,19 +347,7 @@ pub fn replacement_paths(old: &LustreSpec, new: &LustreSpec) -> Vec<Vec<String>>
     if changed(&old.drive_cache_type, &new.drive_cache_type) {
         out.push(path(&["drive_cache_type"]));
     }
-    // Managing metadata performance: a metadata configuration can't be added after creation, and
-    // the Metadata IOPS value can only grow.
-    match (&old.metadata_configuration, &new.metadata_configuration) {
-        (None, Some(_)) => out.push(path(&["metadata_configuration"])),
-        (Some(before), Some(after)) => {
-            if let (Some(b), Some(a)) = (before.iops, after.iops) {
-                if a < b {
-                    out.push(path(&["metadata_configuration", "iops"]));
-                }
-            }
-        }
-        _ => {}
-    }
+    out.extend(metadata_replacement(old, new));
     if old_efa != new.efa_enabled.unwrap_or(false) {
         out.push(path(&["efa_enabled"]));
     }
@@ -389,14 +377,26 @@ pub fn replacement_paths(old: &LustreSpec, new: &LustreSpec) -> Vec<Vec<String>>
         out.push(path(&["imported_file_chunk_size"]));
     }
     // UpdateFileSystem FileSystemTypeVersion: the new version must be newer than the current one.
-    if let (Some(before), Some(after)) = (&old.file_system_type_version, &new.file_system_type_version) {
-        if let (Some(b), Some(a)) = (LustreVersion::parse(before), LustreVersion::parse(after)) {
-            if a < b {
-                out.push(path(&["file_system_type_version"]));
-            }
+    let version = |spec: &LustreSpec| spec.file_system_type_version.as_deref().and_then(LustreVersion::parse);
+    if let (Some(before), Some(after)) = (version(old), version(new)) {
+        if after < before {
+            out.push(path(&["file_system_type_version"]));
         }
     }
     out
+}
+
+/// Managing metadata performance: a metadata configuration can't be added after creation, and
+/// the Metadata IOPS value can only grow.
+fn metadata_replacement(old: &LustreSpec, new: &LustreSpec) -> Option<Vec<String>> {
+    match (&old.metadata_configuration, &new.metadata_configuration) {
+        (None, Some(_)) => Some(path(&["metadata_configuration"])),
+        (Some(before), Some(after)) => match (before.iops, after.iops) {
+            (Some(b), Some(a)) if a < b => Some(path(&["metadata_configuration", "iops"])),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -800,6 +800,12 @@ fn check_weekly_maintenance(spec: &LustreSpec, out: &mut Vec<Violation>) {
 /// systems linked to S3 ("Using data repositories"), retention 0..=90, start time HH:MM; the final
 /// backup settings of DeleteFileSystemLustreConfiguration.
 fn check_backups(spec: &LustreSpec, ctx: &Ctx, out: &mut Vec<Violation>) {
+    check_backup_schedule(spec, ctx, out);
+    check_backup_tags_and_final(spec, ctx, out);
+}
+
+/// Automatic backups: their retention and daily start time.
+fn check_backup_schedule(spec: &LustreSpec, ctx: &Ctx, out: &mut Vec<Violation>) {
     let scratch = ctx.is_scratch();
     let deployment = ctx.deployment_name();
     if let Some(days) = spec.automatic_backup_retention_days {
@@ -838,6 +844,12 @@ fn check_backups(spec: &LustreSpec, ctx: &Ctx, out: &mut Vec<Violation>) {
             ));
         }
     }
+}
+
+/// Tags copied to backups, and the final backup at deletion.
+fn check_backup_tags_and_final(spec: &LustreSpec, ctx: &Ctx, out: &mut Vec<Violation>) {
+    let scratch = ctx.is_scratch();
+    let deployment = ctx.deployment_name();
     if spec.copy_tags_to_backups == Some(true) {
         if scratch {
             out.push(violation(
@@ -892,64 +904,21 @@ fn check_backups(spec: &LustreSpec, ctx: &Ctx, out: &mut Vec<Violation>) {
 /// The legacy S3 link (ImportPath, ExportPath, AutoImportPolicy, ImportedFileChunkSize):
 /// not on PERSISTENT_2 and not together with data repository associations.
 fn check_legacy_data_repository(spec: &LustreSpec, ctx: &Ctx, out: &mut Vec<Violation>) {
-    let persistent_2 = ctx.deployment == Some(Deployment::Persistent2);
-    let with_dra = !spec.data_repositories.is_empty();
-    // Reports `name` when the legacy link is not allowed at all; true when it did.
-    let rejected = |name: &'static str, out: &mut Vec<Violation>| -> bool {
-        if persistent_2 {
-            out.push(violation(
-                &[name],
-                format!("{name} is not supported on PERSISTENT_2"),
-                "Link S3 with data_repository blocks (data repository associations) instead.",
-            ));
-            true
-        } else if with_dra {
-            out.push(violation(
-                &[name],
-                format!("{name} cannot be combined with data_repository blocks"),
-                "Use either data_repository blocks or import_path/export_path, not both.",
-            ));
-            true
-        } else {
-            false
-        }
-    };
-
     let import = spec.import_path.as_deref();
-    let import_bucket = import.and_then(|p| parse_s3_url(p).ok()).map(|u| u.bucket);
     if let Some(import_path) = import {
-        if !rejected("import_path", out) {
+        if !legacy_refused("import_path", spec, ctx, out) {
             if let Err(problem) = parse_s3_url(import_path) {
                 out.push(s3_url_violation(&["import_path"], "import_path", import_path, &problem));
             }
         }
     }
     if let Some(export_path) = spec.export_path.as_deref() {
-        if !rejected("export_path", out) {
-            match parse_s3_url(export_path) {
-                Err(problem) => out.push(s3_url_violation(&["export_path"], "export_path", export_path, &problem)),
-                Ok(_) if import.is_none() => out.push(violation(
-                    &["export_path"],
-                    "export_path needs import_path",
-                    "Set import_path to s3://<bucket>[/prefix]; export_path must use the same bucket.",
-                )),
-                Ok(url) => {
-                    if let Some(bucket) = import_bucket.filter(|b| *b != url.bucket) {
-                        out.push(violation(
-                            &["export_path"],
-                            format!(
-                                "export_path bucket {} differs from import_path bucket {bucket}",
-                                url.bucket
-                            ),
-                            format!("Use s3://{bucket}[/prefix] for export_path."),
-                        ));
-                    }
-                }
-            }
+        if !legacy_refused("export_path", spec, ctx, out) {
+            check_export_path(export_path, import, out);
         }
     }
     if let Some(policy) = spec.auto_import_policy.as_deref() {
-        if !rejected("auto_import_policy", out) {
+        if !legacy_refused("auto_import_policy", spec, ctx, out) {
             const POLICIES: [&str; 4] = ["NONE", "NEW", "NEW_CHANGED", "NEW_CHANGED_DELETED"];
             if !POLICIES.contains(&policy) {
                 out.push(violation(
@@ -967,7 +936,7 @@ fn check_legacy_data_repository(spec: &LustreSpec, ctx: &Ctx, out: &mut Vec<Viol
         }
     }
     if let Some(chunk) = spec.imported_file_chunk_size {
-        if !rejected("imported_file_chunk_size", out) {
+        if !legacy_refused("imported_file_chunk_size", spec, ctx, out) {
             if !(CHUNK_SIZE_MIN..=CHUNK_SIZE_MAX).contains(&chunk) {
                 out.push(chunk_violation(&["imported_file_chunk_size"], chunk));
             } else if import.is_none() {
@@ -975,6 +944,53 @@ fn check_legacy_data_repository(spec: &LustreSpec, ctx: &Ctx, out: &mut Vec<Viol
                     &["imported_file_chunk_size"],
                     "imported_file_chunk_size needs import_path",
                     "Set import_path to the S3 bucket to import from, or remove imported_file_chunk_size.",
+                ));
+            }
+        }
+    }
+}
+
+/// Reports `name`, a setting of the legacy S3 link, when that link is not allowed at all (on
+/// PERSISTENT_2, or beside data repository associations); true when it did.
+fn legacy_refused(name: &'static str, spec: &LustreSpec, ctx: &Ctx, out: &mut Vec<Violation>) -> bool {
+    if ctx.deployment == Some(Deployment::Persistent2) {
+        out.push(violation(
+            &[name],
+            format!("{name} is not supported on PERSISTENT_2"),
+            "Link S3 with data_repository blocks (data repository associations) instead.",
+        ));
+        true
+    } else if !spec.data_repositories.is_empty() {
+        out.push(violation(
+            &[name],
+            format!("{name} cannot be combined with data_repository blocks"),
+            "Use either data_repository blocks or import_path/export_path, not both.",
+        ));
+        true
+    } else {
+        false
+    }
+}
+
+/// `export_path`: an S3 URL in the bucket of `import_path`, which it needs.
+fn check_export_path(export_path: &str, import: Option<&str>, out: &mut Vec<Violation>) {
+    let import_bucket = import.and_then(|p| parse_s3_url(p).ok()).map(|u| u.bucket);
+    match parse_s3_url(export_path) {
+        Err(problem) => out.push(s3_url_violation(&["export_path"], "export_path", export_path, &problem)),
+        Ok(_) if import.is_none() => out.push(violation(
+            &["export_path"],
+            "export_path needs import_path",
+            "Set import_path to s3://<bucket>[/prefix]; export_path must use the same bucket.",
+        )),
+        Ok(url) => {
+            if let Some(bucket) = import_bucket.filter(|b| *b != url.bucket) {
+                out.push(violation(
+                    &["export_path"],
+                    format!(
+                        "export_path bucket {} differs from import_path bucket {bucket}",
+                        url.bucket
+                    ),
+                    format!("Use s3://{bucket}[/prefix] for export_path."),
                 ));
             }
         }

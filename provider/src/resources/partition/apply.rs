@@ -140,16 +140,7 @@ pub(super) async fn publish(
     let cdoc = cluster_doc(clients, cluster)
         .await?
         .ok_or_else(|| cluster_missing(cluster))?;
-    // Checked at plan when the cluster already existed; a cluster made in the same apply
-    // is known only now, before anything is launched or published.
-    let checks = cluster_checks(&cdoc, &model.doc(cluster, &[], &clients.aws.region));
-    if checks.has_errors() {
-        return Err(checks);
-    }
-    let release = image_release_now(clients, prior, model, &cdoc).await;
-    if release.has_errors() {
-        return Err(release);
-    }
+    checked_now(clients, prior, model, &cdoc).await?;
     let infos = clients
         .ec2
         .instance_types(&model.instance_types)
@@ -172,15 +163,7 @@ pub(super) async fn publish(
     if reached.has_errors() {
         return Err(reached);
     }
-    let mut made = Made::default();
-    for (i, pool) in model.capacity_pool.iter().enumerate() {
-        let region = pool.region.clone().unwrap_or_else(|| clients.aws.region.clone());
-        let ec2 = ec2s
-            .get(&region)
-            .cloned()
-            .unwrap_or_else(|| clients.aws.ec2_in(&region));
-        ensure_pool(&launch, &ec2, i, pool, &region, &mut made).await?;
-    }
+    let made = ensure_pools(&launch, &ec2s).await?;
     state.set_attr(
         "launch_template_ids",
         of_map(&made.templates.clone().into_iter().collect::<Vec<_>>()),
@@ -190,18 +173,7 @@ pub(super) async fn publish(
     let mut published = model.clone();
     published.launch_template_ids = Some(made.templates);
     published.placement_group_names = Some(made.groups);
-    let mut doc = published.doc(cluster, &infos, &clients.aws.region);
-    for shape in &mut doc.shapes {
-        shape.hourly_price =
-            pricing::on_demand_price(&shape.instance_type, &clients.price_overrides).map(|p| format!("{p:.4}"));
-    }
-    let json = serde_json::to_string(&doc)
-        .map_err(|e| Diagnostics::from(Diagnostic::error("Cannot encode desired state", e.to_string())))?;
-    let version = clients
-        .ssm
-        .put(&desired_state::partition_param(cluster, name), &json, &tags_all)
-        .await
-        .map_err(|e| aws_diag("Cannot publish the partition", &e))?;
+    let version = put_document(clients, &published, &infos, &tags_all).await?;
     state.set_attr("desired_state_version", Value::int(version));
     if !prior.is_null() {
         let prior = Partition::of(prior).map_err(|e| e.into_diagnostics("The partition's state cannot be read"))?;
@@ -210,6 +182,67 @@ pub(super) async fn publish(
             .map_err(|e| aws_diag("Cannot remove old launch templates", &e))?;
     }
     Ok(version)
+}
+
+/// What the plan checked when the cluster already existed; a cluster made in the same apply
+/// is known only now, before anything is launched or published.
+async fn checked_now(
+    clients: &Clients,
+    prior: &Value,
+    model: &Partition,
+    cdoc: &ClusterDoc,
+) -> Result<(), Diagnostics> {
+    let checks = cluster_checks(cdoc, &model.doc(model.cluster(), &[], &clients.aws.region));
+    if checks.has_errors() {
+        return Err(checks);
+    }
+    let release = image_release_now(clients, prior, model, cdoc).await;
+    if release.has_errors() {
+        return Err(release);
+    }
+    Ok(())
+}
+
+/// Every pool's placement group and launch templates, each in its region.
+async fn ensure_pools(launch: &Launch<'_>, ec2s: &BTreeMap<String, Ec2>) -> Result<Made, Diagnostics> {
+    let clients = launch.clients;
+    let mut made = Made::default();
+    for (i, pool) in launch.model.capacity_pool.iter().enumerate() {
+        let region = pool.region.clone().unwrap_or_else(|| clients.aws.region.clone());
+        let ec2 = ec2s
+            .get(&region)
+            .cloned()
+            .unwrap_or_else(|| clients.aws.ec2_in(&region));
+        ensure_pool(launch, &ec2, i, pool, &region, &mut made).await?;
+    }
+    Ok(made)
+}
+
+/// Publishes the partition's document (each shape with its on-demand price, for the agent's
+/// cost guardrail); the parameter's new version.
+async fn put_document(
+    clients: &Clients,
+    published: &Partition,
+    infos: &[InstanceTypeInfo],
+    tags_all: &[(String, String)],
+) -> Result<i64, Diagnostics> {
+    let cluster = published.cluster();
+    let mut doc = published.doc(cluster, infos, &clients.aws.region);
+    for shape in &mut doc.shapes {
+        shape.hourly_price =
+            pricing::on_demand_price(&shape.instance_type, &clients.price_overrides).map(|p| format!("{p:.4}"));
+    }
+    let json = serde_json::to_string(&doc)
+        .map_err(|e| Diagnostics::from(Diagnostic::error("Cannot encode desired state", e.to_string())))?;
+    clients
+        .ssm
+        .put(
+            &desired_state::partition_param(cluster, &published.name),
+            &json,
+            tags_all,
+        )
+        .await
+        .map_err(|e| aws_diag("Cannot publish the partition", &e))
 }
 
 /// Pool `i`'s placement group (when the partition has them) and a launch template per

@@ -9,6 +9,7 @@ use tfplugin::{AttributePath, Diagnostics, Value};
 use crate::clients::Clients;
 use crate::convert::{string, strings};
 use crate::resources::aws_diag;
+use hpc_aws::ec2::CapacityReservationInfo;
 
 /// Allocation strategies EC2 has only for Spot: On-Demand capacity launches by priority.
 const SPOT_ONLY_STRATEGIES: &[&str] = &["capacity-optimized", "price-capacity-optimized"];
@@ -156,13 +157,9 @@ pub(super) async fn reservations(clients: &Clients, planned: &Value, types: &[St
         let Some(id) = string(pool.attr("capacity_reservation_id")) else {
             continue;
         };
-        let at = || {
-            AttributePath::root("capacity_pool")
-                .index(i)
-                .attr("capacity_reservation_id")
-        };
         let region = string(pool.attr("region")).unwrap_or_else(|| clients.aws.region.clone());
         let Some(ec2) = ec2s.get(&region) else { continue };
+        let at = AttributePath::root("capacity_pool").index(i);
         let found = match ec2.capacity_reservations(std::slice::from_ref(&id)).await {
             Ok(found) => found,
             Err(e)
@@ -172,7 +169,7 @@ pub(super) async fn reservations(clients: &Clients, planned: &Value, types: &[St
                 ]) =>
             {
                 diags.error_at(
-                    at(),
+                    at.attr("capacity_reservation_id"),
                     format!("capacity reservation {id} does not exist in {region}"),
                     "Give the id of a reservation or Capacity Block of this account in the pool's region.",
                 );
@@ -184,54 +181,73 @@ pub(super) async fn reservations(clients: &Clients, planned: &Value, types: &[St
             }
         };
         let Some(r) = found.into_iter().next() else { continue };
-        if !types.contains(&r.instance_type) {
-            diags.error_at(
-                at(),
-                format!("{id} reserves {}, which is not in instance_types", r.instance_type),
-                format!(
-                    "Add {} to instance_types, or use a reservation for one of them.",
-                    r.instance_type
-                ),
-            );
-        }
-        let block = pool.attr("capacity_type").as_str() == Some("capacity_block");
-        if r.capacity_block != block {
-            diags.error_at(
-                AttributePath::root("capacity_pool").index(i).attr("capacity_type"),
-                format!(
-                    "{id} is {}, but the pool's capacity_type is {}",
-                    if r.capacity_block {
-                        "a Capacity Block"
-                    } else {
-                        "an On-Demand Capacity Reservation"
-                    },
-                    pool.attr("capacity_type").as_str().unwrap_or("on_demand")
-                ),
-                if r.capacity_block {
-                    "Set capacity_type = \"capacity_block\"."
-                } else {
-                    "Set capacity_type = \"on_demand\" (a reservation is on-demand capacity)."
-                },
-            );
-        }
+        diags.extend(reservation_fits(&r, pool, types, &at));
         let subnets = strings(pool.attr("subnet_ids")).unwrap_or_default();
         match ec2.subnet_zones(&subnets).await {
-            Ok(zones) => {
-                let outside: Vec<String> = zones
-                    .iter()
-                    .filter(|(_, zone)| *zone != r.availability_zone)
-                    .map(|(subnet, zone)| format!("{subnet} ({zone})"))
-                    .collect();
-                if !outside.is_empty() {
-                    diags.error_at(
-                        AttributePath::root("capacity_pool").index(i).attr("subnet_ids"),
-                        format!("{id} is in {}, but {} is not", r.availability_zone, outside.join(", ")),
-                        format!("Give the pool only subnets in {}.", r.availability_zone),
-                    );
-                }
-            }
+            Ok(zones) => diags.extend(reservation_zone(&r, &zones, &at)),
             Err(e) => diags.extend(aws_diag("Cannot describe the pool's subnets", &e)),
         }
+    }
+    diags
+}
+
+/// The reservation `r` of the pool at `at` is for one of `types`, and a Capacity Block exactly
+/// when the pool's `capacity_type` says so.
+fn reservation_fits(r: &CapacityReservationInfo, pool: &Value, types: &[String], at: &AttributePath) -> Diagnostics {
+    let mut diags = Diagnostics::default();
+    let id = &r.id;
+    if !types.contains(&r.instance_type) {
+        diags.error_at(
+            at.clone().attr("capacity_reservation_id"),
+            format!("{id} reserves {}, which is not in instance_types", r.instance_type),
+            format!(
+                "Add {} to instance_types, or use a reservation for one of them.",
+                r.instance_type
+            ),
+        );
+    }
+    let block = pool.attr("capacity_type").as_str() == Some("capacity_block");
+    if r.capacity_block != block {
+        diags.error_at(
+            at.clone().attr("capacity_type"),
+            format!(
+                "{id} is {}, but the pool's capacity_type is {}",
+                if r.capacity_block {
+                    "a Capacity Block"
+                } else {
+                    "an On-Demand Capacity Reservation"
+                },
+                pool.attr("capacity_type").as_str().unwrap_or("on_demand")
+            ),
+            if r.capacity_block {
+                "Set capacity_type = \"capacity_block\"."
+            } else {
+                "Set capacity_type = \"on_demand\" (a reservation is on-demand capacity)."
+            },
+        );
+    }
+    diags
+}
+
+/// Every subnet of the pool at `at` (`zones`: subnet, zone) is in the reservation's zone.
+fn reservation_zone(r: &CapacityReservationInfo, zones: &[(String, String)], at: &AttributePath) -> Diagnostics {
+    let mut diags = Diagnostics::default();
+    let outside: Vec<String> = zones
+        .iter()
+        .filter(|(_, zone)| *zone != r.availability_zone)
+        .map(|(subnet, zone)| format!("{subnet} ({zone})"))
+        .collect();
+    if !outside.is_empty() {
+        diags.error_at(
+            at.clone().attr("subnet_ids"),
+            format!(
+                "{} is in {}, but {} is not",
+                r.id,
+                r.availability_zone,
+                outside.join(", ")
+            ),
+            format!("Give the pool only subnets in {}.", r.availability_zone),
+        );
     }
     diags
 }
