@@ -8,6 +8,7 @@
 //!   failover within one invocation and a cool-down for pools without capacity.
 //! - [`sweep`], [`health`], [`guardrail`]: orphans and late nodes, node health, the run-time
 //!   cost guardrail.
+//! - [`published`]: reading the published desired state.
 //! - [`hostlist`]: Slurm host lists; [`host`]: files, accounts and systemd on this machine.
 
 pub mod associations;
@@ -21,6 +22,7 @@ pub mod health;
 pub mod host;
 pub mod hostlist;
 pub mod nodemap;
+pub mod published;
 pub mod reconcile;
 pub mod resume;
 pub mod statefile;

@@ -141,7 +141,7 @@ async fn read_state(aws: &Aws, cluster: &str) -> Result<(ClusterDoc, Vec<Partiti
         })?;
     let mut doc: ClusterDoc = serde_json::from_str(&param.value).map_err(|e| format!("{}: {e}", param.name))?;
     // Without a cache: one node (the head) reads them, a call per ten shards each pass.
-    crate::cmd::fill_users(aws, &mut doc, None)
+    crate::published::fill_users(aws, &mut doc, None)
         .await
         .map_err(|e| e.to_string())?;
     let mut versions = StatusDoc {
@@ -345,7 +345,7 @@ fn run_command(command: &[String], what: &str) -> Result<(), String> {
 /// The accounts, QOS and user associations the documents name, added to the accounting
 /// database where missing (nothing without accounting).
 fn associations(doc: &ClusterDoc, parts: &[PartitionDoc], conf: &Path) -> Result<(), String> {
-    if crate::boot::accounting::enabled(doc) {
+    if doc.accounting.enabled() {
         let want = crate::associations::wanted(doc, parts);
         for done in crate::associations::ensure(&doc.name, conf, &want)? {
             crate::host::log("accounting", &done);
@@ -432,6 +432,11 @@ pub async fn reconcile_once(aws: &Aws, cluster: &str, layout: &Layout, slurmctld
     let error = result.as_ref().err().map(String::as_str);
     report(aws, cluster, &versions, error).await?;
     result
+}
+
+/// The slurmctld binary that checks a candidate configuration.
+pub fn slurmctld() -> PathBuf {
+    PathBuf::from(std::env::var("HPC_NODE_SLURMCTLD").unwrap_or_else(|_| "/usr/sbin/slurmctld".into()))
 }
 
 #[cfg(test)]

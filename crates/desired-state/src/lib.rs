@@ -265,6 +265,13 @@ pub struct AccountingDoc {
     pub password_secret_arn: Option<String>,
 }
 
+impl AccountingDoc {
+    /// Whether the cluster keeps accounting at all (`mode` other than `none`).
+    pub fn enabled(&self) -> bool {
+        self.mode != "none"
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UserDoc {
     pub name: String,

@@ -23,11 +23,6 @@ const MARIADB_CONF: &str = "/etc/mysql/mariadb.conf.d/90-hpcforge-slurm.cnf";
 const MARIADB_SETTINGS: &str = "# hpcforge: MariaDB for slurmdbd (written by hpc-node head-init)\n\
 [mysqld]\nbind-address = 127.0.0.1\ninnodb_lock_wait_timeout = 900\ninnodb_buffer_pool_size = 256M\n";
 
-/// Whether the cluster keeps accounting at all.
-pub fn enabled(doc: &ClusterDoc) -> bool {
-    doc.accounting.mode != "none"
-}
-
 /// Database (for `local`), slurmdbd.conf, then slurmdbd accepting connections.
 pub async fn start(aws: &Aws, doc: &ClusterDoc, layout: &Layout) -> Result<()> {
     let model = layout.model(doc, &[])?;

@@ -105,7 +105,7 @@ async fn steps(
         start_command: Some(START_SLURMCTLD.iter().map(|s| s.to_string()).collect()),
         ..Layout::default()
     };
-    if super::accounting::enabled(&booted.doc) {
+    if booted.doc.accounting.enabled() {
         *step = "accounting";
         reporter.step(step, Phase::Booting, None).await;
         super::accounting::start(aws, &booted.doc, &layout).await?;
@@ -114,7 +114,7 @@ async fn steps(
     reporter.step(step, Phase::Booting, None).await;
     let json = layout.to_json().context(|| "encoding the layout".to_string())?;
     system::write_file(Path::new(LAYOUT), json.as_bytes(), 0o644, None)?;
-    let outcome = reconcile_once(aws, &args.cluster, &layout, &crate::cmd::reconcile::slurmctld()).await?;
+    let outcome = reconcile_once(aws, &args.cluster, &layout, &crate::reconcile::slurmctld()).await?;
     if outcome == Outcome::NoPartitions {
         log(
             "head-init",

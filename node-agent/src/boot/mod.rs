@@ -67,7 +67,7 @@ pub async fn begin(args: &ClusterArgs, aws: &Aws, role: Role, partition: Option<
         "the cluster's published desired state",
         PUBLISH_WAIT,
         Duration::from_secs(2),
-        || crate::cmd::cluster_doc_with_users(aws, args),
+        || crate::published::cluster_doc_with_users(aws, args),
     )
     .await?;
     Ok(Booted {
@@ -323,7 +323,7 @@ fn make_home(u: &UserDoc) -> Result<bool> {
 /// Every role's periodic pass (`hpc-node sync`, on a timer): users and mounts follow the
 /// published desired state without a reboot and without touching Slurm.
 pub async fn sync(args: &ClusterArgs, aws: &Aws) -> Result<()> {
-    let doc = crate::cmd::cluster_doc_with_users(aws, args)
+    let doc = crate::published::cluster_doc_with_users(aws, args)
         .await?
         .ok_or_else(|| Error::new(format!("cluster {} has no published desired state", args.cluster)))?;
     // Where this node runs; IMDS unreachable: assume the cluster's region.
@@ -401,7 +401,7 @@ pub fn client_conf(doc: &ClusterDoc, head: &BootReport) -> String {
         hpc_desired_state::SLURM_USER
     );
     // sacct and sacctmgr ask slurmdbd, which runs beside slurmctld on the head node.
-    if accounting::enabled(doc) {
+    if doc.accounting.enabled() {
         conf.push_str(&format!(
             "AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost={}\n",
             head.addr

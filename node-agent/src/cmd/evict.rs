@@ -4,9 +4,9 @@ use std::process::Command;
 
 use hpc_aws::Aws;
 
-use super::cluster_doc;
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Error, Result};
+use crate::published::cluster_doc;
 
 /// How full the file system holding `path` is, in percent (from df).
 fn usage_percent(path: &str) -> Result<i64> {

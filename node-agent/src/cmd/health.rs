@@ -3,9 +3,10 @@
 
 use hpc_aws::Aws;
 
-use super::{cluster_doc, partitions, scontrol};
+use super::scontrol;
 use crate::cli::HealthArgs;
 use crate::error::{Error, Result};
+use crate::published::{cluster_doc, partitions};
 use crate::resume::group_nodes;
 
 pub async fn run(args: &HealthArgs, aws: &Aws) -> Result<()> {

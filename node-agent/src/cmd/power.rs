@@ -7,12 +7,13 @@ use hpc_aws::ec2::{Ec2, InstanceInfo};
 use hpc_aws::Aws;
 use hpc_desired_state::{tag, PartitionDoc};
 
-use super::{cluster_doc, partitions, scontrol, slurm_reason, spot, Regions};
+use super::{scontrol, slurm_reason, spot, Regions};
 use crate::cli::{ClusterArgs, HostsArgs};
 use crate::error::{Context as _, Result};
 use crate::guardrail::Budget;
 use crate::hostlist;
 use crate::nodemap::{self, Carrier, NodeMap};
+use crate::published::{cluster_doc, partitions};
 use crate::resume::{
     group_nodes, launch_group, launched_from, now_s, Attempt, Cooldowns, Group, Placement, PoolClients as _,
     ResumeJobs, Skip,

@@ -19,14 +19,9 @@ pub fn load_layout(path: Option<&PathBuf>) -> Result<Layout> {
     }
 }
 
-/// The slurmctld binary that checks a candidate configuration.
-pub fn slurmctld() -> PathBuf {
-    PathBuf::from(std::env::var("HPC_NODE_SLURMCTLD").unwrap_or_else(|_| "/usr/sbin/slurmctld".into()))
-}
-
 pub async fn run(args: &ReconcileArgs, aws: &Aws) -> Result<()> {
     let layout = load_layout(args.layout.as_ref())?;
-    let slurmctld = slurmctld();
+    let slurmctld = crate::reconcile::slurmctld();
     let cluster = &args.cluster.cluster;
     loop {
         let result = reconcile_once(aws, cluster, &layout, &slurmctld).await;

@@ -8,10 +8,11 @@ use hpc_aws::Aws;
 use hpc_desired_state::{tag, PartitionDoc};
 
 use super::power::{cluster_regions, resume_nodes};
-use super::{partitions, scontrol, slurm_state};
+use super::{scontrol, slurm_state};
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Result};
 use crate::nodemap::{self, NodeMap};
+use crate::published::partitions;
 use crate::resume::{launched_from, now_s, Cooldowns};
 use crate::sweep::StaticAction;
 

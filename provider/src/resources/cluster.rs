@@ -53,6 +53,8 @@ const DEFAULT_SCALEDOWN_IDLETIME_S: u32 = 600;
 /// ResumeTimeout unless the user says otherwise: ParallelCluster's 30 minutes, room for a
 /// partition's `provision_timeout` (default 10m) to fail over and the next pool to boot.
 const DEFAULT_RESUME_TIMEOUT_S: u32 = 1800;
+/// GiB of a new cluster's state volume.
+const DEFAULT_STATE_VOLUME_GIB: i64 = 20;
 
 #[async_trait]
 impl Resource for HpcCluster {

@@ -20,8 +20,6 @@ use crate::desired_state::boot::{BootReport, Phase, Role};
 use crate::desired_state::{self, STATE_DEVICE};
 use crate::resources::{aws_diag, or_stop};
 
-/// GiB of a new cluster's state volume.
-pub const DEFAULT_STATE_VOLUME_GIB: i64 = 20;
 /// The head node's settings a change of which launches a new head (in place: same cluster,
 /// same address, same state). SSH networks change the security group instead.
 const REPLACED_BY: &[&str] = &[
@@ -100,7 +98,7 @@ pub async fn ensure_kept(
             zone,
             size_gib: int(head.attr("state_volume_size"))
                 .and_then(|n| i32::try_from(n).ok())
-                .unwrap_or(DEFAULT_STATE_VOLUME_GIB as i32),
+                .unwrap_or(super::DEFAULT_STATE_VOLUME_GIB as i32),
             volume_type: "gp3".into(),
             encrypted: true,
             kms_key_id: None,

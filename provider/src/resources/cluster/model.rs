@@ -361,7 +361,7 @@ impl HeadNode {
             state_volume_size: if h.state_volume_size > 0 {
                 h.state_volume_size
             } else {
-                super::head::DEFAULT_STATE_VOLUME_GIB
+                super::DEFAULT_STATE_VOLUME_GIB
             },
         }
     }

@@ -1,6 +1,6 @@
 //! hpc_cluster's schema: its attributes, blocks, defaults and plan behaviour.
 
-use super::{head, DEFAULT_RESUME_TIMEOUT_S, DEFAULT_SCALEDOWN_IDLETIME_S};
+use super::{DEFAULT_RESUME_TIMEOUT_S, DEFAULT_SCALEDOWN_IDLETIME_S, DEFAULT_STATE_VOLUME_GIB};
 use crate::desired_state;
 use tfplugin::timeouts;
 use tfplugin::Attribute;
@@ -160,9 +160,9 @@ fn head_block() -> Block {
                 "GiB of the encrypted gp3 volume that keeps the cluster's state across head nodes \
              (slurmctld's saved state, the local accounting database). Default {}. It grows in place (the head \
              grows its file system online within a minute, and before any later mount); it cannot shrink.",
-                head::DEFAULT_STATE_VOLUME_GIB
+                DEFAULT_STATE_VOLUME_GIB
             ))
-            .default(Value::int(head::DEFAULT_STATE_VOLUME_GIB)),
+            .default(Value::int(DEFAULT_STATE_VOLUME_GIB)),
     ])
 }
 
