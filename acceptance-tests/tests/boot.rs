@@ -1342,52 +1342,116 @@ fn make_demo_boots_the_quickstart_and_runs_the_demo_users_job() {
 /// hpc_network_peering.
 fn far_config(amis: &std::collections::BTreeMap<String, String>, profile: &str, key: &str, wait: bool) -> String {
     let (east, west) = (&amis["us-east-1"], &amis["us-west-2"]);
-    let role = profile.replace(":instance-profile/", ":role/");
-    format!(
-        r#"
-provider "hpc" {{
+    let west_parts = r#"
+provider "hpc" {
   alias  = "west"
   region = "us-west-2"
-}}
-resource "hpc_network" "net" {{
-  name        = "far"
-  cidr_block  = "10.0.0.0/16"
-  nat_gateway = false
-}}
-resource "hpc_network" "west" {{
+}
+resource "hpc_network" "west" {
   provider           = hpc.west
   name               = "far-west"
   cidr_block         = "10.1.0.0/16"
   availability_zones = ["us-west-2a"]
   nat_gateway        = false
-}}
-resource "hpc_network_peering" "west" {{
+}
+resource "hpc_network_peering" "west" {
   vpc_id                  = hpc_network.net.vpc_id
   peer_vpc_id             = hpc_network.west.vpc_id
   peer_region             = "us-west-2"
   security_group_ids      = [hpc_network.net.security_group_id]
   peer_security_group_ids = [hpc_network.west.security_group_id]
-}}
+}"#;
+    let west_pool = format!(
+        r#"
+  capacity_pool {{
+    region                = "us-west-2"
+    subnet_ids            = [hpc_network.west.private_subnet_ids["us-west-2a"]]
+    ami_id                = "{west}"
+    security_group_ids    = [hpc_network.west.security_group_id]
+    peering_connection_id = hpc_network_peering.west.id
+  }}"#
+    );
+    one_partition_cluster(&OnePartition {
+        name: "far",
+        cidr: "10.0.0.0/16",
+        version: "22.05",
+        accounting: "none",
+        head_ami: east,
+        node_ami: east,
+        profile,
+        key,
+        wait,
+        others: west_parts,
+        cluster_lines: "\n  security_group_id = hpc_network.net.security_group_id",
+        more_pools: &west_pool,
+    })
+}
+
+/// A booted test's cluster: a network of its own, the cluster (its head node, a user with an SSH
+/// key) and one default partition `cpu` of one c7i.large node with a pool in us-east-1a, plus
+/// what a test adds.
+struct OnePartition<'a> {
+    name: &'a str,
+    cidr: &'a str,
+    version: &'a str,
+    /// `accounting.mode`.
+    accounting: &'a str,
+    head_ami: &'a str,
+    node_ami: &'a str,
+    profile: &'a str,
+    key: &'a str,
+    wait: bool,
+    /// More resources (and providers).
+    others: &'a str,
+    /// More lines of the cluster block, after `subnet_id`.
+    cluster_lines: &'a str,
+    /// More `capacity_pool` blocks, after the first.
+    more_pools: &'a str,
+}
+
+fn one_partition_cluster(c: &OnePartition<'_>) -> String {
+    // node_role() names the role as its instance profile.
+    let role = c.profile.replace(":instance-profile/", ":role/");
+    let OnePartition {
+        name,
+        cidr,
+        version,
+        accounting,
+        head_ami,
+        node_ami,
+        profile,
+        key,
+        wait,
+        others,
+        cluster_lines,
+        more_pools,
+    } = c;
+    format!(
+        r#"
+resource "hpc_network" "net" {{
+  name        = "{name}"
+  cidr_block  = "{cidr}"
+  nat_gateway = false
+}}{others}
 resource "hpc_cluster" "main" {{
-  name              = "far"
-  subnet_id         = hpc_network.net.private_subnet_ids["us-east-1a"]
-  security_group_id = hpc_network.net.security_group_id
-  wait_for_ready    = {wait}
+  name           = "{name}"
+  subnet_id      = hpc_network.net.private_subnet_ids["us-east-1a"]{cluster_lines}
+  wait_for_ready = {wait}
   head_node {{
-    ami_id               = "{east}"
+    ami_id               = "{head_ami}"
     instance_type        = "c7i.large"
-    key_name             = "far"
-    allowed_ssh_cidrs    = ["10.0.0.0/16"]
+    key_name             = "{name}"
+    allowed_ssh_cidrs    = ["{cidr}"]
     instance_profile_arn = "{profile}"
     node_role_arns       = ["{role}"]
   }}
   slurm {{
-    version            = "22.05"
+    version            = "{version}"
     scaledown_idletime = "60s"
     resume_timeout     = "5m"
   }}
   accounting {{
-    mode = "none"
+    mode = "{accounting}"
   }}
   user {{
     name            = "{USER}"
@@ -1399,21 +1463,14 @@ resource "hpc_partition" "cpu" {{
   cluster_id           = hpc_cluster.main.id
   name                 = "cpu"
   instance_types       = ["c7i.large"]
-  ami_id               = "{east}"
+  ami_id               = "{node_ami}"
   instance_profile_arn = "{profile}"
   max_nodes            = 1
   default              = true
   provision_timeout    = "90s"
   capacity_pool {{
     subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1a"]]
-  }}
-  capacity_pool {{
-    region                = "us-west-2"
-    subnet_ids            = [hpc_network.west.private_subnet_ids["us-west-2a"]]
-    ami_id                = "{west}"
-    security_group_ids    = [hpc_network.west.security_group_id]
-    peering_connection_id = hpc_network_peering.west.id
-  }}
+  }}{more_pools}
 }}
 "#
     )
@@ -1496,55 +1553,20 @@ fn a_job_fails_over_to_a_pool_in_another_region_and_runs_there_through_the_peeri
 }
 
 fn upgrade_config(version: &str, head_ami: &str, node_ami: &str, profile: &str, key: &str, wait: bool) -> String {
-    let role = profile.replace(":instance-profile/", ":role/");
-    format!(
-        r#"
-resource "hpc_network" "net" {{
-  name        = "upgrade"
-  cidr_block  = "10.7.0.0/16"
-  nat_gateway = false
-}}
-resource "hpc_cluster" "main" {{
-  name           = "upgrade"
-  subnet_id      = hpc_network.net.private_subnet_ids["us-east-1a"]
-  wait_for_ready = {wait}
-  head_node {{
-    ami_id               = "{head_ami}"
-    instance_type        = "c7i.large"
-    key_name             = "upgrade"
-    allowed_ssh_cidrs    = ["10.7.0.0/16"]
-    instance_profile_arn = "{profile}"
-    node_role_arns       = ["{role}"]
-  }}
-  slurm {{
-    version            = "{version}"
-    scaledown_idletime = "60s"
-    resume_timeout     = "5m"
-  }}
-  accounting {{
-    mode = "local"
-  }}
-  user {{
-    name            = "{USER}"
-    uid             = 2001
-    ssh_public_keys = ["{key}"]
-  }}
-}}
-resource "hpc_partition" "cpu" {{
-  cluster_id           = hpc_cluster.main.id
-  name                 = "cpu"
-  instance_types       = ["c7i.large"]
-  ami_id               = "{node_ami}"
-  instance_profile_arn = "{profile}"
-  max_nodes            = 1
-  default              = true
-  provision_timeout    = "90s"
-  capacity_pool {{
-    subnet_ids = [hpc_network.net.private_subnet_ids["us-east-1a"]]
-  }}
-}}
-"#
-    )
+    one_partition_cluster(&OnePartition {
+        name: "upgrade",
+        cidr: "10.7.0.0/16",
+        version,
+        accounting: "local",
+        head_ami,
+        node_ami,
+        profile,
+        key,
+        wait,
+        others: "",
+        cluster_lines: "",
+        more_pools: "",
+    })
 }
 
 /// Slurm's supported upgrade of a running cluster, in Slurm's order: Debian 13's Slurm 24.11 to
