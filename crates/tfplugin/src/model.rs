@@ -85,6 +85,33 @@ pub trait Model: Sized {
     fn from_value(v: &Value) -> Result<Self, ModelError> {
         Self::read(v, &AttributePath::default())
     }
+
+    /// The attribute (and block) names an object model reads; empty for other types.
+    fn fields() -> Vec<&'static str> {
+        Vec::new()
+    }
+}
+
+/// How the object model `T` and the schema block it reads differ: a field that names no
+/// attribute or block of `block` (it would always read null), and an attribute or block the
+/// model does not read. Empty when they match; for a test beside each model.
+pub fn schema_mismatches<T: Model>(block: &crate::schema::Block) -> Vec<String> {
+    let names: Vec<&str> = block
+        .attributes
+        .iter()
+        .map(|a| a.name.as_str())
+        .chain(block.blocks.iter().map(|b| b.name.as_str()))
+        .collect();
+    let fields = T::fields();
+    let unknown = fields
+        .iter()
+        .filter(|f| !names.contains(f))
+        .map(|f| format!("field {f} is not in the schema"));
+    let unread = names
+        .iter()
+        .filter(|n| !fields.contains(n))
+        .map(|n| format!("{n} is not read by the model"));
+    unknown.chain(unread).collect()
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -333,6 +360,10 @@ macro_rules! model {
                 })
             }
 
+            fn fields() -> ::std::vec::Vec<&'static str> {
+                ::std::vec![$($crate::model::attr_name(stringify!($field))),*]
+            }
+
             fn write(&self, ty: &$crate::Type) -> $crate::Value {
                 let mut attrs = ::std::collections::BTreeMap::new();
                 $(
@@ -494,6 +525,29 @@ mod tests {
             count: Option<i64>,
             on: bool,
         }
+    }
+
+    #[test]
+    fn schema_mismatches_name_fields_outside_the_schema_and_attributes_not_read() {
+        use crate::schema::{Block, BlockNesting, NestedBlock};
+        let matching = Block::new(vec![
+            Attribute::required("size", Type::Number),
+            Attribute::optional("type", Type::String),
+        ]);
+        assert_eq!(schema_mismatches::<Disk>(&matching), Vec::<String>::new());
+        let drifted = Block::new(vec![
+            Attribute::required("size", Type::Number),
+            Attribute::optional("kind", Type::String),
+        ])
+        .with_blocks(vec![NestedBlock::new("cache", BlockNesting::Single, Block::default())]);
+        assert_eq!(
+            schema_mismatches::<Disk>(&drifted),
+            vec![
+                "field type is not in the schema".to_string(),
+                "kind is not read by the model".to_string(),
+                "cache is not read by the model".to_string(),
+            ]
+        );
     }
 
     fn obj(pairs: Vec<(&str, Value)>) -> Value {

@@ -414,3 +414,44 @@ impl Storage {
         }
     }
 }
+
+#[cfg(test)]
+mod schema_tests {
+    use super::*;
+    use tfplugin::model::schema_mismatches;
+    use tfplugin::Block;
+
+    fn block(name: &str) -> Block {
+        let schema = super::super::schema::schema();
+        schema
+            .block
+            .blocks
+            .iter()
+            .find(|b| b.name == name)
+            .map(|b| b.block.clone())
+            .unwrap_or_else(|| panic!("the schema has no block {name}"))
+    }
+
+    #[test]
+    fn every_model_reads_exactly_its_blocks_attributes() {
+        let mismatches = [
+            ("hpc_cluster", schema_mismatches::<Cluster>(&super::super::schema::schema().block)),
+            ("head_node", schema_mismatches::<HeadNode>(&block("head_node"))),
+            ("slurm", schema_mismatches::<Slurm>(&block("slurm"))),
+            ("accounting", schema_mismatches::<Accounting>(&block("accounting"))),
+            ("login_nodes", schema_mismatches::<LoginNodes>(&block("login_nodes"))),
+            ("user", schema_mismatches::<User>(&block("user"))),
+            ("mfa", schema_mismatches::<Mfa>(&block("mfa"))),
+            ("home", schema_mismatches::<Home>(&block("home"))),
+            ("storage", schema_mismatches::<Storage>(&block("storage"))),
+        ];
+        let wrong: Vec<String> = mismatches
+            .into_iter()
+            .flat_map(|(at, list)| list.into_iter().map(move |m| format!("{at}: {m}")))
+            .collect();
+        assert!(wrong.is_empty(), "{wrong:#?}");
+        // The partial view of head_node reads only attributes the block has.
+        let partial = schema_mismatches::<InstanceType>(&block("head_node"));
+        assert!(partial.iter().all(|m| m.ends_with("not read by the model")), "{partial:?}");
+    }
+}

@@ -314,3 +314,23 @@ pub fn shape_of(t: &InstanceTypeInfo, efa: bool) -> ShapeDoc {
         hourly_price: None,
     }
 }
+
+#[cfg(test)]
+mod schema_tests {
+    use super::*;
+    use tfplugin::model::schema_mismatches;
+
+    #[test]
+    fn the_models_read_exactly_the_schemas_attributes() {
+        let schema = super::super::schema::schema();
+        assert_eq!(schema_mismatches::<Partition>(&schema.block), Vec::<String>::new());
+        let pool = schema
+            .block
+            .blocks
+            .iter()
+            .find(|b| b.name == "capacity_pool")
+            .map(|b| b.block.clone())
+            .unwrap_or_default();
+        assert_eq!(schema_mismatches::<Pool>(&pool), Vec::<String>::new());
+    }
+}
