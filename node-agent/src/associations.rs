@@ -212,16 +212,12 @@ mod tests {
             users: vec![user("ada", &["physics", "ML"]), user("bob", &[])],
             ..ClusterDoc::default()
         };
-        let part: PartitionDoc = serde_json::from_value(serde_json::json!({
-            "schema": 1, "cluster": "c", "name": "gpu", "shapes": [], "min_nodes": 0, "max_nodes": 1,
-            "pools": [], "allocation_strategy": "prioritized", "provision_timeout_s": 60,
-            "ice_cooldown_s": 60, "max_time": null, "default_time": null, "max_nodes_per_job": null,
-            "min_nodes_per_job": null, "allow_accounts": ["chem", "ALL"], "allow_groups": [],
-            "allow_qos": ["normal", "high"], "priority_tier": null, "oversubscribe": null,
-            "exclusive": false, "default": false, "extra": {}, "ami_id": "ami-1",
-            "root_volume_size": 100, "instance_profile_arn": null, "user_data_extra": null, "tags": {}
-        }))
-        .expect("partition");
+        let mut part = PartitionDoc {
+            name: "gpu".into(),
+            ..Default::default()
+        };
+        part.slurm.allow_accounts = vec!["chem".into(), "ALL".into()];
+        part.slurm.allow_qos = vec!["normal".into(), "high".into()];
         let want = wanted(&doc, &[part]);
         assert_eq!(want.accounts, ["chem", "ml", "physics"].map(String::from).into());
         assert_eq!(want.qos, ["high"].map(String::from).into());

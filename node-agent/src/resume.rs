@@ -670,20 +670,21 @@ mod tests {
     use super::*;
 
     fn doc(name: &str, types: &[&str]) -> PartitionDoc {
-        let json = serde_json::json!({
-            "schema": 1, "cluster": "c", "name": name,
-            "shapes": types.iter().map(|t| serde_json::json!({
-                "instance_type": t, "vcpus": 8, "cores": 4, "threads_per_core": 2, "memory_mib": 16384,
-                "gpus": 0, "gpu_model": null, "gpu_memory_mib": null, "efa": false
-            })).collect::<Vec<_>>(),
-            "min_nodes": 0, "max_nodes": 4, "pools": [], "allocation_strategy": "prioritized",
-            "provision_timeout_s": 600, "ice_cooldown_s": 600, "max_time": null, "default_time": null,
-            "max_nodes_per_job": null, "min_nodes_per_job": null, "allow_accounts": [], "allow_groups": [],
-            "allow_qos": [], "priority_tier": null, "oversubscribe": null, "exclusive": false, "default": false,
-            "extra": {}, "ami_id": "ami-1", "root_volume_size": 100, "instance_profile_arn": null,
-            "user_data_extra": null, "tags": {}
-        });
-        serde_json::from_value(json).expect("doc")
+        let shape = |t: &&str| hpc_desired_state::ShapeDoc {
+            instance_type: t.to_string(),
+            vcpus: 8,
+            cores: 4,
+            threads_per_core: 2,
+            memory_mib: 16384,
+            ..Default::default()
+        };
+        PartitionDoc {
+            cluster: "c".into(),
+            name: name.into(),
+            shapes: types.iter().map(shape).collect(),
+            max_nodes: 4,
+            ..Default::default()
+        }
     }
 
     #[test]

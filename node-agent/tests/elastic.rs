@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 use acceptance_tests::{Daemon, Emulator, MariaDb, Munge};
 use hpc_aws::ec2::LaunchTemplateSpec;
 use hpc_aws::{Aws, Settings};
-use hpc_desired_state::{AccountingDoc, ClusterDoc, PartitionDoc, PoolDoc};
+use hpc_desired_state::{AccountingDoc, ClusterDoc, PoolDoc};
 use serde_json::json;
+
+mod support;
 
 fn program(name: &str) -> String {
     acceptance_tests::program(name, "slurmctld slurmd slurm-client slurmdbd munge")
@@ -88,20 +90,17 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
         .collect(),
         placement_group: None,
     };
-    let mut part: PartitionDoc = serde_json::from_value(json!({
-        "schema": 1, "cluster": "lab", "name": "cpu",
-        "shapes": [{"instance_type": "c7i.2xlarge", "vcpus": 1, "cores": 1, "threads_per_core": 1,
-                    "memory_mib": 1024, "gpus": 0, "gpu_model": null, "gpu_memory_mib": null, "efa": false},
-                   {"instance_type": "c7i.4xlarge", "vcpus": 1, "cores": 1, "threads_per_core": 1,
-                    "memory_mib": 1024, "gpus": 0, "gpu_model": null, "gpu_memory_mib": null, "efa": false}],
-        "min_nodes": 0, "max_nodes": 2, "pools": [], "allocation_strategy": "prioritized",
-        "provision_timeout_s": 600, "ice_cooldown_s": 600, "max_time": null, "default_time": null,
-        "max_nodes_per_job": null, "min_nodes_per_job": null, "allow_accounts": [], "allow_groups": [],
-        "allow_qos": [], "priority_tier": null, "oversubscribe": null, "exclusive": false, "default": true,
-        "extra": {}, "ami_id": "ami-03cf127a", "root_volume_size": 100, "instance_profile_arn": null,
-        "user_data_extra": null, "tags": {}
-    }))
-    .expect("partition");
+    let mut part = support::partition(
+        "lab",
+        "cpu",
+        vec![
+            support::shape("c7i.2xlarge", 1, 1, 1, 1024),
+            support::shape("c7i.4xlarge", 1, 1, 1, 1024),
+        ],
+        2,
+    );
+    part.slurm.default = true;
+    part.ami_id = "ami-03cf127a".into();
     part.pools = vec![pool(&zone_a), pool(&zone_b)];
     let cluster = ClusterDoc {
         name: "lab".into(),
@@ -166,21 +165,13 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
         std::fs::write(dir.join(name), body).expect("script");
         std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .unwrap_or(0)
-    };
-    let layout = json!({
-        "conf_dir": p("etc"), "controller_host": "localhost", "controller_addr": "127.0.0.1",
-        "state_dir": p("state"), "spool_dir": p("spool"), "log_dir": p("log"), "run_dir": p("run"),
-        "slurm_user": "root", "munge_socket": munge.socket.display().to_string(), "ports": [free(), free()],
-        "power_programs": [p("resume"), p("suspend"), p("suspend")],
-                "extra": {"ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/none", "MailProg": "/bin/true",
-                  "JobAcctGatherType": "jobacct_gather/linux"}
-    });
-    std::fs::write(dir.join("layout.json"), layout.to_string()).expect("layout");
+    let layout = support::layout(
+        &dir,
+        &munge.socket,
+        [p("resume"), p("suspend"), p("suspend")],
+        &[("JobAcctGatherType", "jobacct_gather/linux")],
+    );
+    let layout = support::write_layout(&dir, &layout).display().to_string();
     let out = Command::new(node_bin)
         .args([
             "reconcile",
@@ -190,7 +181,7 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
             "--region",
             "us-east-1",
             "--layout",
-            &p("layout.json"),
+            &layout,
         ])
         .env("AWS_ENDPOINT_URL", emu.url())
         .env("HPC_NODE_SLURMCTLD", &slurmctld)

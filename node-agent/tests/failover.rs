@@ -8,9 +8,11 @@ use std::process::Command;
 use acceptance_tests::Emulator;
 use hpc_aws::ec2::{Ec2, LaunchTemplateSpec};
 use hpc_aws::{Aws, Settings};
-use hpc_desired_state::{PartitionDoc, PoolDoc};
+use hpc_desired_state::{PartitionDoc, PoolDoc, ShapeDoc};
 use hpc_node::resume::{group_nodes, launch_group, Cooldowns, PoolClients, ResumeJobs, Skip};
 use serde_json::json;
+
+mod support;
 
 const AMI: &str = "ami-03cf127a";
 const TYPE: &str = "p5.48xlarge";
@@ -100,18 +102,18 @@ async fn partition(aws: &Aws, emu: &Emulator) -> PartitionDoc {
         launch_templates: BTreeMap::from([(TYPE.to_string(), lt.clone())]),
         placement_group: None,
     };
-    let mut doc: PartitionDoc = serde_json::from_value(json!({
-        "schema": 1, "cluster": "c", "name": "gpu",
-        "shapes": [{"instance_type": TYPE, "vcpus": 192, "cores": 96, "threads_per_core": 2, "memory_mib": 2097152,
-                    "gpus": 8, "gpu_model": "H100", "gpu_memory_mib": 81920, "efa": false}],
-        "min_nodes": 0, "max_nodes": 16, "pools": [], "allocation_strategy": "prioritized",
-        "provision_timeout_s": 600, "ice_cooldown_s": 600, "max_time": null, "default_time": null,
-        "max_nodes_per_job": null, "min_nodes_per_job": null, "allow_accounts": [], "allow_groups": [],
-        "allow_qos": [], "priority_tier": null, "oversubscribe": null, "exclusive": false, "default": false,
-        "extra": {}, "ami_id": AMI, "root_volume_size": 100, "instance_profile_arn": null,
-        "user_data_extra": null, "tags": {}
-    }))
-    .expect("partition document");
+    let mut doc = support::partition(
+        "c",
+        "gpu",
+        vec![ShapeDoc {
+            gpus: 8,
+            gpu_model: Some("H100".into()),
+            gpu_memory_mib: Some(81920),
+            ..support::shape(TYPE, 192, 96, 2, 2_097_152)
+        }],
+        16,
+    );
+    doc.ami_id = AMI.into();
     doc.pools = vec![pool("us-east-1a"), pool("us-east-1b")];
     doc
 }
@@ -478,20 +480,17 @@ async fn a_node_that_does_not_register_in_time_is_replaced_from_the_next_pool() 
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         path.display().to_string()
     };
-    let free = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .unwrap_or(0)
-    };
-    let layout = json!({
-        "conf_dir": p("etc"), "controller_host": "localhost", "controller_addr": "127.0.0.1",
-        "state_dir": p("state"), "spool_dir": p("spool"), "log_dir": p("log"), "run_dir": p("run"),
-        "slurm_user": "root", "munge_socket": munge.socket.display().to_string(), "ports": [free(), free()],
-        "power_programs": [script("resume", "resume"), script("suspend", "suspend"), "/bin/true"],
-        "extra": {"ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/none", "MailProg": "/bin/true"}
-    });
-    std::fs::write(dir.join("layout.json"), layout.to_string()).expect("layout");
+    let layout = support::layout(
+        &dir,
+        &munge.socket,
+        [
+            script("resume", "resume"),
+            script("suspend", "suspend"),
+            "/bin/true".into(),
+        ],
+        &[],
+    );
+    let layout = support::write_layout(&dir, &layout).display().to_string();
     let conf = dir.join("etc/slurm.conf");
     let agent = |args: &[&str]| {
         Command::new(node_bin)
@@ -506,7 +505,7 @@ async fn a_node_that_does_not_register_in_time_is_replaced_from_the_next_pool() 
             .output()
             .expect("run hpc-node")
     };
-    let out = agent(&["reconcile", "--once", "--layout", &p("layout.json")]);
+    let out = agent(&["reconcile", "--once", "--layout", &layout]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let started = Command::new(&slurmctld)
         .args(["-i", "-f"])

@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use acceptance_tests::{free_port, Emulator, Munge};
+use acceptance_tests::{Emulator, Munge};
 use hpc_aws::{Aws, Settings};
 use serde_json::json;
+
+mod support;
 
 fn program(name: &str) -> PathBuf {
     acceptance_tests::program(name, "slurmctld slurm-client munge")
@@ -33,19 +35,14 @@ impl Drop for Daemons {
     }
 }
 
+fn partition(name: &str, max_time: &str) -> hpc_desired_state::PartitionDoc {
+    let mut doc = support::partition("lab", name, vec![support::shape("c7i.2xlarge", 8, 4, 2, 16384)], 4);
+    doc.slurm.max_time = Some(max_time.into());
+    doc
+}
+
 fn partition_doc(name: &str, max_time: &str) -> String {
-    json!({
-        "schema": 1, "cluster": "lab", "name": name,
-        "shapes": [{"instance_type": "c7i.2xlarge", "vcpus": 8, "cores": 4, "threads_per_core": 2,
-                    "memory_mib": 16384, "gpus": 0, "gpu_model": null, "gpu_memory_mib": null, "efa": false}],
-        "min_nodes": 0, "max_nodes": 4, "pools": [], "allocation_strategy": "prioritized",
-        "provision_timeout_s": 600, "ice_cooldown_s": 600, "max_time": max_time, "default_time": null,
-        "max_nodes_per_job": null, "min_nodes_per_job": null, "allow_accounts": [], "allow_groups": [],
-        "allow_qos": [], "priority_tier": null, "oversubscribe": null, "exclusive": false, "default": false,
-        "extra": {}, "ami_id": "ami-1", "root_volume_size": 100, "instance_profile_arn": null,
-        "user_data_extra": null, "tags": {}
-    })
-    .to_string()
+    serde_json::to_string(&partition(name, max_time)).expect("partition as JSON")
 }
 
 fn cluster_doc() -> String {
@@ -121,14 +118,13 @@ async fn desired_state_becomes_the_running_slurm_config_and_bad_state_is_refused
     };
 
     let p = |s: &str| dir.join(s).display().to_string();
-    let layout = json!({
-        "conf_dir": p("etc"), "controller_host": "localhost", "controller_addr": "127.0.0.1",
-        "state_dir": p("state"), "spool_dir": p("spool"), "log_dir": p("log"), "run_dir": p("run"),
-        "slurm_user": "root", "munge_socket": socket.display().to_string(), "ports": [free_port(), free_port()],
-        "power_programs": ["/bin/true", "/bin/true", "/bin/true"],
-                "extra": {"ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/none", "MailProg": "/bin/true"},
-        "restart_command": [p("restart-slurmctld")]
-    });
+    let mut layout = support::layout(
+        &dir,
+        &socket,
+        ["/bin/true".into(), "/bin/true".into(), "/bin/true".into()],
+        &[],
+    );
+    layout.restart_command = vec![p("restart-slurmctld")];
     // What systemctl restart does on a head node: stop the daemon, start it with its state.
     let conf = dir.join("etc/slurm.conf");
     fs::write(
@@ -142,7 +138,7 @@ async fn desired_state_becomes_the_running_slurm_config_and_bad_state_is_refused
     )
     .expect("restart script");
     fs::set_permissions(dir.join("restart-slurmctld"), fs::Permissions::from_mode(0o755)).expect("chmod script");
-    fs::write(dir.join("layout.json"), layout.to_string()).expect("layout");
+    support::write_layout(&dir, &layout);
     let ssm = aws.ssm();
     ssm.put("/hpcforge/clusters/lab/cluster", &cluster_doc(), &[])
         .await
@@ -230,11 +226,16 @@ async fn desired_state_becomes_the_running_slurm_config_and_bad_state_is_refused
     // held in a maintenance reservation; when one starts, the hold goes.
     let buy = |start: &str| emu.capacity_block("c7i.2xlarge", 4, start);
     let blocked = |block: &str| {
-        let mut doc: serde_json::Value =
-            serde_json::from_str(&partition_doc("blk", "1-00:00:00")).expect("partition json");
-        doc["pools"] = json!([{"region": "us-east-1", "subnet_ids": ["subnet-1"], "capacity_type": "capacity_block",
-                               "capacity_reservation_id": block, "launch_templates": {}, "placement_group": null}]);
-        doc.to_string()
+        let mut doc = partition("blk", "1-00:00:00");
+        doc.pools = vec![hpc_desired_state::PoolDoc {
+            region: "us-east-1".into(),
+            subnet_ids: vec!["subnet-1".into()],
+            capacity_type: "capacity_block".into(),
+            capacity_reservation_id: Some(block.into()),
+            launch_templates: Default::default(),
+            placement_group: None,
+        }];
+        serde_json::to_string(&doc).expect("partition as JSON")
     };
     let hold = || {
         Command::new(&scontrol)

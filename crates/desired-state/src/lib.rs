@@ -396,7 +396,7 @@ pub struct PoolDoc {
     pub placement_group: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShapeDoc {
     pub instance_type: String,
     pub vcpus: u32,
@@ -413,7 +413,7 @@ pub struct ShapeDoc {
     pub hourly_price: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionDoc {
     pub schema: u32,
     pub cluster: String,
@@ -648,20 +648,10 @@ mod tests {
             schema: SCHEMA,
             cluster: "c".into(),
             name: name.into(),
-            shapes: vec![],
-            min_nodes: 0,
             max_nodes: 4,
-            pools: vec![],
-            allocation_strategy: "prioritized".into(),
             provision_timeout_s: 600,
             ice_cooldown_s: 600,
-            scaling_strategy: ScalingStrategy::AllOrNothing,
-            slurm: PartitionSettings::default(),
-            ami_id: "ami-1".into(),
-            root_volume_size: 100,
-            instance_profile_arn: None,
-            user_data_extra: None,
-            tags: BTreeMap::new(),
+            ..PartitionDoc::default()
         }
     }
 

@@ -31,11 +31,7 @@ impl Ec2 {
             .send()
             .await
             .map_err(|e| self.err("launching instance", &e))?;
-        out.instances()
-            .first()
-            .and_then(|i| i.instance_id())
-            .map(str::to_string)
-            .ok_or_else(|| AwsError::new(self.ctx("launching instance"), None, "no instance in the response"))
+        self.launched_instance(&out)
     }
 
     /// An instance for a refresh, through a view of every live instance carrying `tag_key`
@@ -333,6 +329,20 @@ fn instance_tags(i: &aws_sdk_ec2::types::Instance) -> Vec<(String, String)> {
             )
         })
         .collect()
+}
+
+impl Ec2 {
+    /// The id of the one instance a RunInstances call launched.
+    pub(super) fn launched_instance(
+        &self,
+        out: &aws_sdk_ec2::operation::run_instances::RunInstancesOutput,
+    ) -> Result<String> {
+        out.instances()
+            .first()
+            .and_then(|i| i.instance_id())
+            .map(str::to_string)
+            .ok_or_else(|| AwsError::new(self.ctx("launching instance"), None, "no instance in the response"))
+    }
 }
 
 /// One launch template configuration per template of the request, its overrides in order.

@@ -362,11 +362,7 @@ impl Ec2 {
             .send()
             .await
             .map_err(|e| self.err("launching instance", &e))?;
-        out.instances()
-            .first()
-            .and_then(|i| i.instance_id())
-            .map(str::to_string)
-            .ok_or_else(|| AwsError::new(self.ctx("launching instance"), None, "no instance in the response"))
+        self.launched_instance(&out)
     }
 }
 

@@ -435,7 +435,10 @@ mod schema_tests {
     #[test]
     fn every_model_reads_exactly_its_blocks_attributes() {
         let mismatches = [
-            ("hpc_cluster", schema_mismatches::<Cluster>(&super::super::schema::schema().block)),
+            (
+                "hpc_cluster",
+                schema_mismatches::<Cluster>(&super::super::schema::schema().block),
+            ),
             ("head_node", schema_mismatches::<HeadNode>(&block("head_node"))),
             ("slurm", schema_mismatches::<Slurm>(&block("slurm"))),
             ("accounting", schema_mismatches::<Accounting>(&block("accounting"))),
@@ -452,6 +455,9 @@ mod schema_tests {
         assert!(wrong.is_empty(), "{wrong:#?}");
         // The partial view of head_node reads only attributes the block has.
         let partial = schema_mismatches::<InstanceType>(&block("head_node"));
-        assert!(partial.iter().all(|m| m.ends_with("not read by the model")), "{partial:?}");
+        assert!(
+            partial.iter().all(|m| m.ends_with("not read by the model")),
+            "{partial:?}"
+        );
     }
 }
