@@ -649,10 +649,41 @@ mod tests {
             cluster: "c".into(),
             name: name.into(),
             max_nodes: 4,
+            allocation_strategy: "prioritized".into(),
             provision_timeout_s: 600,
             ice_cooldown_s: 600,
+            ami_id: "ami-1".into(),
+            root_volume_size: 100,
             ..PartitionDoc::default()
         }
+    }
+
+    /// The document's JSON is the contract with agents already running: its fields' names and
+    /// order are fixed here, Slurm's settings (`PartitionSettings`, another crate's type) among them.
+    #[test]
+    fn a_partition_document_is_written_and_read_as_agents_know_it() {
+        let mut doc = partition("gpu");
+        doc.slurm.max_time = Some("1-00:00:00".into());
+        doc.slurm.max_nodes_per_job = Some(2);
+        doc.slurm.allow_qos = vec!["high".into()];
+        doc.slurm.extra = BTreeMap::from([("GraceTime".to_string(), "60".to_string())]);
+        let json = concat!(
+            r#"{"schema":1,"cluster":"c","name":"gpu","shapes":[],"min_nodes":0,"max_nodes":4,"pools":[],"#,
+            r#""allocation_strategy":"prioritized","provision_timeout_s":600,"ice_cooldown_s":600,"#,
+            r#""scaling_strategy":"all-or-nothing","max_time":"1-00:00:00","default_time":null,"#,
+            r#""max_nodes_per_job":2,"min_nodes_per_job":null,"allow_accounts":[],"allow_groups":[],"#,
+            r#""allow_qos":["high"],"priority_tier":null,"oversubscribe":null,"exclusive":false,"default":false,"#,
+            r#""extra":{"GraceTime":"60"},"ami_id":"ami-1","root_volume_size":100,"instance_profile_arn":null,"#,
+            r#""user_data_extra":null,"tags":{}}"#
+        );
+        assert_eq!(serde_json::to_string(&doc).expect("json"), json);
+        assert_eq!(serde_json::from_str::<PartitionDoc>(json).expect("document"), doc);
+        // A document from before scaling_strategy reads as all-or-nothing.
+        let older = json.replace(r#""scaling_strategy":"all-or-nothing","#, "");
+        assert_eq!(
+            serde_json::from_str::<PartitionDoc>(&older).expect("older document"),
+            doc
+        );
     }
 
     #[test]

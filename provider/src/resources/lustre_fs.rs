@@ -46,6 +46,7 @@ fn schema() -> Schema {
         ),
     )
 }
+
 /// A computed attribute its prior state keeps while unknown.
 fn computed(name: &str, ty: Type, doc: &str) -> Attribute {
     Attribute::computed(name, ty).description(doc).use_state_for_unknown()

@@ -181,21 +181,26 @@ pub(super) async fn reservations(clients: &Clients, planned: &Value, types: &[St
             }
         };
         let Some(r) = found.into_iter().next() else { continue };
-        diags.extend(reservation_fits(&r, pool, types, &at));
+        diags.extend(reservation_fits(&id, &r, pool, types, &at));
         let subnets = strings(pool.attr("subnet_ids")).unwrap_or_default();
         match ec2.subnet_zones(&subnets).await {
-            Ok(zones) => diags.extend(reservation_zone(&r, &zones, &at)),
+            Ok(zones) => diags.extend(reservation_zone(&id, &r, &zones, &at)),
             Err(e) => diags.extend(aws_diag("Cannot describe the pool's subnets", &e)),
         }
     }
     diags
 }
 
-/// The reservation `r` of the pool at `at` is for one of `types`, and a Capacity Block exactly
+/// The reservation `r` (`id` as configured) of the pool at `at` is for one of `types`, and a Capacity Block exactly
 /// when the pool's `capacity_type` says so.
-fn reservation_fits(r: &CapacityReservationInfo, pool: &Value, types: &[String], at: &AttributePath) -> Diagnostics {
+fn reservation_fits(
+    id: &str,
+    r: &CapacityReservationInfo,
+    pool: &Value,
+    types: &[String],
+    at: &AttributePath,
+) -> Diagnostics {
     let mut diags = Diagnostics::default();
-    let id = &r.id;
     if !types.contains(&r.instance_type) {
         diags.error_at(
             at.clone().attr("capacity_reservation_id"),
@@ -229,8 +234,13 @@ fn reservation_fits(r: &CapacityReservationInfo, pool: &Value, types: &[String],
     diags
 }
 
-/// Every subnet of the pool at `at` (`zones`: subnet, zone) is in the reservation's zone.
-fn reservation_zone(r: &CapacityReservationInfo, zones: &[(String, String)], at: &AttributePath) -> Diagnostics {
+/// Every subnet of the pool at `at` (`zones`: subnet, zone) is in the zone of reservation `id`.
+fn reservation_zone(
+    id: &str,
+    r: &CapacityReservationInfo,
+    zones: &[(String, String)],
+    at: &AttributePath,
+) -> Diagnostics {
     let mut diags = Diagnostics::default();
     let outside: Vec<String> = zones
         .iter()
@@ -240,12 +250,7 @@ fn reservation_zone(r: &CapacityReservationInfo, zones: &[(String, String)], at:
     if !outside.is_empty() {
         diags.error_at(
             at.clone().attr("subnet_ids"),
-            format!(
-                "{} is in {}, but {} is not",
-                r.id,
-                r.availability_zone,
-                outside.join(", ")
-            ),
+            format!("{id} is in {}, but {} is not", r.availability_zone, outside.join(", ")),
             format!("Give the pool only subnets in {}.", r.availability_zone),
         );
     }

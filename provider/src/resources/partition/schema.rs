@@ -18,7 +18,8 @@ pub(super) fn schema() -> Schema {
             .description("A Slurm partition of elastic EC2 capacity with ordered capacity pools and failover."),
     )
 }
-/// A computed attribute its prior state keeps while unknown.
+
+/// A computed attribute (planned again on every change).
 fn computed(name: &str, ty: Type, doc: &str) -> Attribute {
     Attribute::computed(name, ty).description(doc)
 }
