@@ -168,6 +168,14 @@ impl Attribute {
         self
     }
 
+    /// A described computed attribute whose value does not change once known (an id, an
+    /// address): plans keep the prior value.
+    pub fn computed_kept(name: &str, ty: Type, description: &str) -> Self {
+        Attribute::computed(name, ty)
+            .description(description)
+            .use_state_for_unknown()
+    }
+
     /// A computed value that does not change once known: keep the prior value in plans.
     pub fn use_state_for_unknown(mut self) -> Self {
         self.use_state_for_unknown = true;

@@ -47,26 +47,21 @@ fn schema() -> Schema {
     )
 }
 
-/// A computed attribute its prior state keeps while unknown.
-fn computed(name: &str, ty: Type, doc: &str) -> Attribute {
-    Attribute::computed(name, ty).description(doc).use_state_for_unknown()
-}
-
 /// The top-level attributes.
 fn attributes() -> Vec<Attribute> {
     vec![
-        computed("id", Type::String, "File system id, `fs-...`."),
-        computed("arn", Type::String, "File system ARN."),
-        computed("dns_name", Type::String, "DNS name clients mount."),
-        computed("mount_name", Type::String, "Lustre mount name (`fsx` for SCRATCH_1)."),
-        computed(
+        Attribute::computed_kept("id", Type::String, "File system id, `fs-...`."),
+        Attribute::computed_kept("arn", Type::String, "File system ARN."),
+        Attribute::computed_kept("dns_name", Type::String, "DNS name clients mount."),
+        Attribute::computed_kept("mount_name", Type::String, "Lustre mount name (`fsx` for SCRATCH_1)."),
+        Attribute::computed_kept(
             "network_interface_ids",
             Type::list(Type::String),
             "Elastic network interfaces of the file system.",
         ),
-        computed("vpc_id", Type::String, "VPC of the file system's subnet."),
-        computed("owner_id", Type::String, "AWS account that owns the file system."),
-        computed(
+        Attribute::computed_kept("vpc_id", Type::String, "VPC of the file system's subnet."),
+        Attribute::computed_kept("owner_id", Type::String, "AWS account that owns the file system."),
+        Attribute::computed_kept(
             "mount_command",
             Type::String,
             "A ready-to-run command that mounts the file system at `/fsx`.",

@@ -25,12 +25,10 @@ const DELETE_TIMEOUT: Duration = Duration::from_secs(20 * 60);
 const MAX_ZONES: usize = 6;
 
 fn schema() -> Schema {
-    let computed =
-        |name: &str, ty: Type, doc: &str| Attribute::computed(name, ty).description(doc).use_state_for_unknown();
     Schema::new(
         0,
         Block::new(vec![
-            computed("id", Type::String, "The VPC id."),
+            Attribute::computed_kept("id", Type::String, "The VPC id."),
             Attribute::required("name", Type::String)
                 .description("Name prefix of everything created (lowercase letters, digits, `-`).")
                 .requires_replace(),
@@ -52,16 +50,16 @@ fn schema() -> Schema {
             Attribute::optional("tags", Type::map(Type::String)).description("Tags of every resource of the network."),
             Attribute::computed("tags_all", Type::map(Type::String))
                 .description("`tags` merged over the provider's `default_tags`."),
-            computed("vpc_id", Type::String, "The VPC id."),
-            computed("public_subnet_ids", Type::map(Type::String), "Public subnet id per Availability Zone."),
-            computed("private_subnet_ids", Type::map(Type::String), "Private subnet id per Availability Zone."),
-            computed("security_group_id", Type::String, "Cluster security group: all traffic between its members."),
-            computed("internet_gateway_id", Type::String, "Internet gateway id."),
-            computed("public_route_table_id", Type::String, "Route table of the public subnets."),
-            computed("private_route_table_id", Type::String, "Route table of the private subnets."),
-            computed("nat_gateway_id", Type::String, "NAT gateway id (null without `nat_gateway`)."),
-            computed("nat_eip_allocation_id", Type::String, "Elastic IP allocation of the NAT gateway."),
-            computed("s3_endpoint_id", Type::String, "S3 gateway endpoint id (null without `s3_endpoint`)."),
+            Attribute::computed_kept("vpc_id", Type::String, "The VPC id."),
+            Attribute::computed_kept("public_subnet_ids", Type::map(Type::String), "Public subnet id per Availability Zone."),
+            Attribute::computed_kept("private_subnet_ids", Type::map(Type::String), "Private subnet id per Availability Zone."),
+            Attribute::computed_kept("security_group_id", Type::String, "Cluster security group: all traffic between its members."),
+            Attribute::computed_kept("internet_gateway_id", Type::String, "Internet gateway id."),
+            Attribute::computed_kept("public_route_table_id", Type::String, "Route table of the public subnets."),
+            Attribute::computed_kept("private_route_table_id", Type::String, "Route table of the private subnets."),
+            Attribute::computed_kept("nat_gateway_id", Type::String, "NAT gateway id (null without `nat_gateway`)."),
+            Attribute::computed_kept("nat_eip_allocation_id", Type::String, "Elastic IP allocation of the NAT gateway."),
+            Attribute::computed_kept("s3_endpoint_id", Type::String, "S3 gateway endpoint id (null without `s3_endpoint`)."),
         ])
         .with_blocks(vec![timeouts::block(&["create", "delete"])])
         .description("A VPC laid out for Slurm clusters. hpc_cluster and hpc_partition also accept plain subnet ids of an existing VPC."),

@@ -30,13 +30,11 @@ const DELETE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 const RULE_DESCRIPTION: &str = "hpcforge: traffic from the peered VPC";
 
 fn schema() -> Schema {
-    let computed =
-        |name: &str, ty: Type, doc: &str| Attribute::computed(name, ty).description(doc).use_state_for_unknown();
     let groups = |name: &str, doc: &str| Attribute::optional(name, Type::list(Type::String)).description(doc);
     Schema::new(
         0,
         Block::new(vec![
-            computed("id", Type::String, "The VPC peering connection id (pcx-...)."),
+            Attribute::computed_kept("id", Type::String, "The VPC peering connection id (pcx-...)."),
             Attribute::required("vpc_id", Type::String)
                 .description("The cluster's VPC, in the provider's region (e.g. `hpc_network.<name>.vpc_id`).")
                 .requires_replace(),
@@ -57,14 +55,14 @@ fn schema() -> Schema {
             Attribute::optional("tags", Type::map(Type::String)).description("Tags of the peering connection."),
             Attribute::computed("tags_all", Type::map(Type::String))
                 .description("`tags` merged over the provider's `default_tags`."),
-            computed("cidr_block", Type::String, "`vpc_id`'s IPv4 range."),
-            computed("peer_cidr_block", Type::String, "`peer_vpc_id`'s IPv4 range."),
-            computed(
+            Attribute::computed_kept("cidr_block", Type::String, "`vpc_id`'s IPv4 range."),
+            Attribute::computed_kept("peer_cidr_block", Type::String, "`peer_vpc_id`'s IPv4 range."),
+            Attribute::computed_kept(
                 "route_table_ids",
                 Type::list(Type::String),
                 "Route tables of `vpc_id` that send `peer_cidr_block` through the connection (every table of the VPC when it was made).",
             ),
-            computed(
+            Attribute::computed_kept(
                 "peer_route_table_ids",
                 Type::list(Type::String),
                 "Route tables of `peer_vpc_id` that send `cidr_block` through the connection.",

@@ -20,15 +20,10 @@ pub(super) fn schema() -> Schema {
     )
 }
 
-/// A computed attribute its prior state keeps while unknown.
-fn computed(name: &str, ty: Type, doc: &str) -> Attribute {
-    Attribute::computed(name, ty).description(doc).use_state_for_unknown()
-}
-
 /// The top-level attributes.
 fn attributes() -> Vec<Attribute> {
     vec![
-        computed("id", Type::String, "The cluster name."),
+        Attribute::computed_kept("id", Type::String, "The cluster name."),
         Attribute::required("name", Type::String)
             .description(
                 "Cluster name (Slurm ClusterName): lowercase letters, digits, `-`. One cluster per name in an \
@@ -56,24 +51,24 @@ fn attributes() -> Vec<Attribute> {
         Attribute::optional("tags", Type::map(Type::String)).description("Tags of everything the cluster creates."),
         Attribute::computed("tags_all", Type::map(Type::String))
             .description("`tags` merged over the provider's `default_tags`."),
-        computed("vpc_id", Type::String, "VPC of the subnet."),
-        computed("head_node_instance_id", Type::String, "Head node instance."),
-        computed(
+        Attribute::computed_kept("vpc_id", Type::String, "VPC of the subnet."),
+        Attribute::computed_kept("head_node_instance_id", Type::String, "Head node instance."),
+        Attribute::computed_kept(
             "head_node_private_ip",
             Type::String,
             "Head node address (SlurmctldHost): the kept network interface's, the same for every head node.",
         ),
-        computed(
+        Attribute::computed_kept(
             "head_node_network_interface_id",
             Type::String,
             "Network interface every head node of the cluster is launched on.",
         ),
-        computed(
+        Attribute::computed_kept(
             "state_volume_id",
             Type::String,
             "EBS volume with the cluster's state, attached to each head node.",
         ),
-        computed(
+        Attribute::computed_kept(
             "home_file_system_id",
             Type::String,
             "EFS file system every node mounts at /home: `home.efs_id`, or the one the provider made \
@@ -82,17 +77,17 @@ fn attributes() -> Vec<Attribute> {
         ),
         Attribute::computed("login_node_ids", Type::list(Type::String)).description("Login node instances."),
         Attribute::computed("login_node_private_ips", Type::list(Type::String)).description("Login node addresses."),
-        computed(
+        Attribute::computed_kept(
             "security_group_ids",
             Type::list(Type::String),
             "Cluster security group and SSH security group.",
         ),
-        computed(
+        Attribute::computed_kept(
             "munge_key_secret_arn",
             Type::String,
             "Secrets Manager secret with the munge key (generated; never in state).",
         ),
-        computed(
+        Attribute::computed_kept(
             "desired_state_parameter",
             Type::String,
             "SSM parameter of the cluster's desired state.",
@@ -101,7 +96,7 @@ fn attributes() -> Vec<Attribute> {
             .description("Version of the published cluster document."),
         Attribute::computed("slurm_conf", Type::String)
             .description("The cluster-wide part of slurm.conf (each hpc_partition shows its own lines)."),
-        computed(
+        Attribute::computed_kept(
             "instance_profile_policy",
             Type::String,
             "IAM policy JSON the instance profile needs.",
