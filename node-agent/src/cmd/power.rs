@@ -32,7 +32,67 @@ pub async fn resume(args: &HostsArgs, aws: &Aws) -> Result<()> {
         let ids: Vec<String> = jobs.jobs.iter().map(|(id, _)| id.to_string()).collect();
         eprintln!("hpc-node: Slurm resumes for job(s) {}", ids.join(", "));
     }
+    cool_interrupted_pools(&args.cluster, aws, &docs, &mut cooldowns).await?;
     resume_nodes(&args.cluster, aws, &docs, &nodes, &jobs, &mut cooldowns).await
+}
+
+/// Cools down the pools whose spot instances got EC2's interruption notice just now. The
+/// node's `spot-watch` powers it down, and Slurm requeues its job at once: the resume for that
+/// job may run before (or beside) the suspend that cools the pool down, and would launch into
+/// the same pool again. Nodes whose reason names the notice and whose instance the node map
+/// still records are found in one `scontrol` call; their instances only when there are any.
+async fn cool_interrupted_pools(
+    args: &ClusterArgs,
+    aws: &Aws,
+    docs: &[PartitionDoc],
+    cooldowns: &mut Cooldowns,
+) -> Result<()> {
+    let interrupted = interrupted_nodes();
+    if interrupted.is_empty() {
+        return Ok(());
+    }
+    let carriers = NodeMap::at(&args.state_dir)
+        .read()
+        .context(|| format!("reading the agent's node map in {}", args.state_dir.display()))?;
+    let index = nodemap::by_instance(&carriers);
+    let now = now_s();
+    for (region, ec2) in cluster_regions(aws, docs) {
+        for instance in ec2.instances_tagged(tag::CLUSTER, &args.cluster).await? {
+            match nodemap::node_of(&index, &instance) {
+                Some(node) if interrupted.contains(node) => {
+                    cool_pool(docs, &region, node, &instance, cooldowns, now);
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The nodes Slurm records as interrupted (their reason names EC2's notice), from one
+/// `scontrol show nodes` (a reason stays whatever the node's state); none when scontrol cannot
+/// say (a resume run outside Slurm).
+fn interrupted_nodes() -> BTreeSet<String> {
+    match std::process::Command::new("scontrol")
+        .args(["show", "nodes", "-o"])
+        .output()
+    {
+        Ok(out) if out.status.success() => interrupted_in(&String::from_utf8_lossy(&out.stdout)),
+        _ => BTreeSet::new(),
+    }
+}
+
+/// The nodes of `scontrol show nodes -o` (one record a line, `Reason=` last) whose reason names
+/// a spot interruption.
+fn interrupted_in(records: &str) -> BTreeSet<String> {
+    records
+        .lines()
+        .filter_map(|line| {
+            let name = line.strip_prefix("NodeName=")?.split_whitespace().next()?;
+            let reason = &line[line.find(" Reason=")? + " Reason=".len()..];
+            reason.starts_with(spot::REASON_PREFIX).then(|| name.to_string())
+        })
+        .collect()
 }
 
 /// Launches instances for `nodes`: each group (partition and instance type) pool after pool,
@@ -291,6 +351,11 @@ pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
         }
         ended.extend(mine.iter().map(|(n, i)| (n.to_string(), i.id.clone())));
     }
+    // Cool-downs first: a resume running beside this one finds either the node in the map
+    // (and cools the pool itself) or the cool-down saved.
+    cooldowns
+        .save(now)
+        .context(|| format!("saving cool-downs in {}", state.display()))?;
     // The map forgets what was ended (a node relaunched meanwhile keeps its new record).
     map.update(|m| {
         for (node, id) in &ended {
@@ -299,10 +364,7 @@ pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
             }
         }
     })
-    .context(|| format!("updating the agent's node map in {}", state.display()))?;
-    cooldowns
-        .save(now)
-        .context(|| format!("saving cool-downs in {}", state.display()))
+    .context(|| format!("updating the agent's node map in {}", state.display()))
 }
 
 /// A node powered down because its spot instance got EC2's interruption notice (`hpc-node
@@ -317,13 +379,29 @@ fn cool_interrupted_pool(
     now: u64,
 ) {
     let interrupted = slurm_reason(node).is_some_and(|r| r.starts_with(spot::REASON_PREFIX));
-    if !interrupted {
-        return;
+    if interrupted {
+        cool_pool(docs, region, node, instance, cooldowns, now);
     }
+}
+
+/// Cools down the spot pool `instance` (carrying `node`) was launched from.
+fn cool_pool(
+    docs: &[PartitionDoc],
+    region: &str,
+    node: &str,
+    instance: &InstanceInfo,
+    cooldowns: &mut Cooldowns,
+    now: u64,
+) {
     let subnet = instance.subnet_id.as_deref().unwrap_or_default();
     let Some((doc, pool)) = launched_from(docs, node, region, subnet) else {
         return;
     };
+    // Spot pools only: a node's reason lasts until it registers again, and by then the map may
+    // record its successor, from an on-demand pool.
+    if doc.pools.get(pool).is_none_or(|p| p.capacity_type != "spot") {
+        return;
+    }
     eprintln!(
         "hpc-node: {node} ({}) was interrupted: pool {pool} of {} cools down for {}s",
         instance.id, doc.name, doc.ice_cooldown_s
@@ -333,4 +411,23 @@ fn cool_interrupted_pool(
         now,
         u64::from(doc.ice_cooldown_s),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::interrupted_in;
+
+    #[test]
+    fn interrupted_nodes_are_those_whose_reason_names_the_notice() {
+        let records = "NodeName=spot-c7i-large-1 Arch=x86_64 CoresPerSocket=1 State=IDLE+CLOUD+POWERING_DOWN \
+                       Reason=spot interruption: terminate at 2026-12-06T10:09:35Z [slurm@2026-12-06T10:07:40]\n\
+                       NodeName=spot-c7i-large-2 Arch=x86_64 State=IDLE+CLOUD+POWERED_DOWN\n\
+                       NodeName=cpu-c7i-large-1 State=DOWN+CLOUD Reason=hpc-node: no capacity in any pool [root@t]\n\
+                       garbage line Reason=spot interruption\n";
+        assert_eq!(
+            interrupted_in(records).into_iter().collect::<Vec<_>>(),
+            ["spot-c7i-large-1"]
+        );
+        assert!(interrupted_in("").is_empty());
+    }
 }
