@@ -23,7 +23,6 @@ pub fn from_json(json: &J, ty: &Type, path: &str, drop_unknown_attrs: bool) -> R
     if json.is_null() {
         return Ok(Value::Null);
     }
-    let nested = |e: &J, t: &Type, at: &str| from_json(e, t, at, drop_unknown_attrs);
     match ty {
         Type::Bool => json
             .as_bool()
@@ -40,14 +39,17 @@ pub fn from_json(json: &J, ty: &Type, path: &str, drop_unknown_attrs: bool) -> R
             J::Number(n) => Ok(Value::String(n.to_string())),
             _ => Err(err(path, "expected a string")),
         },
-        Type::List(et) => Ok(Value::List(elements(json, et, path, &nested)?)),
-        Type::Set(et) => Ok(Value::set(elements(json, et, path, &nested)?)),
-        Type::Tuple(types) => tuple(json, types, path, &nested),
+        Type::List(et) => Ok(Value::List(elements(json, et, path, drop_unknown_attrs)?)),
+        Type::Set(et) => Ok(Value::set(elements(json, et, path, drop_unknown_attrs)?)),
+        Type::Tuple(types) => tuple(json, types, path, drop_unknown_attrs),
         Type::Map(et) => {
             let obj = json.as_object().ok_or_else(|| err(path, "expected an object"))?;
             let mut m = BTreeMap::new();
             for (k, v) in obj {
-                m.insert(k.clone(), nested(v, et, &path_join(path, &format!("[{k:?}]")))?);
+                m.insert(
+                    k.clone(),
+                    from_json(v, et, &path_join(path, &format!("[{k:?}]")), drop_unknown_attrs)?,
+                );
             }
             Ok(Value::Map(m))
         }
@@ -60,25 +62,27 @@ pub fn from_json(json: &J, ty: &Type, path: &str, drop_unknown_attrs: bool) -> R
                 obj.get("type")
                     .ok_or_else(|| err(path, "dynamic value without a type"))?,
             )?;
-            let inner = nested(obj.get("value").unwrap_or(&J::Null), &inner_ty, path)?;
+            let inner = from_json(
+                obj.get("value").unwrap_or(&J::Null),
+                &inner_ty,
+                path,
+                drop_unknown_attrs,
+            )?;
             Ok(Value::Dynamic(inner_ty, Box::new(inner)))
         }
     }
 }
 
-/// Reads one nested value: `(json, type, path)`.
-type Nested<'a> = dyn Fn(&J, &Type, &str) -> Result<Value, CodecError> + 'a;
-
 /// The elements of a list or set, each of type `et`.
-fn elements(json: &J, et: &Type, path: &str, nested: &Nested<'_>) -> Result<Vec<Value>, CodecError> {
+fn elements(json: &J, et: &Type, path: &str, drop_unknown_attrs: bool) -> Result<Vec<Value>, CodecError> {
     let arr = json.as_array().ok_or_else(|| err(path, "expected an array"))?;
     arr.iter()
         .enumerate()
-        .map(|(i, e)| nested(e, et, &path_join(path, &format!("[{i}]"))))
+        .map(|(i, e)| from_json(e, et, &path_join(path, &format!("[{i}]")), drop_unknown_attrs))
         .collect()
 }
 
-fn tuple(json: &J, types: &[Type], path: &str, nested: &Nested<'_>) -> Result<Value, CodecError> {
+fn tuple(json: &J, types: &[Type], path: &str, drop_unknown_attrs: bool) -> Result<Value, CodecError> {
     let arr = json.as_array().ok_or_else(|| err(path, "expected an array"))?;
     if arr.len() != types.len() {
         return Err(err(
@@ -90,7 +94,7 @@ fn tuple(json: &J, types: &[Type], path: &str, nested: &Nested<'_>) -> Result<Va
         .iter()
         .zip(types)
         .enumerate()
-        .map(|(i, (e, t))| nested(e, t, &path_join(path, &format!("[{i}]"))))
+        .map(|(i, (e, t))| from_json(e, t, &path_join(path, &format!("[{i}]")), drop_unknown_attrs))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Value::Tuple(elems))
 }

@@ -82,10 +82,3 @@ pub fn slurm_state(node: &str) -> Option<String> {
         .find_map(|f| f.strip_prefix("State="))
         .map(str::to_string)
 }
-
-/// Why Slurm set a node down or drained it (its `Reason`, the last field of the record).
-pub fn slurm_reason(node: &str) -> Option<String> {
-    let record = show_node(node)?;
-    let start = record.find(" Reason=")? + " Reason=".len();
-    Some(record[start..].trim().to_string())
-}

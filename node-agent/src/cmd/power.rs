@@ -7,7 +7,7 @@ use hpc_aws::ec2::{Ec2, InstanceInfo};
 use hpc_aws::Aws;
 use hpc_desired_state::{tag, PartitionDoc};
 
-use super::{scontrol, slurm_reason, spot, Regions};
+use super::{scontrol, spot, Regions};
 use crate::cli::{ClusterArgs, HostsArgs};
 use crate::error::{Context as _, Result};
 use crate::guardrail::Budget;
@@ -329,6 +329,8 @@ pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
         .read()
         .context(|| format!("reading the agent's node map in {}", state.display()))?;
     let index = nodemap::by_instance(&carriers);
+    // One call for every node's reason, not one per node ended.
+    let interrupted = interrupted_nodes();
     let now = now_s();
     let mut ended: Vec<(String, String)> = Vec::new();
     for (region, ec2) in cluster_regions(aws, &docs) {
@@ -342,7 +344,9 @@ pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
             })
             .collect();
         for (node, instance) in &mine {
-            cool_interrupted_pool(&docs, &region, node, instance, &mut cooldowns, now);
+            if interrupted.contains(*node) {
+                cool_pool(&docs, &region, node, instance, &mut cooldowns, now);
+            }
         }
         let ids: Vec<String> = mine.iter().map(|(_, i)| i.id.clone()).collect();
         if !ids.is_empty() {
@@ -367,24 +371,8 @@ pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
     .context(|| format!("updating the agent's node map in {}", state.display()))
 }
 
-/// A node powered down because its spot instance got EC2's interruption notice (`hpc-node
-/// spot-watch` says so in the node's reason): its pool cools down as after no capacity, so the
-/// requeued job launches from the next pool.
-fn cool_interrupted_pool(
-    docs: &[PartitionDoc],
-    region: &str,
-    node: &str,
-    instance: &InstanceInfo,
-    cooldowns: &mut Cooldowns,
-    now: u64,
-) {
-    let interrupted = slurm_reason(node).is_some_and(|r| r.starts_with(spot::REASON_PREFIX));
-    if interrupted {
-        cool_pool(docs, region, node, instance, cooldowns, now);
-    }
-}
-
-/// Cools down the spot pool `instance` (carrying `node`) was launched from.
+/// Cools down the spot pool `instance` (carrying `node`, powered down on EC2's interruption
+/// notice) was launched from, as after no capacity, so the requeued job launches from the next pool.
 fn cool_pool(
     docs: &[PartitionDoc],
     region: &str,

@@ -5,11 +5,10 @@
 // Each suite uses a part of this.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use acceptance_tests::free_port;
-use hpc_desired_state::{PartitionDoc, PartitionSettings, ScalingStrategy, ShapeDoc, SCHEMA};
+use hpc_desired_state::{PartitionDoc, ShapeDoc, SCHEMA};
 use hpc_node::reconcile::Layout;
 
 /// slurm.conf settings that let slurmctld and slurmd run in a test's own directories without
@@ -62,11 +61,7 @@ pub fn shape(instance_type: &str, vcpus: u32, cores: u32, threads_per_core: u32,
         cores,
         threads_per_core,
         memory_mib,
-        gpus: 0,
-        gpu_model: None,
-        gpu_memory_mib: None,
-        efa: false,
-        hourly_price: None,
+        ..ShapeDoc::default()
     }
 }
 
@@ -78,18 +73,12 @@ pub fn partition(cluster: &str, name: &str, shapes: Vec<ShapeDoc>, max_nodes: u3
         cluster: cluster.into(),
         name: name.into(),
         shapes,
-        min_nodes: 0,
         max_nodes,
-        pools: vec![],
         allocation_strategy: "prioritized".into(),
         provision_timeout_s: 600,
         ice_cooldown_s: 600,
-        scaling_strategy: ScalingStrategy::default(),
-        slurm: PartitionSettings::default(),
         ami_id: "ami-1".into(),
         root_volume_size: 100,
-        instance_profile_arn: None,
-        user_data_extra: None,
-        tags: BTreeMap::new(),
+        ..PartitionDoc::default()
     }
 }
