@@ -205,7 +205,20 @@ print(json.dumps({
 PY2
 }
 
-as_user() { ssh -i "$state/demo-key" "${SSH_OPTIONS[@]}" "$demo_user@$1" "$2"; }
+# How this host reaches the login node: directly, or inside the VPC's client namespace when the
+# emulator did not route the VPC from the host (its CIDR overlaps a network the host uses).
+reach=()
+find_reach() {
+  local namespace
+  namespace=$(curl -sf "$AWS_ENDPOINT_URL/_emulator/instances" | python3 -c '
+import json, sys
+found = [m["ClientNamespace"] for m in json.load(sys.stdin)["instances"] if m["PrivateIpAddress"] == sys.argv[1]]
+print(next((n for n in found if n), ""))' "$1")
+  reach=()
+  if [ -n "$namespace" ]; then reach=(ip netns exec "$namespace"); fi
+}
+
+as_user() { "${reach[@]}" ssh -i "$state/demo-key" "${SSH_OPTIONS[@]}" "$demo_user@$1" "$2"; }
 
 # Waits up to $2 seconds for `as_user $login "$3"` to print a line matching $1.
 wait_for() {
@@ -238,6 +251,7 @@ boot_up() {
   tf_quiet apply
   echo "== applied in $(( $(date +%s) - start ))s: the head node runs slurmctld and slurmdbd"
   login=$(output -json login_node_private_ips | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])')
+  find_reach "$login"
   wait_for "^ok$" 120 "echo ok" || exit 1
   echo "== $demo_user@$login: sinfo"
   as_user "$login" sinfo
@@ -252,7 +266,7 @@ boot_up() {
   as_user "$login" "sacct -X -j $job -o JobID,User,Account,Partition,State,NodeList,Elapsed"
   echo "== up in $(( $(date +%s) - start ))s"
   echo
-  echo "The cluster stays up. Log in:  ssh -i $state/demo-key $demo_user@$login"
+  echo "The cluster stays up. Log in:  ${reach[*]}${reach[*]:+ }ssh -i $state/demo-key $demo_user@$login"
   echo "Tear down with: make demo-destroy"
 }
 

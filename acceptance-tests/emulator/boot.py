@@ -65,9 +65,7 @@ def missing_prerequisites() -> list[str]:
 def clean_stale(state_root: str) -> list[str]:
     """Removes what crashed runs of the emulator left: their machines, namespaces, links, mounts."""
     removed = []
-    if not os.path.isdir(state_root):
-        return removed
-    for entry in sorted(os.listdir(state_root)):
+    for entry in sorted(os.listdir(state_root)) if os.path.isdir(state_root) else []:
         found = re.fullmatch(r"run-(\d+)", entry)
         if not found or _alive(int(found.group(1))):
             continue
@@ -89,7 +87,24 @@ def clean_stale(state_root: str) -> list[str]:
             netns.ip("link", "del", link, check=False)
         subprocess.run(["pkill", "-f", f"{directory}/"], capture_output=True, timeout=10, check=False)
         shutil.rmtree(directory, ignore_errors=True)
-        removed.append(entry)
+        removed.append(directory)
+    return removed + _clean_orphan_networks()
+
+
+def _clean_orphan_networks() -> list[str]:
+    """Removes the namespaces and host links of dead runs whose state lived elsewhere (another
+    ``--boot-dir``, since deleted): a host link left behind keeps its route to the VPC's CIDR,
+    and a later run's VPC of that CIDR would then be refused a route from the host."""
+    removed = []
+    for name in netns.names("hpcemu-"):
+        found = re.fullmatch(r"hpcemu-(\d+)-\w+", name)
+        if found and not _alive(int(found.group(1))):
+            netns.delete(name)
+            removed.append(f"namespace {name}")
+    for link in netns.host_links(re.compile(r"^he[0-9a-f]{6}v\d+$")):
+        if not _alive(int(link[2:8], 16)):
+            netns.ip("link", "del", link, check=False)
+            removed.append(f"host link {link}")
     return removed
 
 

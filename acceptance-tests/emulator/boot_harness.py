@@ -101,12 +101,14 @@ def publish_image(endpoint: str, disk: Path, work: Path) -> str:
     return found.group(0)
 
 
-def start_emulator(port_file: Path, budget: int, boot_dir: Path) -> tuple[subprocess.Popen[str], str]:
+def start_emulator(
+    port_file: Path, budget: int, boot_dir: Path, *options: str
+) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
         [
             str(HERE / "serve"), "--port", "0", "--port-file", str(port_file), "--boot-instances",
             "--machine-budget", str(budget), "--boot-dir", str(boot_dir),
-            "--snapshot-delay", "0", "--image-delay", "0",
+            "--snapshot-delay", "0", "--image-delay", "0", *options,
         ],
         stdout=subprocess.PIPE, stderr=open(port_file.parent / "emulator.err", "w"), text=True,
     )
@@ -126,6 +128,7 @@ class Vpc:
 
     def __init__(self, endpoint: str, cidr: str, work: Path, region: str = "us-east-1") -> None:
         self.ec2 = client(endpoint, "ec2", region=region)
+        self.endpoint = endpoint
         self.cidr = cidr
         self.vpc_id = self.ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
         subnet_cidr = re.sub(r"\.0\.0/16$", ".1.0/24", cidr)
@@ -177,9 +180,18 @@ class Vpc:
             )
             time.sleep(0.5)
 
+    def client_side(self, address: str) -> list[str]:
+        """How the host reaches ``address``: directly, or inside the VPC's client namespace when
+        the emulator routes the VPC's CIDR not from the host."""
+        for machine in machines(self.endpoint).values():
+            if machine["PrivateIpAddress"] == address and machine["ClientNamespace"]:
+                return ["ip", "netns", "exec", machine["ClientNamespace"]]
+        return []
+
     def ssh(self, address: str, command: str, timeout: float = 30, check: bool = True) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             [
+                *self.client_side(address),
                 "ssh", "-i", str(self.key_file), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                 "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "LogLevel=ERROR", f"{SSH_USER}@{address}", command,
             ],

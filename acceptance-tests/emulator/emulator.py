@@ -45,6 +45,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "and an image whose blocks were not kept cannot boot",
     )
     parser.add_argument(
+        "--no-host-routes", action="store_true",
+        help="boot mode: route no VPC's CIDR from the host (as for one that overlaps a network the host uses): "
+        "each VPC's client side is then a namespace, the instances' ClientNamespace in /_emulator/instances",
+    )
+    parser.add_argument(
         "--boot-dir", default="/var/tmp/hpcemu", metavar="DIR",
         help="boot mode: where machines, disks and shared file systems live (default /var/tmp/hpcemu)",
     )
@@ -80,8 +85,8 @@ def start_boot_mode(args: argparse.Namespace, app: object) -> object | None:
         print(f"emulator: --boot-instances needs: {', '.join(missing)}", file=sys.stderr)
         return None
     for stale in boot.clean_stale(args.boot_dir):
-        print(f"emulator: removed what an earlier run left: {args.boot_dir}/{stale}", file=sys.stderr)
-    manager = MachineManager(args.boot_dir, args.machine_budget or default_budget(), app)
+        print(f"emulator: removed what an earlier run left: {stale}", file=sys.stderr)
+    manager = MachineManager(args.boot_dir, args.machine_budget or default_budget(), app, not args.no_host_routes)
     boot.install(manager)
     volumes.install(manager)
     return manager

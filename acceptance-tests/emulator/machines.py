@@ -120,7 +120,8 @@ def _set_state(instance: Any, name: str, reason: tuple[str, str] | None = None) 
 class MachineManager:
     """Boots, tracks and ends the machines of one emulator run."""
 
-    def __init__(self, state_root: str, budget: int, app: Any) -> None:
+    def __init__(self, state_root: str, budget: int, app: Any, route_host: bool = True) -> None:
+        self.route_host = route_host
         self.run_prefix = f"hpcemu-{os.getpid()}"
         self.state_dir = os.path.join(state_root, f"run-{os.getpid()}")
         os.makedirs(self.state_dir, exist_ok=True)
@@ -174,7 +175,7 @@ class MachineManager:
                     vpc_id=subnet.vpc_id, cidr=ipaddress.ip_network(cidr),
                     state_dir=os.path.join(self.state_dir, f"vpc{index}"),
                 )
-                vpc.create(route_host=True)
+                vpc.create(route_host=self.route_host)
                 self._serve_in(vpc)
                 self.vpcs[key] = vpc
         vpc.add_subnet(subnet.id, subnet.cidr_block)
@@ -398,6 +399,7 @@ class MachineManager:
                 "VpcNamespace": m.vpc.ns,
                 "RoutedFromHost": m.vpc.host_route,
                 "ClientAddress": m.vpc.client_address,
+                "ClientNamespace": m.vpc.client_ns,
                 "Fault": m.fault.kind if m.fault else None,
             }
             for m in machines

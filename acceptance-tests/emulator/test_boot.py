@@ -360,6 +360,29 @@ def test_stale_state_of_a_crashed_run_is_removed(boot: dict[str, Any], tmp_path:
     assert os.listdir(state) == []
 
 
+def test_a_vpc_not_routed_from_the_host_is_reached_through_its_client_namespace(
+    boot: dict[str, Any], tmp_path: Path
+) -> None:
+    # As on a host whose own network overlaps the VPC's CIDR: no route from the host, the VPC's
+    # client side in a namespace of its own, where SSH and the security groups work as from the host.
+    process, endpoint = start_emulator(tmp_path / "port", 1, tmp_path / "state", "--no-host-routes")
+    try:
+        image_id = publish_image(endpoint, bake_image(), tmp_path)
+        network = Vpc(endpoint, "10.79.0.0/16", tmp_path)
+        group = network.group("ssh", [network.ssh_from_vpc()])
+        (instance_id,) = network.launch([group], image_id=image_id)
+        address = network.wait_state(instance_id, "running")["PrivateIpAddress"]
+        machine = machines(endpoint)[instance_id]
+        assert machine["RoutedFromHost"] is False and machine["ClientNamespace"] == f"hpcemu-{process.pid}-c0"
+        assert netns.ip("-4", "route", "show", "10.79.0.0/16").strip() == "", "the host got a route to the VPC"
+        network.wait_ssh(address)
+        who = network.ssh(address, "echo $SSH_CLIENT").stdout.split()
+        assert who and who[0] == machine["ClientAddress"] == "10.79.255.254"
+    finally:
+        assert stop_emulator(process) == 0, (tmp_path / "emulator.err").read_text()
+    assert netns.names(f"hpcemu-{process.pid}-") == [], "namespaces left after the emulator stopped"
+
+
 def test_stop_start_keeps_the_root_disk_and_a_poweroff_inside_stops_the_instance(boot: dict[str, Any], vpc: Vpc) -> None:
     group = vpc.group("ssh", [vpc.ssh_from_vpc()])
     (instance_id,) = vpc.launch([group], image_id=boot["image_id"])

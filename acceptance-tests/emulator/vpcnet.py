@@ -11,8 +11,10 @@ the VPC (``ip-10-0-1-5.ec2.internal``, or ``ip-….<region>.compute.internal`` o
 us-east-1). It has no default route: an address with no instance behind it goes nowhere.
 
 The host reaches the VPC through one veth, from the VPC's last address (as a client VPN in the
-VPC would), with a route for exactly the VPC's CIDR; a CIDR that contains an address or route
-the host already uses is not routed (the instances stay reachable through the namespace).
+VPC would), with a route for exactly the VPC's CIDR. A CIDR that overlaps an address or route
+the host already uses is not routed from the host (nor any, with ``--no-host-routes``): that
+veth then ends in a namespace of its own (``<run>-c<N>``, the instances' ``ClientNamespace``),
+where ``ip netns exec`` reaches the instances just as the host would.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class Vpc:
     hosts: dict[str, tuple[str, str]] = field(default_factory=dict)  # mac -> (address, hostname)
     host_route: bool = False
     client_address: str | None = None
+    client_ns: str | None = None
     dnsmasq: subprocess.Popen[bytes] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -94,33 +97,43 @@ class Vpc:
     def host_link(self) -> str:
         return f"he{os.getpid():06x}v{self.index}"[:15]
 
+    @property
+    def client_side(self) -> str:
+        """The namespace standing for the host when the host must not route the VPC's CIDR."""
+        return f"{self.run_prefix}-c{self.index}"
+
     def create(self, route_host: bool) -> None:
         os.makedirs(self.state_dir, exist_ok=True)
         netns.create(self.ns)
         netns.run(["sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0"], ns=self.ns)
         for address in (IMDS_ADDRESS, DNS_ADDRESS, ENDPOINT_ADDRESS):
             netns.ip("addr", "add", f"{address}/32", "dev", "lo", ns=self.ns)
-        if route_host:
-            self._route_host()
+        self._connect_client(route_host)
 
-    def _route_host(self) -> None:
-        conflicts = [net for net in host_conflicts() if net.overlaps(self.cidr)]
-        if conflicts:
+    def _connect_client(self, route_host: bool) -> None:
+        """Plugs the VPC's client side (its last address, as a client VPN would have) into ``h0``:
+        the host itself, or a namespace of its own when the host must not get a route for the
+        CIDR (``route_host`` off, or the CIDR overlaps a network the host uses)."""
+        conflicts = [net for net in host_conflicts() if net.overlaps(self.cidr)] if route_host else []
+        side = None if route_host and not conflicts else self.client_side
+        if side is not None:
+            why = f"it overlaps {', '.join(map(str, conflicts))} on this host" if conflicts else "--no-host-routes"
             log.warning(
-                "VPC %s (%s) overlaps %s on this host: not routed from the host; reach its instances "
-                "with 'ip netns exec %s ...'",
-                self.vpc_id, self.cidr, ", ".join(map(str, conflicts)), self.ns,
+                "VPC %s (%s) is not routed from the host (%s): reach its instances with 'ip netns exec %s ...'",
+                self.vpc_id, self.cidr, why, side,
             )
-            return
+            netns.create(side)
+        link = self.host_link if side is None else "c0"
         self.client_address = str(self.cidr.broadcast_address - 1)
-        netns.ip("link", "add", self.host_link, "type", "veth", "peer", "name", HOST_SIDE, "netns", self.ns)
-        netns.ip("addr", "add", f"{self.client_address}/32", "dev", self.host_link)
-        netns.ip("link", "set", self.host_link, "up")
+        netns.ip("link", "add", link, "type", "veth", "peer", "name", HOST_SIDE, "netns", self.ns, ns=side)
+        netns.ip("addr", "add", f"{self.client_address}/32", "dev", link, ns=side)
+        netns.ip("link", "set", link, "up", ns=side)
         netns.ip("link", "set", HOST_SIDE, "up", ns=self.ns)
         netns.run(["sysctl", "-q", "-w", f"net.ipv4.conf.{HOST_SIDE}.proxy_arp=1"], ns=self.ns)
         netns.ip("route", "add", f"{self.client_address}/32", "dev", HOST_SIDE, ns=self.ns)
-        netns.ip("route", "add", str(self.cidr), "dev", self.host_link, "src", self.client_address)
-        self.host_route = True
+        netns.ip("route", "add", str(self.cidr), "dev", link, "src", self.client_address, ns=side)
+        self.host_route = side is None
+        self.client_ns = side
 
     def add_subnet(self, subnet_id: str, cidr: str) -> None:
         with self.lock:
@@ -214,6 +227,8 @@ class Vpc:
             netns.ip("route", "del", str(self.cidr), "dev", self.host_link, check=False)
             netns.ip("link", "del", self.host_link, check=False)
             self.host_route = False
+        if self.client_ns is not None:
+            netns.delete(self.client_ns)
         netns.delete(self.ns)
 
 

@@ -220,8 +220,53 @@ pub fn booting_emulator_with(budget: u32, options: &[&str]) -> Emulator {
     Emulator::start_with(&args)
 }
 
+/// A key pair's private key file (a `Path` by deref), and the emulator whose instances it opens.
+pub struct SshKey {
+    path: PathBuf,
+    emulator_port: u16,
+}
+
+impl std::ops::Deref for SshKey {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl SshKey {
+    /// The private key at `path`, for the instances of the emulator on `emulator_port`.
+    pub fn new(path: PathBuf, emulator_port: u16) -> SshKey {
+        SshKey { path, emulator_port }
+    }
+
+    /// The VPC client namespace SSH to `address` must run in: the emulator routes a VPC from
+    /// the host unless its CIDR overlaps a network the host uses (or `--no-host-routes`).
+    fn client_namespace(&self, address: &str) -> Option<String> {
+        let answer = crate::http(self.emulator_port, "GET", "/_emulator/instances", &[], "");
+        let answer: serde_json::Value = serde_json::from_str(&answer.body).ok()?;
+        answer["instances"]
+            .as_array()?
+            .iter()
+            .filter(|m| m["PrivateIpAddress"] == address)
+            .find_map(|m| m["ClientNamespace"].as_str().map(str::to_string))
+    }
+
+    /// `ssh`, inside the client namespace of `address`'s VPC when the host has no route to it.
+    fn ssh_to(&self, address: &str) -> Command {
+        match self.client_namespace(address) {
+            Some(namespace) => {
+                let mut ip = Command::new("ip");
+                ip.args(["netns", "exec", &namespace, "ssh"]);
+                ip
+            }
+            None => Command::new("ssh"),
+        }
+    }
+}
+
 /// An ed25519 key pair made through EC2; returns its name and the private key file.
-pub fn key_pair(emu: &Emulator, name: &str) -> PathBuf {
+pub fn key_pair(emu: &Emulator, name: &str) -> SshKey {
     let xml = emu.ec2(&format!("Action=CreateKeyPair&KeyName={name}&KeyType=ed25519"));
     let start = xml
         .find("<keyMaterial>")
@@ -232,10 +277,10 @@ pub fn key_pair(emu: &Emulator, name: &str) -> PathBuf {
     let path = scratch_dir("keys").join(name);
     std::fs::write(&path, format!("{}\n", key.trim_end())).expect("writing the key");
     Command::new("chmod").arg("600").arg(&path).status().expect("chmod");
-    path
+    SshKey::new(path, emu.port)
 }
 
-pub fn ssh(key: &Path, address: &str, command: &str) -> Output {
+pub fn ssh(key: &SshKey, address: &str, command: &str) -> Output {
     ssh_as(key, SSH_USER, address, command)
 }
 
@@ -259,21 +304,21 @@ const SSH_OPTIONS: &[&str] = &[
     "LogLevel=ERROR",
 ];
 
-/// ssh with `key` and the tests' options, whose prompts (a second factor's code) `askpass`
-/// answers: a program printing the answer; `/bin/false` answers nothing.
-fn ssh_command(key: &Path, askpass: &Path) -> Command {
-    let mut ssh = Command::new("ssh");
+/// ssh to `address` with `key` and the tests' options, whose prompts (a second factor's code)
+/// `askpass` answers: a program printing the answer; `/bin/false` answers nothing.
+fn ssh_command(key: &SshKey, address: &str, askpass: &Path) -> Command {
+    let mut ssh = key.ssh_to(address);
     ssh.env("SSH_ASKPASS", askpass)
         .env("SSH_ASKPASS_REQUIRE", "force")
         .arg("-i")
-        .arg(key)
+        .arg(&key.path)
         .args(SSH_OPTIONS);
     ssh
 }
 
 /// `command` on `address` as `user`, by key, from the host.
-pub fn ssh_as(key: &Path, user: &str, address: &str, command: &str) -> Output {
-    ssh_command(key, Path::new("/bin/false"))
+pub fn ssh_as(key: &SshKey, user: &str, address: &str, command: &str) -> Output {
+    ssh_command(key, address, Path::new("/bin/false"))
         .arg(format!("{user}@{address}"))
         .arg(command)
         .output()
@@ -281,11 +326,11 @@ pub fn ssh_as(key: &Path, user: &str, address: &str, command: &str) -> Output {
 }
 
 /// `command` on `address` as `user`, by key, answering the login's prompt with `code`.
-pub fn ssh_with_code(key: &Path, user: &str, address: &str, command: &str, code: &str) -> Output {
+pub fn ssh_with_code(key: &SshKey, user: &str, address: &str, command: &str, code: &str) -> Output {
     let askpass = crate::scratch_dir("askpass").join("code");
     std::fs::write(&askpass, format!("#!/bin/sh\nprintf '%s\\n' '{code}'\n")).expect("writing askpass");
     std::fs::set_permissions(&askpass, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod askpass");
-    ssh_command(key, &askpass)
+    ssh_command(key, address, &askpass)
         .arg(format!("{user}@{address}"))
         .arg(command)
         .output()
@@ -294,13 +339,14 @@ pub fn ssh_with_code(key: &Path, user: &str, address: &str, command: &str, code:
 
 /// `command` on `address` as the image's user, through `jump` (an instance whose security
 /// group admits the host, as a bastion: compute nodes admit only the cluster's members).
-pub fn ssh_via(key: &Path, jump: &str, address: &str, command: &str) -> Output {
+pub fn ssh_via(key: &SshKey, jump: &str, address: &str, command: &str) -> Output {
     let proxy = format!(
         "ProxyCommand=ssh -i {} {} -W %h:%p {SSH_USER}@{jump}",
         key.display(),
         SSH_OPTIONS.join(" ")
     );
-    ssh_command(key, Path::new("/bin/false"))
+    // The proxy's ssh runs where this one does: in the jump's client namespace, if any.
+    ssh_command(key, jump, Path::new("/bin/false"))
         .args(["-o", &proxy])
         .arg(format!("{SSH_USER}@{address}"))
         .arg(command)
@@ -309,7 +355,7 @@ pub fn ssh_via(key: &Path, jump: &str, address: &str, command: &str) -> Output {
 }
 
 /// Waits until SSH to `address` works (the instance booted and cloud-init installed the key).
-pub fn wait_ssh(key: &Path, address: &str, timeout: Duration) {
+pub fn wait_ssh(key: &SshKey, address: &str, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     loop {
         let out = ssh(key, address, "cloud-init status --wait >/dev/null; true");

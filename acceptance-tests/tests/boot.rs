@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use acceptance_tests::boot::{self, key_pair, public_key, ssh_as, text};
+use acceptance_tests::boot::{self, key_pair, public_key, ssh_as, text, SshKey};
 use acceptance_tests::{Emulator, MariaDb, Workspace};
 use serde_json::Value;
 
@@ -236,7 +236,7 @@ fn instances_tagged(emu: &Emulator, key: &str, value: &str) -> Vec<String> {
 }
 
 /// The pending or running instance carrying Slurm `node`, per the head's node map.
-fn carrying(emu: &Emulator, key: &std::path::Path, head_ip: &str, node: &str) -> Vec<String> {
+fn carrying(emu: &Emulator, key: &SshKey, head_ip: &str, node: &str) -> Vec<String> {
     let read = boot::ssh(key, head_ip, "sudo cat /var/lib/hpc-node/nodes.json");
     let map: Value = serde_json::from_slice(&read.stdout).unwrap_or(Value::Null);
     map[node]["instance_id"]
@@ -600,7 +600,7 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
 /// A spot node gets EC2's interruption notice while it runs a job: the node requeues the job
 /// and powers itself down (its instance ends before EC2's time), the spot pool cools down, and
 /// the job runs again, to its end, on an on-demand instance from the next pool.
-fn spot_interruption(emu: &Emulator, key: &std::path::Path, head_ip: &str, login_ip: &str) {
+fn spot_interruption(emu: &Emulator, key: &SshKey, head_ip: &str, login_ip: &str) {
     let submit = ssh_as(
         key,
         USER,
@@ -672,15 +672,7 @@ fn spot_interruption(emu: &Emulator, key: &std::path::Path, head_ip: &str, login
 /// head, and a reboot of it: each time a head starts on the same address with the same state volume, and the
 /// completed job's accounting row, a held job, a job running on a compute node, the user's
 /// file in /home, the munge key and the static node all survive; the plan is empty after.
-fn head_survives(
-    emu: &Emulator,
-    ws: &Workspace,
-    key: &std::path::Path,
-    login_ip: &str,
-    job: &str,
-    config: &str,
-    ami: &str,
-) {
+fn head_survives(emu: &Emulator, ws: &Workspace, key: &SshKey, login_ip: &str, job: &str, config: &str, ami: &str) {
     let on = |ip: &str, command: &str| text(&ssh_as(key, USER, ip, command));
     let held = on(login_ip, "sbatch --parsable --hold -p cpu -o held.out --wrap hostname")
         .trim()
@@ -924,7 +916,7 @@ fn totp(secret: &str) -> String {
 /// ~/.google_authenticator, as `google-authenticator` writes it); from then on the key alone
 /// or a wrong code is refused and the key with the current code logs in. Unenrolled again,
 /// the key alone works, as it does for the cluster's other users throughout.
-fn second_factor(key: &std::path::Path, login_ip: &str) {
+fn second_factor(key: &SshKey, login_ip: &str) {
     let settings = || {
         text(&ssh_as(
             key,
@@ -988,7 +980,7 @@ fn duo_settings(failmode: &str) -> String {
 /// A module whose settings hold keys (Duo): the login node writes them root-only from the
 /// secret, follows the secret's new version, and removes them with the `mfa` block. The API
 /// host refuses, so `failmode = secure` refuses the user's key alone and `safe` lets it in.
-fn module_settings(emu: &Emulator, ws: &Workspace, key: &std::path::Path, login_ip: &str, config: &str) {
+fn module_settings(emu: &Emulator, ws: &Workspace, key: &SshKey, login_ip: &str, config: &str) {
     let made = emu.json_call(
         "secretsmanager",
         "secretsmanager.CreateSecret",
@@ -1057,13 +1049,7 @@ fn module_settings(emu: &Emulator, ws: &Workspace, key: &std::path::Path, login_
 /// SSH as the cluster's user works once login-init installed their key.
 /// Submits a batch job (`sbatch_args`) as the cluster's user on `host` and waits until it
 /// completes; `context` adds what to show when it does not. Returns the job id.
-fn job_completes(
-    key: &std::path::Path,
-    host: &str,
-    sbatch_args: &str,
-    limit: Duration,
-    context: impl Fn() -> String,
-) -> String {
+fn job_completes(key: &SshKey, host: &str, sbatch_args: &str, limit: Duration, context: impl Fn() -> String) -> String {
     let submit = ssh_as(key, USER, host, &format!("sbatch --parsable {sbatch_args}"));
     assert!(submit.status.success(), "sbatch: {}", text(&submit));
     let job = String::from_utf8_lossy(&submit.stdout).trim().to_string();
@@ -1086,7 +1072,7 @@ fn job_completes(
     job
 }
 
-fn wait_ssh_as(key: &std::path::Path, address: &str) {
+fn wait_ssh_as(key: &SshKey, address: &str) {
     eventually(
         "SSH to the login node as the cluster's user",
         Duration::from_secs(120),
@@ -1311,7 +1297,8 @@ fn make_demo_boots_the_quickstart_and_runs_the_demo_users_job() {
         .find_map(|w| w.strip_prefix("demo@"))
         .map(|w| w.trim_end_matches(':').to_string())
         .unwrap_or_else(|| panic!("no login address:\n{said}"));
-    let key = dir.join("demo-key");
+    let port = std::fs::read_to_string(dir.join("emulator.port")).expect("the demo's emulator port");
+    let key = SshKey::new(dir.join("demo-key"), port.trim().parse().expect("a port number"));
     let whoami = ssh_as(&key, "demo", &login, "id -un; sinfo -h -o %P");
     assert_eq!(text(&whoami).trim(), "demo\ncpu*\ngpu", "{}", text(&whoami));
     let pid: u32 = std::fs::read_to_string(dir.join("emulator.pid"))
@@ -1480,8 +1467,9 @@ resource "hpc_partition" "cpu" {{
 fn a_job_fails_over_to_a_pool_in_another_region_and_runs_there_through_the_peering() {
     boot::require_prerequisites();
     let _turn = one_at_a_time();
-    // The head node and the node in us-west-2.
-    let emu = boot::booting_emulator(3);
+    // The head node and the node in us-west-2. No VPC routed from the host, as on a host whose
+    // own network overlaps 10.0.0.0/16: SSH goes through the VPC's client namespace.
+    let emu = boot::booting_emulator_with(3, &["--no-host-routes"]);
     let amis = boot::publish_test_image_to(&emu, &["us-east-1", "us-west-2"], "");
     let key = key_pair(&emu, "far");
     let profile = node_role(&emu, "far-node");
@@ -1501,6 +1489,15 @@ fn a_job_fails_over_to_a_pool_in_another_region_and_runs_there_through_the_peeri
     let cluster = ws.resource("hpc_cluster.main");
     let head_ip = cluster["head_node_private_ip"].as_str().expect("head ip").to_string();
     wait_ssh_as(&key, &head_ip);
+    let head = emu
+        .machines()
+        .into_iter()
+        .find(|m| m["PrivateIpAddress"] == head_ip.as_str());
+    let reached = head.as_ref().map(|m| (&m["RoutedFromHost"], &m["ClientNamespace"]));
+    assert!(
+        matches!(reached, Some((Value::Bool(false), Value::String(_)))),
+        "the head was not reached through its VPC's client namespace: {head:?}"
+    );
 
     job_completes(
         &key,
