@@ -14,6 +14,8 @@
 //! - `String`, `bool`, the integer types (range checked), `f64`; `Vec<T>` from a list, set or
 //!   tuple, written as the schema's list or set; `BTreeMap<String, T>` from a map or object.
 //! - `Value` passes through untouched, for the odd attribute a model keeps as it came.
+//! - [`Field<T>`]: unset, unknown, or known, for validation of a configuration where the two
+//!   first differ.
 //!
 //! Defaults live on the schema only: [`Block::with_defaults`] fills them into a value before
 //! it is read, so a model never carries a second copy of a default.
@@ -251,6 +253,66 @@ impl<T: Model> Model for Option<T> {
         match self {
             Some(x) => x.write(ty),
             None => Value::Null,
+        }
+    }
+}
+
+/// An attribute as a configuration or plan carries it: not set, set to what is not known until
+/// apply, or known. Validation reads a configuration into fields of this type where "not set"
+/// and "not known yet" mean different things (a value that is required with another is set
+/// even while unknown; a value that is checked is checked only once known).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Field<T> {
+    #[default]
+    Unset,
+    Unknown,
+    Known(T),
+}
+
+impl<T> Field<T> {
+    /// The value, once known.
+    pub fn known(&self) -> Option<&T> {
+        match self {
+            Field::Known(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Set in the configuration: known, or known at apply.
+    pub fn is_set(&self) -> bool {
+        !matches!(self, Field::Unset)
+    }
+
+    pub fn is_unknown(&self) -> bool {
+        matches!(self, Field::Unknown)
+    }
+}
+
+impl Field<String> {
+    /// The text, once known.
+    pub fn as_str(&self) -> Option<&str> {
+        self.known().map(String::as_str)
+    }
+}
+
+/// Null is `Unset`; unknown, or known only in part where `T` needs all of it, is `Unknown`.
+impl<T: Model> Model for Field<T> {
+    fn read(v: &Value, at: &AttributePath) -> Result<Self, ModelError> {
+        match concrete(v) {
+            Value::Null => Ok(Field::Unset),
+            Value::Unknown => Ok(Field::Unknown),
+            _ => match T::read(v, at) {
+                Ok(t) => Ok(Field::Known(t)),
+                Err(e) if e.unknown => Ok(Field::Unknown),
+                Err(e) => Err(e),
+            },
+        }
+    }
+    fn write(&self, ty: &Type) -> Value {
+        match self {
+            Field::Unset => Value::Null,
+            Field::Unknown => Value::Unknown,
+            Field::Known(t) => t.write(ty),
         }
     }
 }
@@ -548,6 +610,24 @@ mod tests {
                 "cache is not read by the model".to_string(),
             ]
         );
+    }
+
+    #[test]
+    fn a_field_tells_unset_from_unknown_and_known_and_writes_each_back() {
+        let at = AttributePath::root("size");
+        assert_eq!(Field::<u32>::read(&Value::Null, &at), Ok(Field::Unset));
+        assert_eq!(Field::<u32>::read(&Value::Unknown, &at), Ok(Field::Unknown));
+        assert_eq!(Field::<u32>::read(&Value::int(8), &at), Ok(Field::Known(8)));
+        let partly = Value::List(vec![Value::string("a"), Value::Unknown]);
+        assert_eq!(Field::<Vec<String>>::read(&partly, &at), Ok(Field::Unknown));
+        let each = Field::<Vec<Field<String>>>::read(&partly, &at);
+        assert_eq!(each, Ok(Field::Known(vec![Field::Known("a".into()), Field::Unknown])));
+        let wrong = Field::<u32>::read(&Value::string("x"), &at).expect_err("a string is no number");
+        assert_eq!(wrong.path, at);
+        for field in [Field::Unset, Field::Unknown, Field::Known(8u32)] {
+            assert_eq!(Field::read(&field.write(&Type::Number), &at), Ok(field.clone()));
+        }
+        assert!(Field::<u32>::Unknown.is_set() && !Field::<u32>::Unset.is_set());
     }
 
     fn obj(pairs: Vec<(&str, Value)>) -> Value {
