@@ -1,11 +1,11 @@
 //! Plan-time checks of values several resources share: each names the attribute and what to
 //! write instead, so a value AWS or the nodes would refuse later is refused before anything is
-//! made. Every function takes the configuration value it checks (null or unknown: nothing to
-//! check) and the attribute's path.
+//! made. Every function takes the value it checks once known (None: unset or not known yet,
+//! nothing to check) and the attribute's path.
 
-use tfplugin::{AttributePath, Diagnostics, Value};
+use std::collections::BTreeMap;
 
-use crate::convert::{int, pairs};
+use tfplugin::{AttributePath, Diagnostics};
 
 /// EBS limits for a root volume: 8 GiB is the smallest a Debian image boots from, 16 TiB the
 /// largest gp2/gp3 volume.
@@ -16,8 +16,8 @@ pub(crate) const MAX_USER_TAGS: usize = 40;
 /// EC2 refuses user data over 16 KiB; the boot script hpcforge writes takes about 1 KiB.
 pub(crate) const MAX_USER_DATA_EXTRA: usize = 12 * 1024;
 
-pub(crate) fn root_volume_size(v: &Value, at: AttributePath, diags: &mut Diagnostics) {
-    if let Some(size) = int(v) {
+pub(crate) fn root_volume_size(size: Option<i64>, at: AttributePath, diags: &mut Diagnostics) {
+    if let Some(size) = size {
         if !ROOT_VOLUME_GIB.contains(&size) {
             diags.error_at(
                 at,
@@ -34,8 +34,8 @@ pub(crate) fn root_volume_size(v: &Value, at: AttributePath, diags: &mut Diagnos
 
 /// `arn:<partition>:iam::<account>:instance-profile/<path/name>`; a role's ARN (the usual
 /// mistake) is named as such.
-pub(crate) fn instance_profile_arn(v: &Value, at: AttributePath, diags: &mut Diagnostics) {
-    let Some(arn) = v.as_str() else { return };
+pub(crate) fn instance_profile_arn(arn: Option<&str>, at: AttributePath, diags: &mut Diagnostics) {
+    let Some(arn) = arn else { return };
     if is_iam_arn(arn, "instance-profile") {
         return;
     }
@@ -77,8 +77,8 @@ pub(crate) fn secret_arn_region(arn: &str) -> Option<&str> {
 }
 
 /// Keys AWS or hpcforge own, lengths past EC2's limits, and too many tags.
-pub(crate) fn tags(v: &Value, at: AttributePath, diags: &mut Diagnostics) {
-    let Some(tags) = pairs(v) else { return };
+pub(crate) fn tags(tags: Option<&BTreeMap<String, String>>, at: AttributePath, diags: &mut Diagnostics) {
+    let Some(tags) = tags else { return };
     if tags.len() > MAX_USER_TAGS {
         diags.error_at(
             at.clone(),
@@ -86,7 +86,7 @@ pub(crate) fn tags(v: &Value, at: AttributePath, diags: &mut Diagnostics) {
             format!("Use at most {MAX_USER_TAGS}: EC2 allows 50 per resource and hpcforge adds its own."),
         );
     }
-    for (key, value) in &tags {
+    for (key, value) in tags {
         let here = at.clone().key(key);
         let lower = key.to_ascii_lowercase();
         if lower.starts_with("aws:") || lower.starts_with("hpcforge:") {
@@ -112,8 +112,8 @@ pub(crate) fn tags(v: &Value, at: AttributePath, diags: &mut Diagnostics) {
 }
 
 /// What is added to the nodes' boot script must leave the user data under EC2's 16 KiB.
-pub(crate) fn user_data_extra(v: &Value, at: AttributePath, diags: &mut Diagnostics) {
-    if let Some(extra) = v.as_str() {
+pub(crate) fn user_data_extra(extra: Option<&str>, at: AttributePath, diags: &mut Diagnostics) {
+    if let Some(extra) = extra {
         if extra.len() > MAX_USER_DATA_EXTRA {
             diags.error_at(
                 at,
@@ -147,8 +147,8 @@ pub(crate) fn duration_at_least(
 }
 
 /// A whole number not below zero (Slurm counts and tiers).
-pub(crate) fn not_negative(v: &Value, at: AttributePath, diags: &mut Diagnostics) {
-    if let Some(n) = int(v) {
+pub(crate) fn not_negative(n: Option<i64>, at: AttributePath, diags: &mut Diagnostics) {
+    if let Some(n) = n {
         if n < 0 {
             diags.error_at(at, format!("{n} is negative"), "Use 0 or more.");
         }
@@ -158,7 +158,6 @@ pub(crate) fn not_negative(v: &Value, at: AttributePath, diags: &mut Diagnostics
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert;
 
     fn errors(check: impl Fn(&mut Diagnostics)) -> usize {
         let mut d = Diagnostics::new();
@@ -169,50 +168,52 @@ mod tests {
     #[test]
     fn instance_profiles_and_not_roles() {
         let at = || AttributePath::root("instance_profile_arn");
-        let ok = Value::string("arn:aws:iam::111122223333:instance-profile/hpc-nodes");
-        assert_eq!(errors(|d| instance_profile_arn(&ok, at(), d)), 0);
+        let ok = "arn:aws:iam::111122223333:instance-profile/hpc-nodes";
+        assert_eq!(errors(|d| instance_profile_arn(Some(ok), at(), d)), 0);
         for bad in [
             "arn:aws:iam::111122223333:role/hpc-nodes",
             "hpc-nodes",
             "arn:aws:iam::1:instance-profile/x",
         ] {
-            assert_eq!(
-                errors(|d| instance_profile_arn(&Value::string(bad), at(), d)),
-                1,
-                "{bad}"
-            );
+            assert_eq!(errors(|d| instance_profile_arn(Some(bad), at(), d)), 1, "{bad}");
         }
     }
 
     #[test]
     fn reserved_long_and_many_tags_are_refused() {
         let at = || AttributePath::root("tags");
-        let map = |kv: Vec<(String, String)>| convert::of_map(&kv);
-        assert_eq!(errors(|d| tags(&map(vec![("team".into(), "hpc".into())]), at(), d)), 0);
+        let map = |kv: Vec<(String, String)>| kv.into_iter().collect::<BTreeMap<_, _>>();
+        assert_eq!(
+            errors(|d| tags(Some(&map(vec![("team".into(), "hpc".into())])), at(), d)),
+            0
+        );
         for key in ["aws:cloudformation", "hpcforge:cluster", "HPCFORGE:x"] {
             assert_eq!(
-                errors(|d| tags(&map(vec![(key.into(), "v".into())]), at(), d)),
+                errors(|d| tags(Some(&map(vec![(key.into(), "v".into())])), at(), d)),
                 1,
                 "{key}"
             );
         }
-        assert_eq!(errors(|d| tags(&map(vec![("k".repeat(129), "v".into())]), at(), d)), 1);
-        assert_eq!(errors(|d| tags(&map(vec![("k".into(), "v".repeat(257))]), at(), d)), 1);
+        assert_eq!(
+            errors(|d| tags(Some(&map(vec![("k".repeat(129), "v".into())])), at(), d)),
+            1
+        );
+        assert_eq!(
+            errors(|d| tags(Some(&map(vec![("k".into(), "v".repeat(257))])), at(), d)),
+            1
+        );
         let many: Vec<(String, String)> = (0..41).map(|i| (format!("k{i}"), "v".into())).collect();
-        assert_eq!(errors(|d| tags(&map(many.clone()), at(), d)), 1);
+        assert_eq!(errors(|d| tags(Some(&map(many.clone())), at(), d)), 1);
     }
 
     #[test]
     fn sizes_and_numbers() {
         let at = || AttributePath::root("x");
-        assert_eq!(errors(|d| root_volume_size(&Value::int(7), at(), d)), 1);
-        assert_eq!(errors(|d| root_volume_size(&Value::int(100), at(), d)), 0);
-        assert_eq!(errors(|d| root_volume_size(&Value::int(16385), at(), d)), 1);
-        assert_eq!(errors(|d| not_negative(&Value::int(-1), at(), d)), 1);
-        assert_eq!(
-            errors(|d| user_data_extra(&Value::string("x".repeat(13 * 1024)), at(), d)),
-            1
-        );
+        assert_eq!(errors(|d| root_volume_size(Some(7), at(), d)), 1);
+        assert_eq!(errors(|d| root_volume_size(Some(100), at(), d)), 0);
+        assert_eq!(errors(|d| root_volume_size(Some(16385), at(), d)), 1);
+        assert_eq!(errors(|d| not_negative(Some(-1), at(), d)), 1);
+        assert_eq!(errors(|d| user_data_extra(Some(&"x".repeat(13 * 1024)), at(), d)), 1);
         assert_eq!(errors(|d| duration_at_least(Some(5), 60, at(), "why", d)), 1);
         assert_eq!(errors(|d| duration_at_least(Some(60), 60, at(), "why", d)), 0);
     }

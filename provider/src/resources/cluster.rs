@@ -38,7 +38,8 @@ use validate::{
     user_checks,
 };
 
-use model::{Cluster, Secrets};
+use model::{Cluster, ClusterConfig, Secrets};
+use tfplugin::model::Model;
 
 pub struct HpcCluster;
 
@@ -68,23 +69,39 @@ impl Resource for HpcCluster {
 
     async fn validate(&self, req: ValidateRequest) -> Diagnostics {
         let c = &req.config;
+        let config = match ClusterConfig::from_value(c) {
+            Ok(config) => config,
+            Err(e) => return e.into_diagnostics("The cluster's configuration cannot be read"),
+        };
         let mut diags = Diagnostics::new();
-        identity_checks(c, &mut diags);
-        head_checks(c.attr("head_node"), &mut diags);
-        checks::head_node(c.attr("head_node"), &mut diags);
-        crate::resources::checks::tags(c.attr("tags"), AttributePath::root("tags"), &mut diags);
-        checks::login_nodes(c.attr("login_nodes"), &mut diags);
-        checks::slurm_timers(c.attr("slurm"), &mut diags);
-        checks::accounting_port(c.attr("accounting"), &mut diags);
-        checks::accounting_secret(c.attr("accounting"), &mut diags);
-        checks::mfa(c.attr("mfa"), &mut diags);
-        checks::users(c.attr("user").elements(), &mut diags);
-        checks::mount_points(c.attr("storage").elements(), &mut diags);
-        duration_checks(c.attr("slurm"), &mut diags);
-        accounting_checks(c.attr("accounting"), &mut diags);
+        identity_checks(&config, &mut diags);
+        if let Some(head) = config.head_node.known() {
+            head_checks(head, &mut diags);
+            checks::head_node(head, &mut diags);
+        }
+        crate::resources::checks::tags(config.tags.known(), AttributePath::root("tags"), &mut diags);
+        if let Some(login) = config.login_nodes.known() {
+            checks::login_nodes(login, &mut diags);
+        }
+        if let Some(slurm) = config.slurm.known() {
+            checks::slurm_timers(slurm, &mut diags);
+            duration_checks(slurm, &mut diags);
+        }
+        if let Some(accounting) = config.accounting.known() {
+            checks::accounting_port(accounting, &mut diags);
+            checks::accounting_secret(accounting, &mut diags);
+            accounting_checks(accounting, &mut diags);
+        }
+        if let Some(mfa) = config.mfa.known() {
+            checks::mfa(mfa, &mut diags);
+        }
+        checks::users(config.users(), &mut diags);
+        checks::mount_points(config.storage(), &mut diags);
         user_checks(&schema().block.with_defaults(c), &mut diags);
-        checks::home(c.attr("home"), &mut diags);
-        storage_checks(c.attr("storage").elements(), &mut diags);
+        if let Some(home) = config.home.known() {
+            checks::home(home, &mut diags);
+        }
+        storage_checks(config.storage(), &mut diags);
         if c.is_wholly_known() {
             diags.extend(render_checks(c));
         }
@@ -751,6 +768,35 @@ mod tests {
     #[test]
     fn schema_is_well_formed() {
         schema().check().expect("hpc_cluster schema");
+    }
+
+    /// An external database's host and password known only at apply are set; unset, refused.
+    #[tokio::test]
+    async fn accounting_values_known_only_at_apply_are_set() {
+        let errors = |host: Value, secret: Value| async move {
+            let mut c = Value::null_object(&schema().ty());
+            let accounting = convert::object(vec![
+                ("mode", Value::string("external")),
+                ("host", host),
+                ("password_secret_arn", secret),
+            ]);
+            c.set_attr("accounting", accounting);
+            let d = HpcCluster.validate(ValidateRequest { config: c }).await;
+            d.0.iter()
+                .filter_map(|x| x.path.as_ref().map(ToString::to_string))
+                .filter(|p| p.starts_with("accounting"))
+                .collect::<Vec<String>>()
+        };
+        assert_eq!(errors(Value::Unknown, Value::Unknown).await, Vec::<String>::new());
+        assert_eq!(
+            errors(Value::Null, Value::Null).await,
+            ["accounting.host", "accounting.password_secret_arn"]
+        );
+        let named = Value::string("arn:aws:secretsmanager:us-east-1:111122223333:secret:db-AbCdEf");
+        assert_eq!(
+            errors(Value::string("db.example.org"), named).await,
+            Vec::<String>::new()
+        );
     }
 
     #[test]

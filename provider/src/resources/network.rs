@@ -12,7 +12,7 @@ use tfplugin::{
     ImportRequest, PlanRequest, ReadRequest, Resource, Schema, Type, UpdateRequest, ValidateRequest, Value,
 };
 
-use tfplugin::model::Model;
+use tfplugin::model::{Field, Model};
 
 use crate::clients::Clients;
 use crate::convert::{self, strings, user_tags};
@@ -64,6 +64,17 @@ fn schema() -> Schema {
         .with_blocks(vec![timeouts::block(&["create", "delete"])])
         .description("A VPC laid out for Slurm clusters. hpc_cluster and hpc_partition also accept plain subnet ids of an existing VPC."),
     )
+}
+
+tfplugin::model! {
+    /// The attributes of an `hpc_network` configuration its validation checks, as written.
+    #[derive(Debug, Clone, Default)]
+    struct NetworkConfig {
+        name: Field<String>,
+        cidr_block: Field<String>,
+        availability_zones: Field<Vec<String>>,
+        tags: Field<BTreeMap<String, String>>,
+    }
 }
 
 tfplugin::model! {
@@ -182,14 +193,17 @@ impl Resource for HpcNetwork {
     }
 
     async fn validate(&self, req: ValidateRequest) -> Diagnostics {
-        let c = &req.config;
+        let c = match NetworkConfig::from_value(&req.config) {
+            Ok(c) => c,
+            Err(e) => return e.into_diagnostics("The network's configuration cannot be read"),
+        };
         let mut diags = Diagnostics::new();
-        if let Some(name) = c.attr("name").as_str() {
+        if let Some(name) = c.name.as_str() {
             if let Err(why) = valid_name(name, 32) {
                 diags.error_at(AttributePath::root("name"), format!("name {name:?} is not valid"), why);
             }
         }
-        if let Some(cidr) = c.attr("cidr_block").as_str() {
+        if let Some(cidr) = c.cidr_block.as_str() {
             let prefix = cidr.split_once('/').and_then(|(_, p)| p.parse::<u8>().ok());
             let ok = matches!(prefix, Some(16..=22)) && network_cidrs(cidr, 0).is_some();
             if !ok {
@@ -200,8 +214,8 @@ impl Resource for HpcNetwork {
                 );
             }
         }
-        checks::tags(c.attr("tags"), AttributePath::root("tags"), &mut diags);
-        if let Some(zones) = strings(c.attr("availability_zones")) {
+        checks::tags(c.tags.known(), AttributePath::root("tags"), &mut diags);
+        if let Some(zones) = c.availability_zones.known() {
             let mut sorted = zones.clone();
             sorted.sort();
             sorted.dedup();
@@ -448,5 +462,22 @@ mod tests {
         );
         let state = NetworkModel::of(&planned).expect("planned").with(&net).value();
         assert_eq!(NetworkModel::of(&state).expect("state").network(), net);
+    }
+}
+
+#[cfg(test)]
+mod model_tests {
+    use super::*;
+    use tfplugin::model::schema_mismatches;
+
+    #[test]
+    fn the_model_reads_the_schema_and_the_configuration_view_only_its_attributes() {
+        let block = schema().block;
+        assert_eq!(schema_mismatches::<NetworkModel>(&block), Vec::<String>::new());
+        let outside: Vec<String> = schema_mismatches::<NetworkConfig>(&block)
+            .into_iter()
+            .filter(|m| m.starts_with("field "))
+            .collect();
+        assert_eq!(outside, Vec::<String>::new());
     }
 }

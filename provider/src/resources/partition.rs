@@ -29,7 +29,8 @@ use plan::{plan_checks, plan_unknowns, set_derived};
 use schema::schema;
 use validate::{pool_value_checks, setting_checks, shape_checks, shared_checks, slurm_checks, PROBE_SLURM_VERSION};
 
-use model::Partition;
+use model::{Partition, PartitionConfig};
+use tfplugin::model::Model;
 
 pub struct HpcPartition;
 
@@ -122,14 +123,18 @@ impl Resource for HpcPartition {
 
     async fn validate(&self, req: ValidateRequest) -> Diagnostics {
         let c = &req.config;
+        let config = match PartitionConfig::from_value(c) {
+            Ok(config) => config,
+            Err(e) => return e.into_diagnostics("The partition's configuration cannot be read"),
+        };
         let mut diags = Diagnostics::new();
-        shape_checks(c, &mut diags);
-        setting_checks(c, &mut diags);
-        for (i, pool) in c.attr("capacity_pool").elements().iter().enumerate() {
+        shape_checks(&config, &mut diags);
+        setting_checks(&config, &mut diags);
+        for (i, pool) in config.pools().iter().enumerate() {
             pool_value_checks(i, pool, &mut diags);
         }
-        shared_checks(c, &mut diags);
-        pool_checks::strategy(c, &mut diags);
+        shared_checks(&config, &mut diags);
+        pool_checks::strategy(&config, &mut diags);
         if c.is_wholly_known() {
             match Partition::of(c) {
                 Ok(m) => diags.extend(slurm_checks(&m.doc("check", &[], ""), PROBE_SLURM_VERSION)),
@@ -337,5 +342,45 @@ mod tests {
         ] {
             assert!(paths.contains(&want.to_string()), "missing {want} in {paths:?}");
         }
+    }
+
+    /// A value known only at apply is set (a rule that needs it holds) and is checked when known.
+    #[tokio::test]
+    async fn values_known_only_at_apply_are_set_but_not_yet_checked() {
+        let pool = |reservation: Value, groups: Value, ami: Value| {
+            convert::object(vec![
+                ("subnet_ids", of_list(Some(&["subnet-1".to_string()]))),
+                ("region", Value::string("us-west-2")),
+                ("capacity_type", Value::string("capacity_block")),
+                ("capacity_reservation_id", reservation),
+                ("security_group_ids", groups),
+                ("ami_id", ami),
+            ])
+        };
+        let errors = |pools: Value| async move {
+            let mut c = Value::null_object(&schema().ty());
+            c.set_attr("name", Value::string("gpu"));
+            c.set_attr("allocation_strategy", Value::string("capacity-optimized"));
+            c.set_attr("capacity_pool", pools);
+            let d = HpcPartition.validate(ValidateRequest { config: c }).await;
+            d.0.iter()
+                .filter_map(|x| x.path.as_ref().map(ToString::to_string))
+                .filter(|p| p.starts_with("capacity_pool") || p == "allocation_strategy")
+                .collect::<Vec<String>>()
+        };
+        // Pools made by a dynamic block over what is known only at apply: nothing to check yet.
+        assert_eq!(errors(Value::Unknown).await, Vec::<String>::new());
+        let unknown = Value::List(vec![pool(Value::Unknown, Value::Unknown, Value::Unknown)]);
+        assert_eq!(errors(unknown).await, vec!["allocation_strategy".to_string()]);
+        let unset = Value::List(vec![pool(Value::Null, Value::Null, Value::Null)]);
+        assert_eq!(
+            errors(unset).await,
+            [
+                "capacity_pool[0].capacity_reservation_id",
+                "capacity_pool[0].security_group_ids",
+                "capacity_pool[0].ami_id",
+                "allocation_strategy",
+            ]
+        );
     }
 }

@@ -11,14 +11,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use hpc_aws::ec2::{Ec2, Peering};
 use hpc_aws::AwsError;
-use tfplugin::model::Model;
+use tfplugin::model::{Field, Model};
 use tfplugin::{
     timeouts, ApplyOutcome, Attribute, AttributePath, Block, CreateRequest, DeleteRequest, Diagnostic, Diagnostics,
     ImportRequest, PlanRequest, ReadRequest, Resource, Schema, Type, UpdateRequest, ValidateRequest, Value,
 };
 
 use crate::clients::Clients;
-use crate::convert::{strings, user_tags};
+use crate::convert::user_tags;
 use crate::desired_state::tag;
 use crate::resources::{aws_diag, checks, or_stop};
 
@@ -71,6 +71,19 @@ fn schema() -> Schema {
         .with_blocks(vec![timeouts::block(&["create", "delete"])])
         .description("A VPC peering connection between a cluster's VPC and a VPC of another region (or the same), with routes both ways and security group rules, so that a partition's capacity pool there can join the cluster. Inter-region traffic is billed per GB by AWS."),
     )
+}
+
+tfplugin::model! {
+    /// The attributes of an `hpc_network_peering` configuration its validation checks, as written.
+    #[derive(Debug, Clone, Default)]
+    struct PeeringConfig {
+        vpc_id: Field<String>,
+        peer_vpc_id: Field<String>,
+        peer_region: Field<String>,
+        security_group_ids: Field<Vec<String>>,
+        peer_security_group_ids: Field<Vec<String>>,
+        tags: Field<BTreeMap<String, String>>,
+    }
 }
 
 tfplugin::model! {
@@ -241,20 +254,21 @@ async fn regroup(ec2: &Ec2, prior: &[String], planned: &[String], cidr: &str) ->
     Ok(())
 }
 
-fn id_checks(c: &Value, diags: &mut Diagnostics) {
-    for (attr, prefix) in [("vpc_id", "vpc-"), ("peer_vpc_id", "vpc-")] {
-        if let Some(id) = c.attr(attr).as_str() {
-            if !id.starts_with(prefix) {
-                diags.error_at(
-                    AttributePath::root(attr),
-                    format!("{id:?} is not a VPC id"),
-                    "Use an id like vpc-0123456789abcdef0.",
-                );
-            }
+fn id_checks(c: &PeeringConfig, diags: &mut Diagnostics) {
+    for (attr, id) in [("vpc_id", &c.vpc_id), ("peer_vpc_id", &c.peer_vpc_id)] {
+        if let Some(id) = id.as_str().filter(|id| !id.starts_with("vpc-")) {
+            diags.error_at(
+                AttributePath::root(attr),
+                format!("{id:?} is not a VPC id"),
+                "Use an id like vpc-0123456789abcdef0.",
+            );
         }
     }
-    for attr in ["security_group_ids", "peer_security_group_ids"] {
-        for (i, g) in strings(c.attr(attr)).unwrap_or_default().iter().enumerate() {
+    for (attr, groups) in [
+        ("security_group_ids", &c.security_group_ids),
+        ("peer_security_group_ids", &c.peer_security_group_ids),
+    ] {
+        for (i, g) in groups.known().into_iter().flatten().enumerate() {
             if !g.starts_with("sg-") {
                 diags.error_at(
                     AttributePath::root(attr).index(i),
@@ -277,12 +291,15 @@ impl Resource for HpcNetworkPeering {
     }
 
     async fn validate(&self, req: ValidateRequest) -> Diagnostics {
-        let c = &req.config;
+        let c = match PeeringConfig::from_value(&req.config) {
+            Ok(c) => c,
+            Err(e) => return e.into_diagnostics("The peering's configuration cannot be read"),
+        };
         let mut diags = Diagnostics::new();
-        id_checks(c, &mut diags);
-        checks::tags(c.attr("tags"), AttributePath::root("tags"), &mut diags);
-        let same = c.attr("vpc_id").as_str().is_some() && c.attr("vpc_id") == c.attr("peer_vpc_id");
-        if same && c.attr("peer_region").is_null() {
+        id_checks(&c, &mut diags);
+        checks::tags(c.tags.known(), AttributePath::root("tags"), &mut diags);
+        let same = c.vpc_id.as_str().is_some() && c.vpc_id == c.peer_vpc_id;
+        if same && !c.peer_region.is_set() {
             diags.error_at(
                 AttributePath::root("peer_vpc_id"),
                 "a VPC cannot be peered with itself",
@@ -599,5 +616,22 @@ mod tests {
         let text = format!("{:?}", d.0);
         assert!(text.contains("10.0.0.0/16") && text.contains("10.0.128.0/17"), "{text}");
         assert!(overlap_check("10.0.0.0/16", "10.1.0.0/16").0.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod model_tests {
+    use super::*;
+    use tfplugin::model::schema_mismatches;
+
+    #[test]
+    fn the_model_reads_the_schema_and_the_configuration_view_only_its_attributes() {
+        let block = schema().block;
+        assert_eq!(schema_mismatches::<PeeringModel>(&block), Vec::<String>::new());
+        let outside: Vec<String> = schema_mismatches::<PeeringConfig>(&block)
+            .into_iter()
+            .filter(|m| m.starts_with("field "))
+            .collect();
+        assert_eq!(outside, Vec::<String>::new());
     }
 }

@@ -3,9 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use tfplugin::{timeouts, AttributePath, Diagnostics, Value};
+use tfplugin::model::Field;
+use tfplugin::{timeouts, AttributePath, Diagnostics};
 
-use crate::convert::{int, string};
+use super::model::{
+    AccountingConfig, HeadConfig, HomeConfig, LoginConfig, MfaConfig, SlurmConfig, StorageConfig, UserConfig,
+};
 use crate::resources::checks;
 
 /// Login names the image, its packages or the Slurm stack already own: giving one to a cluster
@@ -61,10 +64,14 @@ const SYSTEM_DIRS: &[&str] = &[
 ];
 const TAKEN_MOUNT_POINTS: &[&str] = &["/home", "/tmp", "/root", "/opt", "/srv", "/mnt", "/media"];
 
-pub(super) fn head_node(head: &Value, diags: &mut Diagnostics) {
+pub(super) fn head_node(head: &HeadConfig, diags: &mut Diagnostics) {
     let at = || AttributePath::root("head_node");
-    checks::root_volume_size(head.attr("root_volume_size"), at().attr("root_volume_size"), diags);
-    if let Some(t) = head.attr("root_volume_type").as_str() {
+    checks::root_volume_size(
+        head.root_volume_size.known().copied(),
+        at().attr("root_volume_size"),
+        diags,
+    );
+    if let Some(t) = head.root_volume_type.as_str() {
         if !ROOT_VOLUME_TYPES.contains(&t) {
             diags.error_at(
                 at().attr("root_volume_type"),
@@ -74,7 +81,7 @@ pub(super) fn head_node(head: &Value, diags: &mut Diagnostics) {
         }
     }
     checks::instance_profile_arn(
-        head.attr("instance_profile_arn"),
+        head.instance_profile_arn.as_str(),
         at().attr("instance_profile_arn"),
         diags,
     );
@@ -124,12 +131,12 @@ pub(super) fn parse_cidr(s: &str) -> Option<(u32, u8)> {
 }
 
 /// Users: no system account's name, uids and gids of their own in the users' range.
-pub(super) fn users(users: &[Value], diags: &mut Diagnostics) {
+pub(super) fn users(users: &[UserConfig], diags: &mut Diagnostics) {
     let mut uids: BTreeMap<i64, String> = BTreeMap::new();
     let mut gids: BTreeMap<i64, String> = BTreeMap::new();
     for (i, u) in users.iter().enumerate() {
         let at = || AttributePath::root("user").index(i);
-        let name = string(u.attr("name")).unwrap_or_default();
+        let name = u.name.as_str().unwrap_or_default().to_string();
         if RESERVED_USERS.contains(&name.as_str()) {
             diags.error_at(
                 at().attr("name"),
@@ -137,7 +144,7 @@ pub(super) fn users(users: &[Value], diags: &mut Diagnostics) {
                 "The image, Slurm or munge already has this account: choose another login name.",
             );
         }
-        if let Some(uid) = int(u.attr("uid")) {
+        if let Some(uid) = u.uid.known().copied() {
             if !(FIRST_UID..=LAST_UID).contains(&uid) {
                 diags.error_at(
                     at().attr("uid"),
@@ -153,7 +160,7 @@ pub(super) fn users(users: &[Value], diags: &mut Diagnostics) {
                 );
             }
         }
-        if let Some(gid) = int(u.attr("gid")) {
+        if let Some(gid) = u.gid.known().copied() {
             if !(FIRST_UID..=LAST_UID).contains(&gid) {
                 diags.error_at(
                     at().attr("gid"),
@@ -174,23 +181,22 @@ pub(super) fn users(users: &[Value], diags: &mut Diagnostics) {
 
 /// Slurm's node timers: a node must have time to boot before it is given up, and to be reused
 /// before it is powered down.
-pub(super) fn slurm_timers(slurm: &Value, diags: &mut Diagnostics) {
-    let parsed = |attr: &str| {
-        slurm
-            .attr(attr)
+pub(super) fn slurm_timers(slurm: &SlurmConfig, diags: &mut Diagnostics) {
+    let parsed = |value: &Field<String>| {
+        value
             .as_str()
             .and_then(|s| timeouts::parse_duration(s).ok())
             .map(|d| d.as_secs())
     };
     checks::duration_at_least(
-        parsed("scaledown_idletime"),
+        parsed(&slurm.scaledown_idletime),
         60,
         AttributePath::root("slurm").attr("scaledown_idletime"),
         "a node powered down sooner is launched again for the next job, at the cost of a boot",
         diags,
     );
     checks::duration_at_least(
-        parsed("resume_timeout"),
+        parsed(&slurm.resume_timeout),
         120,
         AttributePath::root("slurm").attr("resume_timeout"),
         "an instance takes a minute or more to boot and join; Slurm marks slower nodes DOWN",
@@ -200,8 +206,8 @@ pub(super) fn slurm_timers(slurm: &Value, diags: &mut Diagnostics) {
 
 /// An external database password's secret is named by its full ARN (the node reads it by that
 /// ARN, and the node policy grants exactly it).
-pub(super) fn accounting_secret(accounting: &Value, diags: &mut Diagnostics) {
-    if let Some(arn) = accounting.attr("password_secret_arn").as_str() {
+pub(super) fn accounting_secret(accounting: &AccountingConfig, diags: &mut Diagnostics) {
+    if let Some(arn) = accounting.password_secret_arn.as_str() {
         if checks::secret_arn_region(arn).is_none() {
             diags.error_at(
                 AttributePath::root("accounting").attr("password_secret_arn"),
@@ -214,8 +220,8 @@ pub(super) fn accounting_secret(accounting: &Value, diags: &mut Diagnostics) {
 }
 
 /// /home is on EFS: the cluster's own, or the one `efs_id` names.
-pub(super) fn home(home: &Value, diags: &mut Diagnostics) {
-    match home.attr("storage").as_str() {
+pub(super) fn home(home: &HomeConfig, diags: &mut Diagnostics) {
+    match home.storage.as_str() {
         Some("head_node") => diags.error_at(
             AttributePath::root("home").attr("storage"),
             "/home on the head node is not available",
@@ -229,7 +235,7 @@ pub(super) fn home(home: &Value, diags: &mut Diagnostics) {
         ),
         _ => {}
     }
-    if let Some(id) = home.attr("efs_id").as_str().filter(|id| !id.starts_with("fs-")) {
+    if let Some(id) = home.efs_id.as_str().filter(|id| !id.starts_with("fs-")) {
         diags.error_at(
             AttributePath::root("home").attr("efs_id"),
             format!("{id:?} is not an EFS file system id"),
@@ -240,9 +246,9 @@ pub(super) fn home(home: &Value, diags: &mut Diagnostics) {
 
 /// The second factor: a PAM module by its file name (the node finds it in the image's module
 /// directories) that can say no, and arguments that stay on the one PAM line they are for.
-pub(super) fn mfa(mfa: &Value, diags: &mut Diagnostics) {
+pub(super) fn mfa(mfa: &MfaConfig, diags: &mut Diagnostics) {
     let at = |attr: &str| AttributePath::root("mfa").attr(attr);
-    if let Some(module) = mfa.attr("pam_module").as_str() {
+    if let Some(module) = mfa.pam_module.as_str() {
         let stem = module.strip_prefix("pam_").and_then(|m| m.strip_suffix(".so"));
         let named =
             stem.is_some_and(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
@@ -262,7 +268,7 @@ pub(super) fn mfa(mfa: &Value, diags: &mut Diagnostics) {
         }
     }
     settings(mfa, diags);
-    if let Some(args) = mfa.attr("config").as_str() {
+    if let Some(args) = mfa.config.as_str() {
         if args.chars().any(|c| c.is_control()) || args.contains('#') {
             diags.error_at(
                 at("config"),
@@ -275,10 +281,10 @@ pub(super) fn mfa(mfa: &Value, diags: &mut Diagnostics) {
 }
 
 /// The module's settings: a file under /etc and the secret it comes from, both or neither.
-fn settings(mfa: &Value, diags: &mut Diagnostics) {
+fn settings(mfa: &MfaConfig, diags: &mut Diagnostics) {
     let at = |attr: &str| AttributePath::root("mfa").attr(attr);
-    let file = mfa.attr("settings_file").as_str();
-    let secret = mfa.attr("settings_secret_arn").as_str();
+    let file = mfa.settings_file.as_str();
+    let secret = mfa.settings_secret_arn.as_str();
     match (file, secret) {
         (Some(_), None) => diags.error_at(
             at("settings_file"),
@@ -328,8 +334,8 @@ fn settings(mfa: &Value, diags: &mut Diagnostics) {
     }
 }
 
-pub(super) fn accounting_port(accounting: &Value, diags: &mut Diagnostics) {
-    if let Some(port) = int(accounting.attr("port")) {
+pub(super) fn accounting_port(accounting: &AccountingConfig, diags: &mut Diagnostics) {
+    if let Some(port) = accounting.port.known().copied() {
         if !(1..=65535).contains(&port) {
             diags.error_at(
                 AttributePath::root("accounting").attr("port"),
@@ -340,9 +346,9 @@ pub(super) fn accounting_port(accounting: &Value, diags: &mut Diagnostics) {
     }
 }
 
-pub(super) fn login_nodes(login: &Value, diags: &mut Diagnostics) {
+pub(super) fn login_nodes(login: &LoginConfig, diags: &mut Diagnostics) {
     checks::not_negative(
-        login.attr("count"),
+        login.count.known().copied(),
         AttributePath::root("login_nodes").attr("count"),
         diags,
     );
@@ -350,10 +356,10 @@ pub(super) fn login_nodes(login: &Value, diags: &mut Diagnostics) {
 
 /// Mount points of the cluster's file systems: absolute, normal, not a system folder or one
 /// the nodes already use, each once.
-pub(super) fn mount_points(storage: &[Value], diags: &mut Diagnostics) {
+pub(super) fn mount_points(storage: &[StorageConfig], diags: &mut Diagnostics) {
     let mut seen: Vec<String> = Vec::new();
     for (i, m) in storage.iter().enumerate() {
-        let Some(p) = m.attr("mount_point").as_str() else {
+        let Some(p) = m.mount_point.as_str() else {
             continue;
         };
         let at = || AttributePath::root("storage").index(i).attr("mount_point");
@@ -408,8 +414,10 @@ mod tests {
 
     #[test]
     fn mount_points_of_their_own() {
-        let m =
-            |p: &str| tfplugin::Value::Object([("mount_point".to_string(), Value::string(p))].into_iter().collect());
+        let m = |p: &str| StorageConfig {
+            mount_point: Field::Known(p.to_string()),
+            ..StorageConfig::default()
+        };
         assert_eq!(count(|d| mount_points(&[m("/fsx"), m("/scratch/a")], d)), 0);
         for bad in ["/home", "/usr/local", "/run/x", "fsx", "/fsx/", "/a/../b", "/tmp"] {
             assert_eq!(count(|d| mount_points(&[m(bad)], d)), 1, "{bad}");

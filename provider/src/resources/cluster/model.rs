@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use tfplugin::model::{Model, ModelError};
+use tfplugin::model::{Field, Model, ModelError};
 use tfplugin::{Number, Value};
 
 use crate::desired_state::{self, AccountingDoc, ClusterDoc, HeadNodeDoc, MountDoc, UserDoc, SCHEMA};
@@ -415,6 +415,123 @@ impl Storage {
     }
 }
 
+tfplugin::model! {
+    /// The attributes of an `hpc_cluster` configuration its validation checks, as written:
+    /// unset, known only at apply, or known (no defaults filled in).
+    #[derive(Debug, Clone, Default)]
+    pub struct ClusterConfig {
+        pub name: Field<String>,
+        pub subnet_id: Field<String>,
+        pub tags: Field<BTreeMap<String, String>>,
+        pub head_node: Field<HeadConfig>,
+        pub login_nodes: Field<LoginConfig>,
+        pub slurm: Field<SlurmConfig>,
+        pub accounting: Field<AccountingConfig>,
+        pub mfa: Field<MfaConfig>,
+        pub home: Field<HomeConfig>,
+        pub user: Field<Vec<UserConfig>>,
+        pub storage: Field<Vec<StorageConfig>>,
+    }
+}
+
+impl ClusterConfig {
+    /// The users, as far as they are known.
+    pub fn users(&self) -> &[UserConfig] {
+        self.user.known().map_or(&[], Vec::as_slice)
+    }
+
+    /// The storage blocks, as far as they are known.
+    pub fn storage(&self) -> &[StorageConfig] {
+        self.storage.known().map_or(&[], Vec::as_slice)
+    }
+}
+
+tfplugin::model! {
+    /// The `head_node` block, as validation reads it.
+    #[derive(Debug, Clone, Default)]
+    pub struct HeadConfig {
+        pub ami_id: Field<String>,
+        pub root_volume_size: Field<i64>,
+        pub root_volume_type: Field<String>,
+        pub root_volume_encrypted: Field<bool>,
+        pub instance_profile_arn: Field<String>,
+        pub node_role_arns: Field<Vec<String>>,
+        pub allowed_ssh_cidrs: Field<Vec<String>>,
+        pub state_volume_size: Field<i64>,
+    }
+}
+
+tfplugin::model! {
+    /// The `login_nodes` block, as validation reads it.
+    #[derive(Debug, Clone, Default)]
+    pub struct LoginConfig {
+        pub count: Field<i64>,
+    }
+}
+
+tfplugin::model! {
+    /// The `slurm` block, as validation reads it.
+    #[derive(Debug, Clone, Default)]
+    pub struct SlurmConfig {
+        pub scaledown_idletime: Field<String>,
+        pub resume_timeout: Field<String>,
+    }
+}
+
+tfplugin::model! {
+    /// The `accounting` block, as validation reads it.
+    #[derive(Debug, Clone, Default)]
+    pub struct AccountingConfig {
+        pub mode: Field<String>,
+        pub host: Field<String>,
+        pub port: Field<i64>,
+        pub password: Field<String>,
+        pub password_secret_arn: Field<String>,
+        pub password_version: Field<Value>,
+    }
+}
+
+tfplugin::model! {
+    /// The `mfa` block, as validation reads it.
+    #[derive(Debug, Clone, Default)]
+    pub struct MfaConfig {
+        pub pam_module: Field<String>,
+        pub config: Field<String>,
+        pub settings_file: Field<String>,
+        pub settings_secret_arn: Field<String>,
+    }
+}
+
+tfplugin::model! {
+    /// The `home` block, as validation reads it.
+    #[derive(Debug, Clone, Default)]
+    pub struct HomeConfig {
+        pub storage: Field<String>,
+        pub efs_id: Field<String>,
+    }
+}
+
+tfplugin::model! {
+    /// One `user` block, as validation reads it.
+    #[derive(Debug, Clone, Default)]
+    pub struct UserConfig {
+        pub name: Field<String>,
+        pub uid: Field<i64>,
+        pub gid: Field<i64>,
+        pub accounts: Field<Vec<Field<String>>>,
+    }
+}
+
+tfplugin::model! {
+    /// One `storage` block, as validation reads it.
+    #[derive(Debug, Clone, Default)]
+    pub struct StorageConfig {
+        pub dns_name: Field<String>,
+        pub mount_name: Field<String>,
+        pub mount_point: Field<String>,
+    }
+}
+
 #[cfg(test)]
 mod schema_tests {
     use super::*;
@@ -453,11 +570,30 @@ mod schema_tests {
             .flat_map(|(at, list)| list.into_iter().map(move |m| format!("{at}: {m}")))
             .collect();
         assert!(wrong.is_empty(), "{wrong:#?}");
-        // The partial view of head_node reads only attributes the block has.
-        let partial = schema_mismatches::<InstanceType>(&block("head_node"));
-        assert!(
-            partial.iter().all(|m| m.ends_with("not read by the model")),
-            "{partial:?}"
-        );
+        // The partial views read only attributes their blocks have.
+        let partial = [
+            ("head_node", schema_mismatches::<InstanceType>(&block("head_node"))),
+            (
+                "hpc_cluster",
+                schema_mismatches::<ClusterConfig>(&super::super::schema::schema().block),
+            ),
+            ("head_node", schema_mismatches::<HeadConfig>(&block("head_node"))),
+            ("login_nodes", schema_mismatches::<LoginConfig>(&block("login_nodes"))),
+            ("slurm", schema_mismatches::<SlurmConfig>(&block("slurm"))),
+            (
+                "accounting",
+                schema_mismatches::<AccountingConfig>(&block("accounting")),
+            ),
+            ("mfa", schema_mismatches::<MfaConfig>(&block("mfa"))),
+            ("home", schema_mismatches::<HomeConfig>(&block("home"))),
+            ("user", schema_mismatches::<UserConfig>(&block("user"))),
+            ("storage", schema_mismatches::<StorageConfig>(&block("storage"))),
+        ];
+        let outside: Vec<String> = partial
+            .into_iter()
+            .flat_map(|(at, list)| list.into_iter().map(move |m| format!("{at}: {m}")))
+            .filter(|m| !m.ends_with("not read by the model"))
+            .collect();
+        assert!(outside.is_empty(), "{outside:#?}");
     }
 }

@@ -1,9 +1,8 @@
 //! hpc_cluster's checks of a configuration alone (no AWS): names, ids, sizes, modes, users,
 //! storage, and Slurm's own rules for the cluster-wide slurm.conf.
 
+use super::model::{AccountingConfig, ClusterConfig, HeadConfig, SlurmConfig, StorageConfig};
 use super::{checks, model::Cluster, model::Secrets, model::User, ACCOUNTING_MODES};
-use crate::convert::int;
-use crate::convert::strings;
 use crate::desired_state;
 use crate::desired_state::ClusterDoc;
 use crate::resources::valid_name;
@@ -50,8 +49,8 @@ pub(super) fn slurm_name(n: &str) -> bool {
 }
 
 /// The cluster's name and subnet.
-pub(super) fn identity_checks(c: &Value, diags: &mut Diagnostics) {
-    if let Some(name) = c.attr("name").as_str() {
+pub(super) fn identity_checks(c: &ClusterConfig, diags: &mut Diagnostics) {
+    if let Some(name) = c.name.as_str() {
         if let Err(why) = valid_name(name, 40) {
             diags.error_at(
                 AttributePath::root("name"),
@@ -60,7 +59,7 @@ pub(super) fn identity_checks(c: &Value, diags: &mut Diagnostics) {
             );
         }
     }
-    if let Some(s) = c.attr("subnet_id").as_str() {
+    if let Some(s) = c.subnet_id.as_str() {
         if !s.starts_with("subnet-") {
             diags.error_at(
                 AttributePath::root("subnet_id"),
@@ -72,8 +71,8 @@ pub(super) fn identity_checks(c: &Value, diags: &mut Diagnostics) {
 }
 
 /// The head node's ids, sizes, roles and SSH ranges.
-pub(super) fn head_checks(head: &Value, diags: &mut Diagnostics) {
-    if let Some(ami) = head.attr("ami_id").as_str() {
+pub(super) fn head_checks(head: &HeadConfig, diags: &mut Diagnostics) {
+    if let Some(ami) = head.ami_id.as_str() {
         if !ami.starts_with("ami-") {
             diags.error_at(
                 AttributePath::root("head_node").attr("ami_id"),
@@ -82,7 +81,7 @@ pub(super) fn head_checks(head: &Value, diags: &mut Diagnostics) {
             );
         }
     }
-    if let Some(size) = int(head.attr("state_volume_size")) {
+    if let Some(size) = head.state_volume_size.known().copied() {
         if !(1..=16384).contains(&size) {
             diags.error_at(
                 AttributePath::root("head_node").attr("state_volume_size"),
@@ -91,7 +90,7 @@ pub(super) fn head_checks(head: &Value, diags: &mut Diagnostics) {
             );
         }
     }
-    if head.attr("root_volume_encrypted").as_bool() == Some(false) {
+    if head.root_volume_encrypted.known() == Some(&false) {
         diags.push(
             Diagnostic::warning(
                 "head node root volume is not encrypted",
@@ -100,11 +99,7 @@ pub(super) fn head_checks(head: &Value, diags: &mut Diagnostics) {
             .at(AttributePath::root("head_node").attr("root_volume_encrypted")),
         );
     }
-    for (i, arn) in strings(head.attr("node_role_arns"))
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-    {
+    for (i, arn) in head.node_role_arns.known().into_iter().flatten().enumerate() {
         if !crate::resources::checks::is_iam_arn(arn, "role") {
             diags.error_at(
                 AttributePath::root("head_node").attr("node_role_arns").index(i),
@@ -113,11 +108,7 @@ pub(super) fn head_checks(head: &Value, diags: &mut Diagnostics) {
             );
         }
     }
-    for (i, cidr) in strings(head.attr("allowed_ssh_cidrs"))
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-    {
+    for (i, cidr) in head.allowed_ssh_cidrs.known().into_iter().flatten().enumerate() {
         checks::ssh_cidr(
             cidr,
             AttributePath::root("head_node").attr("allowed_ssh_cidrs").index(i),
@@ -127,9 +118,12 @@ pub(super) fn head_checks(head: &Value, diags: &mut Diagnostics) {
 }
 
 /// slurm's durations parse.
-pub(super) fn duration_checks(s: &Value, diags: &mut Diagnostics) {
-    for attr in ["scaledown_idletime", "resume_timeout"] {
-        if let Some(v) = s.attr(attr).as_str() {
+pub(super) fn duration_checks(s: &SlurmConfig, diags: &mut Diagnostics) {
+    for (attr, value) in [
+        ("scaledown_idletime", &s.scaledown_idletime),
+        ("resume_timeout", &s.resume_timeout),
+    ] {
+        if let Some(v) = value.as_str() {
             if let Err(e) = timeouts::parse_duration(v) {
                 diags.error_at(
                     AttributePath::root("slurm").attr(attr),
@@ -142,8 +136,8 @@ pub(super) fn duration_checks(s: &Value, diags: &mut Diagnostics) {
 }
 
 /// The accounting mode and what each mode takes.
-pub(super) fn accounting_checks(a: &Value, diags: &mut Diagnostics) {
-    if let Some(mode) = a.attr("mode").as_str() {
+pub(super) fn accounting_checks(a: &AccountingConfig, diags: &mut Diagnostics) {
+    if let Some(mode) = a.mode.as_str() {
         if !ACCOUNTING_MODES.contains(&mode) {
             diags.error_at(
                 AttributePath::root("accounting").attr("mode"),
@@ -152,14 +146,14 @@ pub(super) fn accounting_checks(a: &Value, diags: &mut Diagnostics) {
             );
         }
         if mode == "external" {
-            if a.attr("host").is_null() {
+            if !a.host.is_set() {
                 diags.error_at(
                     AttributePath::root("accounting").attr("host"),
                     "external accounting needs host",
                     "Give the database host.",
                 );
             }
-            if a.attr("password").is_null() && a.attr("password_secret_arn").is_null() {
+            if !a.password.is_set() && !a.password_secret_arn.is_set() {
                 diags.error_at(
                     AttributePath::root("accounting").attr("password_secret_arn"),
                     "external accounting needs a password",
@@ -167,21 +161,25 @@ pub(super) fn accounting_checks(a: &Value, diags: &mut Diagnostics) {
                 );
             }
         } else if mode == "local" || mode == "none" {
-            for key in ["host", "password", "password_secret_arn", "password_version"] {
-                if !a.attr(key).is_null() {
-                    diags.error_at(
-                        AttributePath::root("accounting").attr(key),
-                        format!("{key} is for external accounting only"),
-                        format!(
-                            "With mode {mode:?} the provider {} the database; remove {key}, or set mode = \"external\".",
-                            if mode == "local" { "makes and keeps" } else { "uses no" }
-                        ),
-                    );
-                }
+            let external_only = [
+                ("host", a.host.is_set()),
+                ("password", a.password.is_set()),
+                ("password_secret_arn", a.password_secret_arn.is_set()),
+                ("password_version", a.password_version.is_set()),
+            ];
+            for (key, _) in external_only.into_iter().filter(|(_, set)| *set) {
+                diags.error_at(
+                    AttributePath::root("accounting").attr(key),
+                    format!("{key} is for external accounting only"),
+                    format!(
+                        "With mode {mode:?} the provider {} the database; remove {key}, or set mode = \"external\".",
+                        if mode == "local" { "makes and keeps" } else { "uses no" }
+                    ),
+                );
             }
         }
     }
-    if let Some(p) = a.attr("password").as_str() {
+    if let Some(p) = a.password.as_str() {
         if let Err(e) = slurm_model::check_storage_password(p) {
             diags.error_at(AttributePath::root("accounting").attr("password"), e.summary, e.detail);
         }
@@ -235,10 +233,10 @@ pub(super) fn user_checks(c: &Value, diags: &mut Diagnostics) {
 }
 
 /// Each storage block names what nodes mount.
-pub(super) fn storage_checks(storage: &[Value], diags: &mut Diagnostics) {
+pub(super) fn storage_checks(storage: &[StorageConfig], diags: &mut Diagnostics) {
     for (i, m) in storage.iter().enumerate() {
-        for attr in ["dns_name", "mount_name"] {
-            if m.attr(attr).is_null() {
+        for (attr, value) in [("dns_name", &m.dns_name), ("mount_name", &m.mount_name)] {
+            if !value.is_set() {
                 diags.error_at(
                     AttributePath::root("storage").index(i).attr(attr),
                     format!("storage needs {attr}: nodes mount <dns_name>@tcp:/<mount_name>"),

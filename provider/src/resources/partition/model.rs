@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use hpc_aws::ec2::InstanceTypeInfo;
-use tfplugin::model::{Model, ModelError};
+use tfplugin::model::{Field, Model, ModelError};
 use tfplugin::{timeouts, Number, Value};
 
 use crate::desired_state::{self, PartitionDoc, PartitionSettings, PoolDoc, ScalingStrategy, ShapeDoc, SCHEMA};
@@ -70,6 +70,52 @@ tfplugin::model! {
         pub ami_id: Option<String>,
         pub security_group_ids: Option<Vec<String>>,
         pub peering_connection_id: Option<String>,
+    }
+}
+
+tfplugin::model! {
+    /// The attributes of an `hpc_partition` configuration its validation checks, as written:
+    /// unset, known only at apply, or known (no defaults filled in).
+    #[derive(Debug, Clone, Default)]
+    pub struct PartitionConfig {
+        pub name: Field<String>,
+        pub instance_types: Field<Vec<String>>,
+        pub min_nodes: Field<i64>,
+        pub max_nodes: Field<i64>,
+        pub scaling_strategy: Field<String>,
+        pub allocation_strategy: Field<String>,
+        pub provision_timeout: Field<String>,
+        pub ice_cooldown: Field<String>,
+        pub ami_id: Field<String>,
+        pub root_volume_size: Field<i64>,
+        pub instance_profile_arn: Field<String>,
+        pub tags: Field<BTreeMap<String, String>>,
+        pub user_data_extra: Field<String>,
+        pub priority_tier: Field<i64>,
+        pub max_nodes_per_job: Field<i64>,
+        pub min_nodes_per_job: Field<i64>,
+        pub capacity_pool: Field<Vec<PoolConfig>>,
+    }
+}
+
+tfplugin::model! {
+    /// One `capacity_pool` block of a configuration, as validation reads it.
+    #[derive(Debug, Clone, Default)]
+    pub struct PoolConfig {
+        pub subnet_ids: Field<Vec<String>>,
+        pub region: Field<String>,
+        pub capacity_type: Field<String>,
+        pub capacity_reservation_id: Field<String>,
+        pub ami_id: Field<String>,
+        pub security_group_ids: Field<Vec<Field<String>>>,
+        pub peering_connection_id: Field<String>,
+    }
+}
+
+impl PartitionConfig {
+    /// The pools, as far as they are known.
+    pub fn pools(&self) -> &[PoolConfig] {
+        self.capacity_pool.known().map_or(&[], Vec::as_slice)
     }
 }
 
@@ -332,5 +378,28 @@ mod schema_tests {
             .map(|b| b.block.clone())
             .unwrap_or_default();
         assert_eq!(schema_mismatches::<Pool>(&pool), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_configuration_views_read_only_attributes_of_the_schema() {
+        let schema = super::super::schema::schema();
+        let outside = |found: Vec<String>| {
+            found
+                .into_iter()
+                .filter(|m| m.starts_with("field "))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            outside(schema_mismatches::<PartitionConfig>(&schema.block)),
+            Vec::<String>::new()
+        );
+        let pool = schema
+            .block
+            .blocks
+            .iter()
+            .find(|b| b.name == "capacity_pool")
+            .map(|b| b.block.clone());
+        let pool = pool.unwrap_or_default();
+        assert_eq!(outside(schema_mismatches::<PoolConfig>(&pool)), Vec::<String>::new());
     }
 }

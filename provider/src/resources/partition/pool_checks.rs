@@ -4,8 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use tfplugin::model::Field;
 use tfplugin::{AttributePath, Diagnostics, Value};
 
+use super::model::PartitionConfig;
 use crate::clients::Clients;
 use crate::convert::{string, strings};
 use crate::resources::aws_diag;
@@ -15,17 +17,16 @@ use hpc_aws::ec2::CapacityReservationInfo;
 const SPOT_ONLY_STRATEGIES: &[&str] = &["capacity-optimized", "price-capacity-optimized"];
 
 /// A spot-only allocation strategy needs a spot pool to apply to (config only).
-pub(super) fn strategy(config: &Value, diags: &mut Diagnostics) {
-    let Some(strategy) = config.attr("allocation_strategy").as_str() else {
+pub(super) fn strategy(config: &PartitionConfig, diags: &mut Diagnostics) {
+    let Some(strategy) = config.allocation_strategy.as_str() else {
         return;
     };
-    if !SPOT_ONLY_STRATEGIES.contains(&strategy) {
+    if !SPOT_ONLY_STRATEGIES.contains(&strategy) || config.capacity_pool.known().is_none() {
         return;
     }
-    let pools = config.attr("capacity_pool").elements();
-    let types: Vec<Option<&str>> = pools.iter().map(|p| p.attr("capacity_type").as_str()).collect();
-    let all_known = pools.iter().all(|p| !p.attr("capacity_type").is_unknown());
-    if all_known && !types.contains(&Some("spot")) {
+    let types: Vec<&Field<String>> = config.pools().iter().map(|p| &p.capacity_type).collect();
+    let all_known = types.iter().all(|t| !t.is_unknown());
+    if all_known && !types.iter().any(|t| t.as_str() == Some("spot")) {
         diags.error_at(
             AttributePath::root("allocation_strategy"),
             format!("allocation_strategy {strategy:?} is for spot pools, and this partition has none"),

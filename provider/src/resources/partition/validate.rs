@@ -1,9 +1,8 @@
 //! hpc_partition's checks of a configuration alone (no AWS): names, counts, types,
 //! strategies, durations, pools, and Slurm's own rules for the partition's lines.
 
+use super::model::{PartitionConfig, PoolConfig};
 use super::{CAPACITY_TYPES, STRATEGIES};
-use crate::convert::int;
-use crate::convert::strings;
 use crate::desired_state;
 use crate::desired_state::ClusterDoc;
 use crate::desired_state::PartitionDoc;
@@ -15,11 +14,10 @@ use crate::resources::valid_name;
 use tfplugin::timeouts;
 use tfplugin::AttributePath;
 use tfplugin::Diagnostics;
-use tfplugin::Value;
 
 /// The name, the node counts and the instance types.
-pub(super) fn shape_checks(c: &Value, diags: &mut Diagnostics) {
-    if let Some(name) = c.attr("name").as_str() {
+pub(super) fn shape_checks(c: &PartitionConfig, diags: &mut Diagnostics) {
+    if let Some(name) = c.name.as_str() {
         if let Err(why) = valid_name(name, 24) {
             diags.error_at(
                 AttributePath::root("name"),
@@ -28,8 +26,7 @@ pub(super) fn shape_checks(c: &Value, diags: &mut Diagnostics) {
             );
         }
     }
-    let min = int(c.attr("min_nodes"));
-    let max = int(c.attr("max_nodes"));
+    let (min, max) = (c.min_nodes.known().copied(), c.max_nodes.known().copied());
     if let Some(m) = max {
         if m < 1 {
             diags.error_at(
@@ -55,31 +52,33 @@ pub(super) fn shape_checks(c: &Value, diags: &mut Diagnostics) {
             "Use 0 or more.",
         );
     }
-    if let Some(types) = strings(c.attr("instance_types")) {
-        if types.is_empty() {
+    if let Some(types) = c.instance_types.known() {
+        instance_type_checks(types, diags);
+    }
+}
+
+fn instance_type_checks(types: &[String], diags: &mut Diagnostics) {
+    if types.is_empty() {
+        diags.error_at(
+            AttributePath::root("instance_types"),
+            "instance_types is empty",
+            "Name at least one instance type.",
+        );
+    }
+    for (i, t) in types.iter().enumerate() {
+        if types[..i].contains(t) {
             diags.error_at(
-                AttributePath::root("instance_types"),
-                "instance_types is empty",
-                "Name at least one instance type.",
+                AttributePath::root("instance_types").index(i),
+                format!("{t} is listed twice"),
+                "List each type once.",
             );
-        }
-        let mut seen = Vec::new();
-        for (i, t) in types.iter().enumerate() {
-            if seen.contains(t) {
-                diags.error_at(
-                    AttributePath::root("instance_types").index(i),
-                    format!("{t} is listed twice"),
-                    "List each type once.",
-                );
-            }
-            seen.push(t.clone());
         }
     }
 }
 
 /// Strategies, durations and the AMI.
-pub(super) fn setting_checks(c: &Value, diags: &mut Diagnostics) {
-    if let Some(s) = c.attr("scaling_strategy").as_str() {
+pub(super) fn setting_checks(c: &PartitionConfig, diags: &mut Diagnostics) {
+    if let Some(s) = c.scaling_strategy.as_str() {
         if ScalingStrategy::parse(s).is_none() {
             diags.error_at(
                 AttributePath::root("scaling_strategy"),
@@ -88,7 +87,7 @@ pub(super) fn setting_checks(c: &Value, diags: &mut Diagnostics) {
             );
         }
     }
-    if let Some(s) = c.attr("allocation_strategy").as_str() {
+    if let Some(s) = c.allocation_strategy.as_str() {
         if !STRATEGIES.contains(&s) {
             diags.error_at(
                 AttributePath::root("allocation_strategy"),
@@ -97,14 +96,17 @@ pub(super) fn setting_checks(c: &Value, diags: &mut Diagnostics) {
             );
         }
     }
-    for attr in ["provision_timeout", "ice_cooldown"] {
-        if let Some(s) = c.attr(attr).as_str() {
+    for (attr, value) in [
+        ("provision_timeout", &c.provision_timeout),
+        ("ice_cooldown", &c.ice_cooldown),
+    ] {
+        if let Some(s) = value.as_str() {
             if let Err(e) = timeouts::parse_duration(s) {
                 diags.error_at(AttributePath::root(attr), format!("{attr} is not a duration"), e);
             }
         }
     }
-    if let Some(ami) = c.attr("ami_id").as_str() {
+    if let Some(ami) = c.ami_id.as_str() {
         if !ami.starts_with("ami-") {
             diags.error_at(
                 AttributePath::root("ami_id"),
@@ -117,32 +119,12 @@ pub(super) fn setting_checks(c: &Value, diags: &mut Diagnostics) {
 
 /// One capacity pool's own values: its capacity type with its reservation, its subnets, and
 /// what a pool in another region must name itself.
-pub(super) fn pool_value_checks(i: usize, pool: &Value, diags: &mut Diagnostics) {
+pub(super) fn pool_value_checks(i: usize, pool: &PoolConfig, diags: &mut Diagnostics) {
     let at = || AttributePath::root("capacity_pool").index(i);
-    if let Some(t) = pool.attr("capacity_type").as_str() {
-        if !CAPACITY_TYPES.contains(&t) {
-            diags.error_at(
-                at().attr("capacity_type"),
-                format!("unknown capacity_type {t:?}"),
-                "Use on_demand, spot or capacity_block.",
-            );
-        }
-        if t == "capacity_block" && pool.attr("capacity_reservation_id").is_null() {
-            diags.error_at(
-                at().attr("capacity_reservation_id"),
-                "a capacity_block pool needs capacity_reservation_id",
-                "Give the Capacity Block's reservation id (cr-...).",
-            );
-        }
-        if t == "spot" && !pool.attr("capacity_reservation_id").is_null() {
-            diags.error_at(
-                at().attr("capacity_reservation_id"),
-                "a spot pool cannot launch into a capacity reservation",
-                "Put the reservation in its own on_demand pool (before the spot pool), or remove it.",
-            );
-        }
+    if let Some(t) = pool.capacity_type.as_str() {
+        capacity_type_checks(t, pool, at(), diags);
     }
-    if let Some(subnets) = strings(pool.attr("subnet_ids")) {
+    if let Some(subnets) = pool.subnet_ids.known() {
         if subnets.is_empty() {
             diags.error_at(
                 at().attr("subnet_ids"),
@@ -160,15 +142,15 @@ pub(super) fn pool_value_checks(i: usize, pool: &Value, diags: &mut Diagnostics)
             }
         }
     }
-    let other_region = pool.attr("region").as_str().is_some();
-    if other_region && pool.attr("security_group_ids").is_null() {
+    let other_region = pool.region.known().is_some();
+    if other_region && !pool.security_group_ids.is_set() {
         diags.error_at(
             at().attr("security_group_ids"),
             "a pool in another region needs its own security_group_ids",
             "Security groups are regional: give groups of that region's VPC that allow traffic with the cluster.",
         );
     }
-    if let Some(pcx) = pool.attr("peering_connection_id").as_str() {
+    if let Some(pcx) = pool.peering_connection_id.as_str() {
         if !pcx.starts_with("pcx-") {
             diags.error_at(
                 at().attr("peering_connection_id"),
@@ -177,7 +159,7 @@ pub(super) fn pool_value_checks(i: usize, pool: &Value, diags: &mut Diagnostics)
             );
         }
     }
-    if other_region && pool.attr("ami_id").is_null() {
+    if other_region && !pool.ami_id.is_set() {
         diags.error_at(
             at().attr("ami_id"),
             "a pool in another region needs its own ami_id",
@@ -186,55 +168,80 @@ pub(super) fn pool_value_checks(i: usize, pool: &Value, diags: &mut Diagnostics)
     }
 }
 
+/// A known capacity type, and the reservation it needs or cannot have.
+fn capacity_type_checks(t: &str, pool: &PoolConfig, at: AttributePath, diags: &mut Diagnostics) {
+    if !CAPACITY_TYPES.contains(&t) {
+        diags.error_at(
+            at.clone().attr("capacity_type"),
+            format!("unknown capacity_type {t:?}"),
+            "Use on_demand, spot or capacity_block.",
+        );
+    }
+    if t == "capacity_block" && !pool.capacity_reservation_id.is_set() {
+        diags.error_at(
+            at.attr("capacity_reservation_id"),
+            "a capacity_block pool needs capacity_reservation_id",
+            "Give the Capacity Block's reservation id (cr-...).",
+        );
+    } else if t == "spot" && pool.capacity_reservation_id.is_set() {
+        diags.error_at(
+            at.attr("capacity_reservation_id"),
+            "a spot pool cannot launch into a capacity reservation",
+            "Put the reservation in its own on_demand pool (before the spot pool), or remove it.",
+        );
+    }
+}
+
 /// What a partition shares with other resources' checks, and its numbers' signs.
-pub(super) fn shared_checks(c: &Value, diags: &mut Diagnostics) {
-    checks::root_volume_size(
-        c.attr("root_volume_size"),
-        AttributePath::root("root_volume_size"),
-        diags,
-    );
-    checks::instance_profile_arn(
-        c.attr("instance_profile_arn"),
-        AttributePath::root("instance_profile_arn"),
-        diags,
-    );
-    checks::tags(c.attr("tags"), AttributePath::root("tags"), diags);
-    checks::user_data_extra(c.attr("user_data_extra"), AttributePath::root("user_data_extra"), diags);
-    for attr in ["priority_tier", "max_nodes_per_job", "min_nodes_per_job"] {
-        checks::not_negative(c.attr(attr), AttributePath::root(attr), diags);
+pub(super) fn shared_checks(c: &PartitionConfig, diags: &mut Diagnostics) {
+    let root = AttributePath::root;
+    checks::root_volume_size(c.root_volume_size.known().copied(), root("root_volume_size"), diags);
+    checks::instance_profile_arn(c.instance_profile_arn.as_str(), root("instance_profile_arn"), diags);
+    checks::tags(c.tags.known(), root("tags"), diags);
+    checks::user_data_extra(c.user_data_extra.as_str(), root("user_data_extra"), diags);
+    for (attr, value) in [
+        ("priority_tier", &c.priority_tier),
+        ("max_nodes_per_job", &c.max_nodes_per_job),
+        ("min_nodes_per_job", &c.min_nodes_per_job),
+    ] {
+        checks::not_negative(value.known().copied(), root(attr), diags);
     }
     let provision = c
-        .attr("provision_timeout")
+        .provision_timeout
         .as_str()
         .and_then(|s| timeouts::parse_duration(s).ok());
     checks::duration_at_least(
         provision.map(|d| d.as_secs()),
         60,
-        AttributePath::root("provision_timeout"),
+        root("provision_timeout"),
         "an instance needs a minute or more to boot and join before it is given up and replaced",
         diags,
     );
-    for (i, pool) in c.attr("capacity_pool").elements().iter().enumerate() {
-        if let Some(ami) = pool.attr("ami_id").as_str() {
-            if !ami.starts_with("ami-") {
-                diags.error_at(
-                    AttributePath::root("capacity_pool").index(i).attr("ami_id"),
-                    format!("{ami:?} is not an AMI id"),
-                    "Use an id like ami-0123456789abcdef0 (of the pool's region).",
-                );
-            }
+    for (i, pool) in c.pools().iter().enumerate() {
+        pool_id_checks(i, pool, diags);
+    }
+}
+
+/// A pool's own AMI and security groups, as ids of their kinds.
+fn pool_id_checks(i: usize, pool: &PoolConfig, diags: &mut Diagnostics) {
+    let at = || AttributePath::root("capacity_pool").index(i);
+    if let Some(ami) = pool.ami_id.as_str() {
+        if !ami.starts_with("ami-") {
+            diags.error_at(
+                at().attr("ami_id"),
+                format!("{ami:?} is not an AMI id"),
+                "Use an id like ami-0123456789abcdef0 (of the pool's region).",
+            );
         }
-        for (j, sg) in pool.attr("security_group_ids").elements().iter().enumerate() {
-            if let Some(sg) = sg.as_str().filter(|sg| !sg.starts_with("sg-")) {
-                diags.error_at(
-                    AttributePath::root("capacity_pool")
-                        .index(i)
-                        .attr("security_group_ids")
-                        .index(j),
-                    format!("{sg:?} is not a security group id"),
-                    "Use an id like sg-0123456789abcdef0.",
-                );
-            }
+    }
+    let groups = pool.security_group_ids.known().map_or(&[][..], Vec::as_slice);
+    for (j, sg) in groups.iter().enumerate() {
+        if let Some(sg) = sg.as_str().filter(|sg| !sg.starts_with("sg-")) {
+            diags.error_at(
+                at().attr("security_group_ids").index(j),
+                format!("{sg:?} is not a security group id"),
+                "Use an id like sg-0123456789abcdef0.",
+            );
         }
     }
 }
