@@ -35,7 +35,7 @@ use policy::{external_password_secret, external_secrets, instance_profile_policy
 use schema::schema;
 use validate::{
     accounting_checks, duration_checks, head_checks, identity_checks, render, render_checks, storage_checks,
-    user_checks,
+    user_checks, user_shard_checks,
 };
 
 use model::{Cluster, ClusterConfig, Secrets};
@@ -97,7 +97,8 @@ impl Resource for HpcCluster {
         }
         checks::users(config.users(), &mut diags);
         checks::mount_points(config.storage(), &mut diags);
-        user_checks(&schema().block.with_defaults(c), &mut diags);
+        user_checks(config.users(), &mut diags);
+        user_shard_checks(&schema().block.with_defaults(c), &mut diags);
         if let Some(home) = config.home.known() {
             checks::home(home, &mut diags);
         }

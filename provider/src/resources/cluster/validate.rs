@@ -1,7 +1,7 @@
 //! hpc_cluster's checks of a configuration alone (no AWS): names, ids, sizes, modes, users,
 //! storage, and Slurm's own rules for the cluster-wide slurm.conf.
 
-use super::model::{AccountingConfig, ClusterConfig, HeadConfig, SlurmConfig, StorageConfig};
+use super::model::{AccountingConfig, ClusterConfig, HeadConfig, SlurmConfig, StorageConfig, UserConfig};
 use super::{checks, model::Cluster, model::Secrets, model::User, ACCOUNTING_MODES};
 use crate::desired_state;
 use crate::desired_state::ClusterDoc;
@@ -186,13 +186,11 @@ pub(super) fn accounting_checks(a: &AccountingConfig, diags: &mut Diagnostics) {
     }
 }
 
-/// Login names and account names, each user once, each in one shard (`c` with the schema's
-/// defaults).
-pub(super) fn user_checks(c: &Value, diags: &mut Diagnostics) {
-    let mut names = Vec::new();
-    for (i, u) in c.attr("user").elements().iter().enumerate() {
+/// Login names and account names, each user once.
+pub(super) fn user_checks(users: &[UserConfig], diags: &mut Diagnostics) {
+    for (i, u) in users.iter().enumerate() {
         let at = || AttributePath::root("user").index(i);
-        if let Some(n) = u.attr("name").as_str() {
+        if let Some(n) = u.name.as_str() {
             let ok = n.len() <= 32 && n.starts_with(|ch: char| ch.is_ascii_lowercase() || ch == '_') && slurm_name(n);
             if !ok {
                 diags.error_at(
@@ -201,30 +199,36 @@ pub(super) fn user_checks(c: &Value, diags: &mut Diagnostics) {
                     "Use lowercase letters, digits, '_' and '-', starting with a letter.",
                 );
             }
-            if names.contains(&n.to_string()) {
+            if users[..i].iter().any(|earlier| earlier.name.as_str() == Some(n)) {
                 diags.error_at(
                     at().attr("name"),
                     format!("user {n} is listed twice"),
                     "List each user once.",
                 );
             }
-            names.push(n.to_string());
         }
-        for (j, account) in u.attr("accounts").elements().iter().enumerate() {
-            if let Some(a) = account.as_str() {
-                if !slurm_name(a) {
-                    diags.error_at(
-                        at().attr("accounts").index(j),
-                        format!("{a:?} is not a valid Slurm account name"),
-                        "Use lowercase letters, digits, '_' and '-' (Slurm keeps account names in lowercase).",
-                    );
-                }
+        let accounts = u.accounts.known().map_or(&[][..], Vec::as_slice);
+        for (j, a) in accounts.iter().enumerate() {
+            if let Some(a) = a.as_str().filter(|a| !slurm_name(a)) {
+                diags.error_at(
+                    at().attr("accounts").index(j),
+                    format!("{a:?} is not a valid Slurm account name"),
+                    "Use lowercase letters, digits, '_' and '-' (Slurm keeps account names in lowercase).",
+                );
             }
         }
-        let shard = User::read(u, &at()).map(|user| desired_state::user_shards(&[user.doc()]));
+    }
+}
+
+/// Each user fits one shard of the published users (`c`: the configuration with the schema's
+/// defaults, so a user known whole reads as the typed `User` it is published from).
+pub(super) fn user_shard_checks(c: &Value, diags: &mut Diagnostics) {
+    for (i, u) in c.attr("user").elements().iter().enumerate() {
+        let at = AttributePath::root("user").index(i);
+        let shard = User::read(u, &at).map(|user| desired_state::user_shards(&[user.doc()]));
         if let Ok(Err(e)) = shard {
             diags.error_at(
-                at().attr("ssh_public_keys"),
+                at.attr("ssh_public_keys"),
                 e,
                 "Each user is published whole in one 8 KiB shard.",
             );
