@@ -3,8 +3,8 @@
 
 use super::validate::model_path;
 use super::{
-    apply::pool_clients, model::Partition, paths, pool_checks, schema::schema, validate::slurm_checks,
-    validate::PROBE_SLURM_VERSION, Published,
+    apply::pool_clients, model::Partition, model::PoolConfig, paths, pool_checks, schema::schema,
+    validate::slurm_checks, validate::PROBE_SLURM_VERSION, Published,
 };
 use crate::clients::Clients;
 use crate::convert;
@@ -20,7 +20,7 @@ use crate::resources::planned_image;
 use crate::resources::quotas;
 use crate::resources::{node_image_release, Stage};
 use hpc_aws::ec2::InstanceTypeInfo;
-use tfplugin::model::Model;
+use tfplugin::model::{Field, Model};
 use tfplugin::AttributePath;
 use tfplugin::Diagnostic;
 use tfplugin::Diagnostics;
@@ -34,6 +34,8 @@ tfplugin::model! {
         instance_types: Vec<String>,
         max_nodes: i64,
         efa_enabled: bool,
+        /// The pools as planned: a pool's values may be known only at apply.
+        capacity_pool: Field<Vec<PoolConfig>>,
     }
 }
 
@@ -52,8 +54,9 @@ pub(super) async fn plan_checks(clients: &Clients, req: &mut PlanRequest) {
     req.diagnostics.extend(type_checks(clients, &reach, &infos));
     req.diagnostics.extend(paths::named(&req.planned, &clients.aws.region));
     let p = &req.planned;
+    let pools = reach.capacity_pool.known().map_or(&[][..], Vec::as_slice);
     req.diagnostics
-        .extend(pool_checks::reservations(clients, p, &reach.instance_types).await);
+        .extend(pool_checks::reservations(clients, pools, &reach.instance_types).await);
     // What the pools' zones offer and (below) the account's vCPU quotas, when what the
     // partition may reach is new (refreshes of an unchanged partition ask nothing).
     let reach_changed = req.prior.is_null()
@@ -62,7 +65,7 @@ pub(super) async fn plan_checks(clients: &Clients, req: &mut PlanRequest) {
             .any(|a| p.attr(a) != req.prior.attr(a));
     if reach_changed {
         req.diagnostics
-            .extend(pool_checks::offerings(clients, p, &reach.instance_types).await);
+            .extend(pool_checks::offerings(clients, pools, &reach.instance_types).await);
     }
     if req.diagnostics.has_errors() {
         return;

@@ -5,11 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use tfplugin::model::Field;
-use tfplugin::{AttributePath, Diagnostics, Value};
+use tfplugin::{AttributePath, Diagnostics};
 
-use super::model::PartitionConfig;
+use super::model::{PartitionConfig, PoolConfig};
 use crate::clients::Clients;
-use crate::convert::{string, strings};
 use crate::resources::aws_diag;
 use hpc_aws::ec2::CapacityReservationInfo;
 
@@ -59,31 +58,34 @@ pub(super) fn one_default(name: &str, others: &[crate::desired_state::PartitionD
     diags
 }
 
-/// One EC2 client per region the planned pools name (a pool's other values may not be known
-/// yet, so the value is read as it is).
-fn planned_pool_clients(clients: &Clients, planned: &Value) -> BTreeMap<String, hpc_aws::ec2::Ec2> {
-    let regions = planned
-        .attr("capacity_pool")
-        .elements()
-        .iter()
-        .map(|p| p.attr("region").as_str());
-    super::pool_clients(clients, regions)
+/// One EC2 client per region the planned pools name.
+fn planned_pool_clients(clients: &Clients, pools: &[PoolConfig]) -> BTreeMap<String, hpc_aws::ec2::Ec2> {
+    super::pool_clients(clients, pools.iter().map(|p| p.region.as_str()))
+}
+
+/// The region of a planned pool (the provider's when unset); None while not known.
+fn pool_region(clients: &Clients, pool: &PoolConfig) -> Option<String> {
+    match &pool.region {
+        Field::Known(region) => Some(region.clone()),
+        Field::Unset => Some(clients.aws.region.clone()),
+        Field::Unknown => None,
+    }
 }
 
 /// Each pool's subnets exist in its region, and every instance type is offered in their zones:
 /// none of them is an error (every launch there would fail), some of them a warning.
-pub(super) async fn offerings(clients: &Clients, planned: &Value, types: &[String]) -> Diagnostics {
+pub(super) async fn offerings(clients: &Clients, pools: &[PoolConfig], types: &[String]) -> Diagnostics {
     let mut diags = Diagnostics::default();
-    let ec2s = planned_pool_clients(clients, planned);
+    let ec2s = planned_pool_clients(clients, pools);
     let mut offered: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
-    for (i, pool) in planned.attr("capacity_pool").elements().iter().enumerate() {
+    for (i, pool) in pools.iter().enumerate() {
         let at = || AttributePath::root("capacity_pool").index(i).attr("subnet_ids");
-        let Some(subnets) = strings(pool.attr("subnet_ids")) else {
-            continue; // not known until apply (a network made in the same apply)
+        // Subnets or a region not known until apply (a network made in the same apply).
+        let (Some(subnets), Some(region)) = (pool.subnet_ids.known(), pool_region(clients, pool)) else {
+            continue;
         };
-        let region = string(pool.attr("region")).unwrap_or_else(|| clients.aws.region.clone());
         let Some(ec2) = ec2s.get(&region) else { continue };
-        let zones = match ec2.subnet_zones(&subnets).await {
+        let zones = match ec2.subnet_zones(subnets).await {
             Ok(zones) => zones,
             Err(e) if e.code_is(&["InvalidSubnetID.NotFound", "InvalidSubnetID.Malformed"]) => {
                 diags.error_at(
@@ -151,17 +153,16 @@ pub(super) async fn offerings(clients: &Clients, planned: &Value, types: &[Strin
 /// Each pool's capacity reservation exists in the pool's region, is for one of the partition's
 /// instance types in a zone of the pool's subnets, and is a Capacity Block exactly when the
 /// pool says `capacity_block` (reads only).
-pub(super) async fn reservations(clients: &Clients, planned: &Value, types: &[String]) -> Diagnostics {
+pub(super) async fn reservations(clients: &Clients, pools: &[PoolConfig], types: &[String]) -> Diagnostics {
     let mut diags = Diagnostics::default();
-    let ec2s = planned_pool_clients(clients, planned);
-    for (i, pool) in planned.attr("capacity_pool").elements().iter().enumerate() {
-        let Some(id) = string(pool.attr("capacity_reservation_id")) else {
+    let ec2s = planned_pool_clients(clients, pools);
+    for (i, pool) in pools.iter().enumerate() {
+        let (Some(id), Some(region)) = (pool.capacity_reservation_id.known(), pool_region(clients, pool)) else {
             continue;
         };
-        let region = string(pool.attr("region")).unwrap_or_else(|| clients.aws.region.clone());
         let Some(ec2) = ec2s.get(&region) else { continue };
         let at = AttributePath::root("capacity_pool").index(i);
-        let found = match ec2.capacity_reservations(std::slice::from_ref(&id)).await {
+        let found = match ec2.capacity_reservations(std::slice::from_ref(id)).await {
             Ok(found) => found,
             Err(e)
                 if e.code_is(&[
@@ -182,10 +183,10 @@ pub(super) async fn reservations(clients: &Clients, planned: &Value, types: &[St
             }
         };
         let Some(r) = found.into_iter().next() else { continue };
-        diags.extend(reservation_fits(&id, &r, pool, types, &at));
-        let subnets = strings(pool.attr("subnet_ids")).unwrap_or_default();
+        diags.extend(reservation_fits(id, &r, pool, types, &at));
+        let subnets = pool.subnet_ids.known().cloned().unwrap_or_default();
         match ec2.subnet_zones(&subnets).await {
-            Ok(zones) => diags.extend(reservation_zone(&id, &r, &zones, &at)),
+            Ok(zones) => diags.extend(reservation_zone(id, &r, &zones, &at)),
             Err(e) => diags.extend(aws_diag("Cannot describe the pool's subnets", &e)),
         }
     }
@@ -197,7 +198,7 @@ pub(super) async fn reservations(clients: &Clients, planned: &Value, types: &[St
 fn reservation_fits(
     id: &str,
     r: &CapacityReservationInfo,
-    pool: &Value,
+    pool: &PoolConfig,
     types: &[String],
     at: &AttributePath,
 ) -> Diagnostics {
@@ -212,7 +213,7 @@ fn reservation_fits(
             ),
         );
     }
-    let block = pool.attr("capacity_type").as_str() == Some("capacity_block");
+    let block = pool.capacity_type.as_str() == Some("capacity_block");
     if r.capacity_block != block {
         diags.error_at(
             at.clone().attr("capacity_type"),
@@ -223,7 +224,7 @@ fn reservation_fits(
                 } else {
                     "an On-Demand Capacity Reservation"
                 },
-                pool.attr("capacity_type").as_str().unwrap_or("on_demand")
+                pool.capacity_type.as_str().unwrap_or("on_demand")
             ),
             if r.capacity_block {
                 "Set capacity_type = \"capacity_block\"."
