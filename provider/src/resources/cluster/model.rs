@@ -416,11 +416,15 @@ impl Storage {
 }
 
 tfplugin::model! {
-    /// The attributes of an `hpc_cluster` configuration its validation checks, as written:
-    /// unset, known only at apply, or known (no defaults filled in).
+    /// The attributes of an `hpc_cluster` its validation and plan read, as a configuration, plan
+    /// or state carries them: unset, known only at apply, or known.
     #[derive(Debug, Clone, Default)]
     pub struct ClusterConfig {
         pub name: Field<String>,
+        pub head_node_instance_id: Field<String>,
+        pub head_node_network_interface_id: Field<String>,
+        pub state_volume_id: Field<String>,
+        pub login_node_ids: Field<Vec<String>>,
         pub subnet_id: Field<String>,
         pub tags: Field<BTreeMap<String, String>>,
         pub head_node: Field<HeadConfig>,
@@ -444,6 +448,24 @@ impl ClusterConfig {
     pub fn storage(&self) -> &[StorageConfig] {
         self.storage.known().map_or(&[], Vec::as_slice)
     }
+
+    /// The head node's block, once known.
+    pub fn head(&self) -> Option<&HeadConfig> {
+        self.head_node.known()
+    }
+
+    /// `slurm.version`, once known.
+    pub fn slurm_version(&self) -> Option<&str> {
+        self.slurm.known().and_then(|s| s.version.as_str())
+    }
+
+    /// A plan's prior state (null for a create: every attribute unset) or planned value.
+    pub fn of_state(v: &Value) -> Result<ClusterConfig, ModelError> {
+        if v.is_null() {
+            return Ok(ClusterConfig::default());
+        }
+        ClusterConfig::from_value(v)
+    }
 }
 
 tfplugin::model! {
@@ -451,6 +473,8 @@ tfplugin::model! {
     #[derive(Debug, Clone, Default)]
     pub struct HeadConfig {
         pub ami_id: Field<String>,
+        pub instance_type: Field<String>,
+        pub key_name: Field<String>,
         pub root_volume_size: Field<i64>,
         pub root_volume_type: Field<String>,
         pub root_volume_encrypted: Field<bool>,
@@ -466,6 +490,7 @@ tfplugin::model! {
     #[derive(Debug, Clone, Default)]
     pub struct LoginConfig {
         pub count: Field<i64>,
+        pub instance_type: Field<String>,
     }
 }
 
@@ -473,6 +498,7 @@ tfplugin::model! {
     /// The `slurm` block, as validation reads it.
     #[derive(Debug, Clone, Default)]
     pub struct SlurmConfig {
+        pub version: Field<String>,
         pub scaledown_idletime: Field<String>,
         pub resume_timeout: Field<String>,
     }

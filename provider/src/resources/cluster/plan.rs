@@ -2,13 +2,10 @@
 //! (image, key pair, partitions' timeouts), the cost, and what apply makes unknown.
 
 use super::{
-    head, managed_home, model::part, model::Cluster, model::InstanceType, model::LoginNodes, model::Secrets,
-    policy::instance_profile_policy, validate::model_path, validate::render,
+    head, managed_home, model::part, model::Cluster, model::ClusterConfig, model::InstanceType, model::LoginNodes,
+    model::Secrets, policy::instance_profile_policy, validate::model_path, validate::render,
 };
 use crate::clients::Clients;
-use crate::convert::int;
-use crate::convert::string;
-use crate::convert::strings;
 use crate::desired_state;
 use crate::desired_state::ClusterDoc;
 use crate::pricing;
@@ -47,26 +44,29 @@ pub(super) async fn partitions_fit(clients: &Clients, doc: &ClusterDoc) -> Diagn
 
 /// The head node's image: its Slurm release against slurm.version, its architecture against the
 /// head's instance type, its root snapshot against root_volume_size (reads only).
-pub(super) async fn head_image_checks(clients: &Clients, planned: &Value) -> Diagnostics {
+pub(super) async fn head_image_checks(clients: &Clients, planned: &ClusterConfig) -> Diagnostics {
     let mut diags = Diagnostics::new();
-    let head = planned.attr("head_node");
-    let Some(ami) = string(head.attr("ami_id")) else {
+    let Some((head, ami)) = planned.head().and_then(|h| Some((h, h.ami_id.as_str()?))) else {
         return diags;
     };
-    let Some(image) = planned_image(clients, &ami, &mut diags).await else {
+    let Some(image) = planned_image(clients, ami, &mut diags).await else {
         return diags;
     };
     let at = || AttributePath::root("head_node");
-    if let Some(version) = string(planned.attr("slurm").attr("version")) {
-        diags.extend(image_release(&image, &version, at().attr("ami_id")));
+    if let Some(version) = planned.slurm_version() {
+        diags.extend(image_release(&image, version, at().attr("ami_id")));
     }
-    let types = match string(head.attr("instance_type")) {
-        Some(t) => clients.ec2.instance_types(&[t]).await.unwrap_or_default(),
+    let types = match head.instance_type.known() {
+        Some(t) => clients
+            .ec2
+            .instance_types(std::slice::from_ref(t))
+            .await
+            .unwrap_or_default(),
         None => Vec::new(),
     };
     diags.extend(image_fits(
         &image,
-        int(head.attr("root_volume_size")),
+        head.root_volume_size.known().copied(),
         &types,
         at().attr("instance_type"),
         at().attr("root_volume_size"),
@@ -100,13 +100,20 @@ pub(super) fn fixed_cost(v: &Value, overrides: &[(String, f64)]) -> Value {
 pub(super) fn plan_identity(clients: &Clients, req: &mut PlanRequest) {
     let p = &mut req.planned;
     clients.plan_tags_all(p);
-    if let Some(name) = string(p.attr("name")) {
-        p.set_attr("id", Value::string(&name));
+    let Ok(planned) = ClusterConfig::of_state(p) else {
+        return;
+    };
+    if let Some(name) = planned.name.as_str() {
+        p.set_attr("id", Value::string(name));
         p.set_attr(
             "desired_state_parameter",
-            Value::string(desired_state::cluster_param(&name)),
+            Value::string(desired_state::cluster_param(name)),
         );
-        let roles = strings(p.attr("head_node").attr("node_role_arns")).unwrap_or_default();
+        let roles = planned
+            .head()
+            .and_then(|h| h.node_role_arns.known())
+            .cloned()
+            .unwrap_or_default();
         let password = AttributePath::root("accounting").attr("password_secret_arn");
         let settings = AttributePath::root("mfa").attr("settings_secret_arn");
         let mut secrets = Vec::new();
@@ -114,16 +121,16 @@ pub(super) fn plan_identity(clients: &Clients, req: &mut PlanRequest) {
             (
                 password,
                 "the password's",
-                string(p.attr("accounting").attr("password_secret_arn")),
+                planned.accounting.known().and_then(|a| a.password_secret_arn.known()),
             ),
             (
                 settings,
                 "the second factor's settings'",
-                string(p.attr("mfa").attr("settings_secret_arn")),
+                planned.mfa.known().and_then(|m| m.settings_secret_arn.known()),
             ),
         ] {
             let Some(arn) = arn else { continue };
-            let region = crate::resources::checks::secret_arn_region(&arn);
+            let region = crate::resources::checks::secret_arn_region(arn);
             if let Some(region) = region.filter(|r| *r != clients.aws.region) {
                 req.diagnostics.error_at(
                     at,
@@ -132,11 +139,11 @@ pub(super) fn plan_identity(clients: &Clients, req: &mut PlanRequest) {
                      replica regions) and give the replica's ARN.",
                 );
             }
-            secrets.push(arn);
+            secrets.push(arn.clone());
         }
         p.set_attr(
             "instance_profile_policy",
-            Value::string(instance_profile_policy(&name, &roles, &secrets)),
+            Value::string(instance_profile_policy(name, &roles, &secrets)),
         );
     }
 }
@@ -170,12 +177,18 @@ pub(super) fn plan_slurm_conf(clients: &Clients, req: &mut PlanRequest, munge: &
 /// pair, and the Slurm upgrade path.
 pub(super) async fn plan_reads(clients: &Clients, req: &PlanRequest) -> Diagnostics {
     let mut diags = Diagnostics::new();
-    let head_type = string(req.planned.attr("head_node").attr("instance_type"));
-    let login_type = string(req.planned.attr("login_nodes").attr("instance_type"));
+    let (Ok(planned), Ok(prior)) = (
+        ClusterConfig::of_state(&req.planned),
+        ClusterConfig::of_state(&req.prior),
+    ) else {
+        return diags;
+    };
+    let head_type = planned.head().and_then(|h| h.instance_type.as_str());
+    let login_type = planned.login_nodes.known().and_then(|l| l.instance_type.as_str());
     for (t, at) in [(head_type, "head_node"), (login_type, "login_nodes")] {
         let Some(t) = t else { continue };
         if !clients.limits.allowed_instance_types.is_empty()
-            && !pricing::instance_type_allowed(&t, &clients.limits.allowed_instance_types)
+            && !pricing::instance_type_allowed(t, &clients.limits.allowed_instance_types)
         {
             diags.push(
                 Diagnostic::error(
@@ -187,20 +200,16 @@ pub(super) async fn plan_reads(clients: &Clients, req: &PlanRequest) -> Diagnost
         }
     }
     // The head's image against slurm.version, its type and root volume, when any is new.
-    let image = |v: &Value| {
-        let h = v.attr("head_node");
-        (
-            h.attr("ami_id").clone(),
-            v.attr("slurm").attr("version").clone(),
-            h.attr("instance_type").clone(),
-            h.attr("root_volume_size").clone(),
-        )
+    let image = |v: &ClusterConfig| {
+        let h = v.head().cloned().unwrap_or_default();
+        let version = v.slurm.known().map(|s| s.version.clone()).unwrap_or_default();
+        (h.ami_id, version, h.instance_type, h.root_volume_size)
     };
-    if req.prior.is_null() || image(&req.planned) != image(&req.prior) {
-        diags.extend(head_image_checks(clients, &req.planned).await);
+    if req.prior.is_null() || image(&planned) != image(&prior) {
+        diags.extend(head_image_checks(clients, &planned).await);
     }
-    let key = |v: &Value| string(v.attr("head_node").attr("key_name"));
-    if let Some(name) = key(&req.planned).filter(|k| key(&req.prior).as_ref() != Some(k)) {
+    let key = |v: &ClusterConfig| v.head().and_then(|h| h.key_name.known()).cloned();
+    if let Some(name) = key(&planned).filter(|k| key(&prior).as_ref() != Some(k)) {
         match clients.ec2.key_pair_exists(&name).await {
             Ok(true) => {}
             Ok(false) => diags.error_at(
@@ -212,9 +221,8 @@ pub(super) async fn plan_reads(clients: &Clients, req: &PlanRequest) -> Diagnost
         }
     }
     // A running cluster takes only the upgrades Slurm supports.
-    let version = |v: &Value| string(v.attr("slurm").attr("version"));
-    if let (Some(from), Some(to)) = (version(&req.prior), version(&req.planned)) {
-        if let Err(e) = slurm_model::check_upgrade(&from, &to) {
+    if let (Some(from), Some(to)) = (prior.slurm_version(), planned.slurm_version()) {
+        if let Err(e) = slurm_model::check_upgrade(from, to) {
             diags.error_at(AttributePath::root("slurm").attr("version"), e.summary, e.detail);
         }
     }
@@ -224,8 +232,14 @@ pub(super) async fn plan_reads(clients: &Clients, req: &PlanRequest) -> Diagnost
 /// What apply computes or launches becomes unknown: /home's file system, a new head node, the
 /// login nodes, the document's version; a state volume cannot shrink.
 pub(super) fn plan_unknowns(req: &mut PlanRequest) {
+    let (Ok(planned), Ok(prior)) = (
+        ClusterConfig::of_state(&req.planned),
+        ClusterConfig::of_state(&req.prior),
+    ) else {
+        return;
+    };
     // The file system for /home: the given one, or the cluster's own (made at apply).
-    match string(req.planned.attr("home").attr("efs_id")) {
+    match planned.home.known().and_then(|h| h.efs_id.as_str()) {
         Some(id) => req.planned.set_attr("home_file_system_id", Value::string(id)),
         None if managed_home(&req.prior).is_none() => req.planned.set_attr("home_file_system_id", Value::Unknown),
         None => {}
@@ -244,14 +258,13 @@ pub(super) fn plan_unknowns(req: &mut PlanRequest) {
     }
     // A head node terminated outside Terraform is launched again, and a changed image,
     // type or root volume launches a new one: in place, on the same address.
-    let relaunch =
-        req.prior.attr("head_node_instance_id").is_null() || head::needs_new_instance(&req.prior, &req.planned);
+    let relaunch = !prior.head_node_instance_id.is_set() || head::needs_new_instance(&req.prior, &req.planned);
     if relaunch {
         req.planned.set_attr("head_node_instance_id", Value::Unknown);
     }
     // A cluster made before heads had a kept interface gets one (and a new address with
     // its next head).
-    if req.prior.attr("head_node_network_interface_id").is_null() {
+    if !prior.head_node_network_interface_id.is_set() {
         for a in ["head_node_network_interface_id", "state_volume_id"] {
             req.planned.set_attr(a, Value::Unknown);
         }
@@ -259,9 +272,8 @@ pub(super) fn plan_unknowns(req: &mut PlanRequest) {
             req.planned.set_attr("head_node_private_ip", Value::Unknown);
         }
     }
-    let size = |v: &Value| int(v.attr("head_node").attr("state_volume_size"));
-    let volume = string(req.prior.attr("state_volume_id"));
-    if let (Some(volume), Some(was), Some(now)) = (volume, size(&req.prior), size(&req.planned)) {
+    let size = |v: &ClusterConfig| v.head().and_then(|h| h.state_volume_size.known().copied());
+    if let (Some(volume), Some(was), Some(now)) = (prior.state_volume_id.as_str(), size(&prior), size(&planned)) {
         if now < was {
             req.diagnostics.push(
                 Diagnostic::error(
@@ -278,7 +290,7 @@ pub(super) fn plan_unknowns(req: &mut PlanRequest) {
     // Login nodes share the head's image, key, profile and root volume: a change rolls them.
     // A node lost or failed (dropped by the refresh) is replaced.
     let count = |v: &Value| part::<LoginNodes>(v, "login_nodes").map(|l| l.count).ok();
-    let recorded = strings(req.prior.attr("login_node_ids")).map(|ids| ids.len() as i64);
+    let recorded = prior.login_node_ids.known().map(|ids| ids.len() as i64);
     if req.planned.attr("login_nodes") != req.prior.attr("login_nodes")
         || head::login_settings_change(&req.prior, &req.planned)
         || recorded != count(&req.planned)
