@@ -360,6 +360,19 @@ fn partitions_come_and_go_without_touching_the_cluster_or_each_other() {
         9,
         "the cluster, its users and three partitions, each of the four with its owner"
     );
+    // The head's root volume as the schema's defaults say: 100 GiB of encrypted gp3.
+    let head_lt =
+        emu.ec2("Action=DescribeLaunchTemplateVersions&LaunchTemplateName=hpc-research-head&Version.1=$Latest");
+    for want in [
+        "<volumeSize>100</volumeSize>",
+        "<volumeType>gp3</volumeType>",
+        "<encrypted>true</encrypted>",
+    ] {
+        assert!(
+            head_lt.contains(want),
+            "no {want} in the head's launch template: {head_lt}"
+        );
+    }
     ws.assert_no_changes();
 
     ws.destroy();

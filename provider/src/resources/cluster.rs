@@ -16,7 +16,7 @@ use tfplugin::{
 };
 
 use crate::clients::Clients;
-use crate::convert::{self, boolean, int, of_list, pairs, string, strings};
+use crate::convert::{self, of_list, pairs, string, strings};
 use crate::desired_state::boot::{launch_template_name, Role};
 use crate::desired_state::{self, tag, ClusterDoc};
 use crate::resources::{aws_diag, or_stop, owner};
@@ -686,7 +686,7 @@ async fn publish_user_shards(
 }
 
 fn template(
-    state: &Value,
+    head: &model::HeadNode,
     name: &str,
     role: Role,
     instance_type: String,
@@ -694,24 +694,22 @@ fn template(
     tags: &[(String, String)],
     user_data: String,
 ) -> LaunchTemplateSpec {
-    let head = state.attr("head_node");
     let mut tags = tags.to_vec();
     tags.push((tag::ROLE.into(), role.tag().to_string()));
     tags.push(("Name".into(), format!("{name}-{}", role.tag())));
     LaunchTemplateSpec {
         name: launch_template_name(name, role),
-        image_id: string(head.attr("ami_id")).unwrap_or_default(),
+        image_id: head.ami_id.clone(),
         instance_type: Some(instance_type),
-        key_name: string(head.attr("key_name")),
+        key_name: head.key_name.clone(),
         security_group_ids: sgs.to_vec(),
-        instance_profile_arn: string(head.attr("instance_profile_arn")),
+        instance_profile_arn: head.instance_profile_arn.clone(),
         user_data: Some(user_data),
         root_volume: Some(RootVolume {
-            size_gib: int(head.attr("root_volume_size"))
-                .and_then(|n| i32::try_from(n).ok())
-                .unwrap_or(100),
-            volume_type: string(head.attr("root_volume_type")).unwrap_or_else(|| "gp3".into()),
-            encrypted: boolean(head.attr("root_volume_encrypted")).unwrap_or(true),
+            // Validation keeps it within EBS's 16 TiB.
+            size_gib: i32::try_from(head.root_volume_size).unwrap_or(i32::MAX),
+            volume_type: head.root_volume_type.clone(),
+            encrypted: head.root_volume_encrypted,
             kms_key_id: None,
         }),
         efa_network_cards: Vec::new(),

@@ -175,15 +175,14 @@ pub async fn launch(
     replace: bool,
     timeout: Duration,
 ) -> Result<(), Diagnostics> {
-    let head_type = super::model::part::<super::model::InstanceType>(state, "head_node")
-        .map_err(|e| e.into_diagnostics("The head node's instance type cannot be read"))?
-        .instance_type;
+    let head = super::model::part::<super::model::HeadNode>(state, "head_node")
+        .map_err(|e| e.into_diagnostics("The head_node block cannot be read"))?;
     // The interface carries the security groups: a launch naming both is refused.
     let spec = template(
-        state,
+        &head,
         name,
         Role::Head,
-        head_type,
+        head.instance_type.clone(),
         &[],
         tags,
         desired_state::boot::user_data(Role::Head, name, &clients.aws.region, None, None),

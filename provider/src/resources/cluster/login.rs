@@ -115,11 +115,13 @@ pub(super) async fn start(
 ) -> Result<Started, Diagnostics> {
     let login = part::<LoginNodes>(state, "login_nodes")
         .map_err(|e| e.into_diagnostics("The login_nodes block cannot be read"))?;
+    let head = part::<super::model::HeadNode>(state, "head_node")
+        .map_err(|e| e.into_diagnostics("The head_node block cannot be read"))?;
     let want = usize::try_from(login.count).unwrap_or(0);
     let name = owner.name;
     let user_data = desired_state::boot::user_data(Role::Login, name, &clients.aws.region, None, None);
     let spec = template(
-        state,
+        &head,
         name,
         Role::Login,
         login.instance_type,
