@@ -156,7 +156,8 @@ impl Resource for HpcCluster {
                 .await
                 .map_err(|e| aws_diag("Cannot find the cluster's subnet", &e))?;
             state.set_attr("vpc_id", Value::string(&vpc));
-            let sgs = ensure_security_groups(clients, &name, &vpc, &state, &tags).await?;
+            let cluster = Cluster::of(&state).map_err(|e| e.into_diagnostics("The planned cluster cannot be read"))?;
+            let sgs = ensure_security_groups(clients, &name, &vpc, &cluster, &tags).await?;
             state.set_attr("security_group_ids", of_list(Some(&sgs)));
             let munge = clients
                 .secrets
@@ -244,7 +245,8 @@ impl Resource for HpcCluster {
         let result: Result<Diagnostics, Diagnostics> = async {
             let tags = cluster_tags(&state, &name);
             let vpc = string(req.prior.attr("vpc_id")).unwrap_or_default();
-            let sgs = ensure_security_groups(clients, &name, &vpc, &state, &tags).await?;
+            let cluster = Cluster::of(&state).map_err(|e| e.into_diagnostics("The planned cluster cannot be read"))?;
+            let sgs = ensure_security_groups(clients, &name, &vpc, &cluster, &tags).await?;
             state.set_attr("security_group_ids", of_list(Some(&sgs)));
             let munge = string(req.prior.attr("munge_key_secret_arn")).unwrap_or_default();
             let password_arn = store_password(clients, &name, &req.config, &tags).await?;
@@ -478,19 +480,16 @@ async fn ensure_security_groups(
     clients: &Clients,
     name: &str,
     vpc: &str,
-    state: &Value,
+    cluster: &Cluster,
     tags: &[(String, String)],
 ) -> Result<Vec<String>, Diagnostics> {
-    let cluster = match string(state.attr("security_group_id")) {
+    let group = match &cluster.security_group_id {
         // Adopted (e.g. the network's group): used as it is, never changed or deleted here.
-        Some(id) => id,
+        Some(id) => id.clone(),
         None => create_cluster_group(clients, name, vpc, tags).await?,
     };
-    let ssh: Vec<(i32, String)> = strings(state.attr("head_node").attr("allowed_ssh_cidrs"))
-        .unwrap_or_default()
-        .into_iter()
-        .map(|c| (22, c))
-        .collect();
+    let cidrs = cluster.head_node.allowed_ssh_cidrs.iter().flatten();
+    let ssh: Vec<(i32, String)> = cidrs.map(|c| (22, c.clone())).collect();
     let ssh_sg = clients
         .ec2
         .ensure_security_group(
@@ -502,7 +501,7 @@ async fn ensure_security_groups(
         )
         .await
         .map_err(|e| aws_diag("Cannot create the SSH security group", &e))?;
-    Ok(vec![cluster, ssh_sg])
+    Ok(vec![group, ssh_sg])
 }
 
 async fn create_cluster_group(
@@ -539,9 +538,11 @@ async fn store_password(
     config: &Value,
     tags: &[(String, String)],
 ) -> Result<Option<String>, Diagnostics> {
-    let accounting = config.attr("accounting");
+    // The password is write-only: in the configuration, never in the plan or state.
+    let accounting = model::part::<model::Accounting>(config, "accounting")
+        .map_err(|e| e.into_diagnostics("The accounting block cannot be read"))?;
     let secret = desired_state::db_password_secret(name);
-    if string(accounting.attr("mode")).is_none_or(|m| m == "local") {
+    if accounting.mode == "local" {
         return clients
             .secrets
             .ensure_random_password(&secret, DB_PASSWORD_CHARS, tags)
@@ -549,12 +550,12 @@ async fn store_password(
             .map(Some)
             .map_err(|e| aws_diag("Cannot create the database password", &e));
     }
-    let Some(password) = accounting.attr("password").as_str() else {
+    let Some(password) = accounting.password else {
         return Ok(None);
     };
     clients
         .secrets
-        .put(&secret, &SecretValue::Text(password.to_string()), tags)
+        .put(&secret, &SecretValue::Text(password), tags)
         .await
         .map(Some)
         .map_err(|e| aws_diag("Cannot store the database password", &e))
@@ -562,11 +563,9 @@ async fn store_password(
 
 /// The EFS the provider made for the cluster's /home, per `state` (none when the user gave one).
 fn managed_home(state: &Value) -> Option<String> {
-    if state.attr("home").attr("efs_id").is_null() {
-        string(state.attr("home_file_system_id"))
-    } else {
-        None
-    }
+    let state = ClusterConfig::of_state(state).ok()?;
+    let given = state.home.known().is_some_and(|h| h.efs_id.is_set());
+    state.home_file_system_id.known().filter(|_| !given).cloned()
 }
 
 /// /home's file system: the user's (`home.efs_id`, used as it is), or the cluster's own, made
@@ -581,7 +580,8 @@ async fn ensure_home(
     tags: &[(String, String)],
     timeout: Duration,
 ) -> Result<(), Diagnostics> {
-    if let Some(id) = string(state.attr("home").attr("efs_id")) {
+    let cluster = Cluster::of(state).map_err(|e| e.into_diagnostics("The cluster's state cannot be read"))?;
+    if let Some(id) = cluster.home.efs_id {
         state.set_attr("home_file_system_id", Value::string(id));
         return Ok(());
     }
@@ -592,8 +592,10 @@ async fn ensure_home(
             .efs
             .ensure_file_system(&desired_state::home_efs_token(name), &fs_tags, timeout)
             .await?;
-        let subnet = string(state.attr("subnet_id")).unwrap_or_default();
-        let zones = clients.ec2.subnet_zones(std::slice::from_ref(&subnet)).await?;
+        let zones = clients
+            .ec2
+            .subnet_zones(std::slice::from_ref(&cluster.subnet_id))
+            .await?;
         clients
             .efs
             .ensure_mount_targets(&fs, &zones, sgs.get(..1).unwrap_or_default(), timeout)

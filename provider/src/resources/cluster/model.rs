@@ -425,6 +425,7 @@ tfplugin::model! {
         pub head_node_network_interface_id: Field<String>,
         pub state_volume_id: Field<String>,
         pub login_node_ids: Field<Vec<String>>,
+        pub home_file_system_id: Field<String>,
         pub subnet_id: Field<String>,
         pub tags: Field<BTreeMap<String, String>>,
         pub head_node: Field<HeadConfig>,
