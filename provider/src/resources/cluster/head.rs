@@ -15,7 +15,7 @@ use tfplugin::{Diagnostic, Diagnostics, Value};
 
 use super::{role_instances, template};
 use crate::clients::Clients;
-use crate::convert::{self, boolean, int, string};
+use crate::convert::{self, int, string};
 use crate::desired_state::boot::{BootReport, Phase, Role};
 use crate::desired_state::{self, STATE_DEVICE};
 use crate::resources::{aws_diag, or_stop};
@@ -91,14 +91,14 @@ pub async fn ensure_kept(
         .next()
         .map(|(_, z)| z)
         .unwrap_or_default();
-    let head = state.attr("head_node");
+    let head = super::model::part::<super::model::HeadNode>(state, "head_node")
+        .map_err(|e| e.into_diagnostics("The head_node block cannot be read"))?;
     let volume = clients
         .ec2
         .ensure_volume(&VolumeSpec {
             zone,
-            size_gib: int(head.attr("state_volume_size"))
-                .and_then(|n| i32::try_from(n).ok())
-                .unwrap_or(super::DEFAULT_STATE_VOLUME_GIB as i32),
+            // Validation keeps it within gp3's 16 TiB.
+            size_gib: i32::try_from(head.state_volume_size).unwrap_or(i32::MAX),
             volume_type: "gp3".into(),
             encrypted: true,
             kms_key_id: None,
@@ -247,7 +247,9 @@ pub async fn ready(
     name: &str,
     timeout: Duration,
 ) -> Result<Diagnostics, Diagnostics> {
-    if !boolean(state.attr("wait_for_ready")).unwrap_or(true) {
+    let wait = super::model::part::<bool>(state, "wait_for_ready")
+        .map_err(|e| e.into_diagnostics("wait_for_ready cannot be read"))?;
+    if !wait {
         return Ok(Diagnostics::new());
     }
     let id = string(state.attr("head_node_instance_id")).unwrap_or_default();

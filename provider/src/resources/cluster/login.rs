@@ -18,7 +18,7 @@ use super::head::{console_tail, reported};
 use super::model::{part, LoginNodes};
 use super::template;
 use crate::clients::Clients;
-use crate::convert::{boolean, of_list, string, strings};
+use crate::convert::{of_list, string, strings};
 use crate::desired_state::boot::{login_param, login_reports_path, BootReport, Phase, Role};
 use crate::desired_state::{self, tag};
 use crate::resources::{aws_diag, or_stop};
@@ -161,7 +161,9 @@ pub(super) async fn start(
             .iter()
             .any(|n| &n.id == *id && n.tag(tag::LAUNCH_SETTINGS).is_some()),
     });
-    let wait = if boolean(state.attr("wait_for_ready")).unwrap_or(true) {
+    let wait_for_ready =
+        part::<bool>(state, "wait_for_ready").map_err(|e| e.into_diagnostics("wait_for_ready cannot be read"))?;
+    let wait = if wait_for_ready {
         launched.iter().chain(unsure).cloned().collect()
     } else {
         Vec::new()

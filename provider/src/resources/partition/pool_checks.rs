@@ -213,8 +213,11 @@ fn reservation_fits(
             ),
         );
     }
-    let block = pool.capacity_type.as_str() == Some("capacity_block");
-    if r.capacity_block != block {
+    // The planned pool has its capacity_type (the schema's default when unset).
+    let Some(kind) = pool.capacity_type.as_str() else {
+        return diags;
+    };
+    if r.capacity_block != (kind == "capacity_block") {
         diags.error_at(
             at.clone().attr("capacity_type"),
             format!(
@@ -224,7 +227,7 @@ fn reservation_fits(
                 } else {
                     "an On-Demand Capacity Reservation"
                 },
-                pool.capacity_type.as_str().unwrap_or("on_demand")
+                kind
             ),
             if r.capacity_block {
                 "Set capacity_type = \"capacity_block\"."
