@@ -36,11 +36,6 @@ pub fn pairs(v: &Value) -> Option<Vec<(String, String)>> {
     }
 }
 
-/// A map of strings; None when null or unknown (or when any value is unknown).
-pub fn string_map(v: &Value) -> Option<BTreeMap<String, String>> {
-    pairs(v).map(|p| p.into_iter().collect())
-}
-
 /// The tags of `all` that the provider's `default_tags` do not give (a resource's own `tags`).
 pub fn user_tags(all: &BTreeMap<String, String>, defaults: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     all.iter()

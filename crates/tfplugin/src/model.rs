@@ -98,22 +98,28 @@ pub trait Model: Sized {
 /// attribute or block of `block` (it would always read null), and an attribute or block the
 /// model does not read. Empty when they match; for a test beside each model.
 pub fn schema_mismatches<T: Model>(block: &crate::schema::Block) -> Vec<String> {
-    let names: Vec<&str> = block
-        .attributes
-        .iter()
-        .map(|a| a.name.as_str())
-        .chain(block.blocks.iter().map(|b| b.name.as_str()))
-        .collect();
     let fields = T::fields();
-    let unknown = fields
-        .iter()
-        .filter(|f| !names.contains(f))
-        .map(|f| format!("field {f} is not in the schema"));
-    let unread = names
-        .iter()
+    let unread = block_names(block)
+        .into_iter()
         .filter(|n| !fields.contains(n))
         .map(|n| format!("{n} is not read by the model"));
-    unknown.chain(unread).collect()
+    fields_outside_schema::<T>(block).into_iter().chain(unread).collect()
+}
+
+/// The fields of the object model `T` that name no attribute or block of `block`: empty when
+/// `T` is a view of some of them; for a test beside each view.
+pub fn fields_outside_schema<T: Model>(block: &crate::schema::Block) -> Vec<String> {
+    let names = block_names(block);
+    T::fields()
+        .into_iter()
+        .filter(|f| !names.contains(f))
+        .map(|f| format!("field {f} is not in the schema"))
+        .collect()
+}
+
+fn block_names(block: &crate::schema::Block) -> Vec<&str> {
+    let attributes = block.attributes.iter().map(|a| a.name.as_str());
+    attributes.chain(block.blocks.iter().map(|b| b.name.as_str())).collect()
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -285,6 +291,13 @@ impl<T> Field<T> {
 
     pub fn is_unknown(&self) -> bool {
         matches!(self, Field::Unknown)
+    }
+}
+
+impl<T> Field<Vec<T>> {
+    /// The elements, once the list is known; none before.
+    pub fn items(&self) -> &[T] {
+        self.known().map_or(&[], Vec::as_slice)
     }
 }
 

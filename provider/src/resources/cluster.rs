@@ -95,14 +95,14 @@ impl Resource for HpcCluster {
         if let Some(mfa) = config.mfa.known() {
             checks::mfa(mfa, &mut diags);
         }
-        checks::users(config.users(), &mut diags);
-        checks::mount_points(config.storage(), &mut diags);
-        user_checks(config.users(), &mut diags);
+        checks::users(config.user.items(), &mut diags);
+        checks::mount_points(config.storage.items(), &mut diags);
+        user_checks(config.user.items(), &mut diags);
         user_shard_checks(&schema().block.with_defaults(c), &mut diags);
         if let Some(home) = config.home.known() {
             checks::home(home, &mut diags);
         }
-        storage_checks(config.storage(), &mut diags);
+        storage_checks(config.storage.items(), &mut diags);
         if c.is_wholly_known() {
             diags.extend(render_checks(c));
         }
@@ -539,8 +539,7 @@ async fn store_password(
     tags: &[(String, String)],
 ) -> Result<Option<String>, Diagnostics> {
     // The password is write-only: in the configuration, never in the plan or state.
-    let accounting = model::part::<model::Accounting>(config, "accounting")
-        .map_err(|e| e.into_diagnostics("The accounting block cannot be read"))?;
+    let accounting: model::Accounting = model::read_part(config, "accounting")?;
     let secret = desired_state::db_password_secret(name);
     if accounting.mode == "local" {
         return clients

@@ -130,7 +130,7 @@ impl Resource for HpcPartition {
         let mut diags = Diagnostics::new();
         shape_checks(&config, &mut diags);
         setting_checks(&config, &mut diags);
-        for (i, pool) in config.pools().iter().enumerate() {
+        for (i, pool) in config.capacity_pool.items().iter().enumerate() {
             pool_value_checks(i, pool, &mut diags);
         }
         shared_checks(&config, &mut diags);

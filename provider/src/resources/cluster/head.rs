@@ -13,6 +13,7 @@ use std::time::Duration;
 use hpc_aws::ec2::VolumeSpec;
 use tfplugin::{Diagnostic, Diagnostics, Value};
 
+use super::model::{read_part, HeadNode};
 use super::{role_instances, template};
 use crate::clients::Clients;
 use crate::convert::{self, int, string};
@@ -91,8 +92,7 @@ pub async fn ensure_kept(
         .next()
         .map(|(_, z)| z)
         .unwrap_or_default();
-    let head = super::model::part::<super::model::HeadNode>(state, "head_node")
-        .map_err(|e| e.into_diagnostics("The head_node block cannot be read"))?;
+    let head: HeadNode = read_part(state, "head_node")?;
     let volume = clients
         .ec2
         .ensure_volume(&VolumeSpec {
@@ -175,8 +175,7 @@ pub async fn launch(
     replace: bool,
     timeout: Duration,
 ) -> Result<(), Diagnostics> {
-    let head = super::model::part::<super::model::HeadNode>(state, "head_node")
-        .map_err(|e| e.into_diagnostics("The head_node block cannot be read"))?;
+    let head: HeadNode = read_part(state, "head_node")?;
     // The interface carries the security groups: a launch naming both is refused.
     let spec = template(
         &head,
@@ -247,9 +246,7 @@ pub async fn ready(
     name: &str,
     timeout: Duration,
 ) -> Result<Diagnostics, Diagnostics> {
-    let wait = super::model::part::<bool>(state, "wait_for_ready")
-        .map_err(|e| e.into_diagnostics("wait_for_ready cannot be read"))?;
-    if !wait {
+    if !read_part::<bool>(state, "wait_for_ready")? {
         return Ok(Diagnostics::new());
     }
     let id = string(state.attr("head_node_instance_id")).unwrap_or_default();

@@ -15,7 +15,7 @@ use hpc_aws::ec2::{InstanceInfo, LaunchTemplateSpec};
 use tfplugin::{Diagnostic, Diagnostics, Value};
 
 use super::head::{console_tail, reported};
-use super::model::{part, LoginNodes};
+use super::model::{read_part, HeadNode, LoginNodes};
 use super::template;
 use crate::clients::Clients;
 use crate::convert::{of_list, string, strings};
@@ -113,10 +113,8 @@ pub(super) async fn start(
     roll_out: bool,
     timeout: Duration,
 ) -> Result<Started, Diagnostics> {
-    let login = part::<LoginNodes>(state, "login_nodes")
-        .map_err(|e| e.into_diagnostics("The login_nodes block cannot be read"))?;
-    let head = part::<super::model::HeadNode>(state, "head_node")
-        .map_err(|e| e.into_diagnostics("The head_node block cannot be read"))?;
+    let login: LoginNodes = read_part(state, "login_nodes")?;
+    let head: HeadNode = read_part(state, "head_node")?;
     let want = usize::try_from(login.count).unwrap_or(0);
     let name = owner.name;
     let user_data = desired_state::boot::user_data(Role::Login, name, &clients.aws.region, None, None);
@@ -161,9 +159,7 @@ pub(super) async fn start(
             .iter()
             .any(|n| &n.id == *id && n.tag(tag::LAUNCH_SETTINGS).is_some()),
     });
-    let wait_for_ready =
-        part::<bool>(state, "wait_for_ready").map_err(|e| e.into_diagnostics("wait_for_ready cannot be read"))?;
-    let wait = if wait_for_ready {
+    let wait = if read_part::<bool>(state, "wait_for_ready")? {
         launched.iter().chain(unsure).cloned().collect()
     } else {
         Vec::new()

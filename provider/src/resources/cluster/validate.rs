@@ -99,7 +99,7 @@ pub(super) fn head_checks(head: &HeadConfig, diags: &mut Diagnostics) {
             .at(AttributePath::root("head_node").attr("root_volume_encrypted")),
         );
     }
-    for (i, arn) in head.node_role_arns.known().into_iter().flatten().enumerate() {
+    for (i, arn) in head.node_role_arns.items().iter().enumerate() {
         if !crate::resources::checks::is_iam_arn(arn, "role") {
             diags.error_at(
                 AttributePath::root("head_node").attr("node_role_arns").index(i),
@@ -108,7 +108,7 @@ pub(super) fn head_checks(head: &HeadConfig, diags: &mut Diagnostics) {
             );
         }
     }
-    for (i, cidr) in head.allowed_ssh_cidrs.known().into_iter().flatten().enumerate() {
+    for (i, cidr) in head.allowed_ssh_cidrs.items().iter().enumerate() {
         checks::ssh_cidr(
             cidr,
             AttributePath::root("head_node").attr("allowed_ssh_cidrs").index(i),
@@ -207,8 +207,7 @@ pub(super) fn user_checks(users: &[UserConfig], diags: &mut Diagnostics) {
                 );
             }
         }
-        let accounts = u.accounts.known().map_or(&[][..], Vec::as_slice);
-        for (j, a) in accounts.iter().enumerate() {
+        for (j, a) in u.accounts.items().iter().enumerate() {
             if let Some(a) = a.as_str().filter(|a| !slurm_name(a)) {
                 diags.error_at(
                     at().attr("accounts").index(j),

@@ -112,13 +112,6 @@ tfplugin::model! {
     }
 }
 
-impl PartitionConfig {
-    /// The pools, as far as they are known.
-    pub fn pools(&self) -> &[PoolConfig] {
-        self.capacity_pool.known().map_or(&[], Vec::as_slice)
-    }
-}
-
 /// The key of a launch template in `launch_template_ids`: `<pool index>/<instance type>`.
 pub fn template_key(pool: usize, instance_type: &str) -> String {
     format!("{pool}/{instance_type}")
@@ -364,7 +357,7 @@ pub fn shape_of(t: &InstanceTypeInfo, efa: bool) -> ShapeDoc {
 #[cfg(test)]
 mod schema_tests {
     use super::*;
-    use tfplugin::model::schema_mismatches;
+    use tfplugin::model::{fields_outside_schema, schema_mismatches};
 
     #[test]
     fn the_models_read_exactly_the_schemas_attributes() {
@@ -383,14 +376,8 @@ mod schema_tests {
     #[test]
     fn the_configuration_views_read_only_attributes_of_the_schema() {
         let schema = super::super::schema::schema();
-        let outside = |found: Vec<String>| {
-            found
-                .into_iter()
-                .filter(|m| m.starts_with("field "))
-                .collect::<Vec<_>>()
-        };
         assert_eq!(
-            outside(schema_mismatches::<PartitionConfig>(&schema.block)),
+            fields_outside_schema::<PartitionConfig>(&schema.block),
             Vec::<String>::new()
         );
         let pool = schema
@@ -400,6 +387,6 @@ mod schema_tests {
             .find(|b| b.name == "capacity_pool")
             .map(|b| b.block.clone());
         let pool = pool.unwrap_or_default();
-        assert_eq!(outside(schema_mismatches::<PoolConfig>(&pool)), Vec::<String>::new());
+        assert_eq!(fields_outside_schema::<PoolConfig>(&pool), Vec::<String>::new());
     }
 }

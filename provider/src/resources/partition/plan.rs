@@ -54,7 +54,7 @@ pub(super) async fn plan_checks(clients: &Clients, req: &mut PlanRequest) {
     req.diagnostics.extend(type_checks(clients, &reach, &infos));
     req.diagnostics.extend(paths::named(&req.planned, &clients.aws.region));
     let p = &req.planned;
-    let pools = reach.capacity_pool.known().map_or(&[][..], Vec::as_slice);
+    let pools = reach.capacity_pool.items();
     req.diagnostics
         .extend(pool_checks::reservations(clients, pools, &reach.instance_types).await);
     // What the pools' zones offer and (below) the account's vCPU quotas, when what the

@@ -23,7 +23,7 @@ pub(super) fn strategy(config: &PartitionConfig, diags: &mut Diagnostics) {
     if !SPOT_ONLY_STRATEGIES.contains(&strategy) || config.capacity_pool.known().is_none() {
         return;
     }
-    let types: Vec<&Field<String>> = config.pools().iter().map(|p| &p.capacity_type).collect();
+    let types: Vec<&Field<String>> = config.capacity_pool.items().iter().map(|p| &p.capacity_type).collect();
     let all_known = types.iter().all(|t| !t.is_unknown());
     if all_known && !types.iter().any(|t| t.as_str() == Some("spot")) {
         diags.error_at(

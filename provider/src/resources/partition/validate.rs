@@ -217,7 +217,7 @@ pub(super) fn shared_checks(c: &PartitionConfig, diags: &mut Diagnostics) {
         "an instance needs a minute or more to boot and join before it is given up and replaced",
         diags,
     );
-    for (i, pool) in c.pools().iter().enumerate() {
+    for (i, pool) in c.capacity_pool.items().iter().enumerate() {
         pool_id_checks(i, pool, diags);
     }
 }
@@ -234,8 +234,7 @@ fn pool_id_checks(i: usize, pool: &PoolConfig, diags: &mut Diagnostics) {
             );
         }
     }
-    let groups = pool.security_group_ids.known().map_or(&[][..], Vec::as_slice);
-    for (j, sg) in groups.iter().enumerate() {
+    for (j, sg) in pool.security_group_ids.items().iter().enumerate() {
         if let Some(sg) = sg.as_str().filter(|sg| !sg.starts_with("sg-")) {
             diags.error_at(
                 at().attr("security_group_ids").index(j),
