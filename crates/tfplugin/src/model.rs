@@ -294,6 +294,13 @@ impl<T> Field<T> {
     }
 }
 
+/// Some is known, None is unset (null): a computed attribute's value, or its absence, after apply.
+impl<T> From<Option<T>> for Field<T> {
+    fn from(t: Option<T>) -> Self {
+        t.map_or(Field::Unset, Field::Known)
+    }
+}
+
 impl<T> Field<Vec<T>> {
     /// The elements, once the list is known; none before.
     pub fn items(&self) -> &[T] {
@@ -390,6 +397,15 @@ pub fn field<T: Model>(v: &Value, at: &AttributePath, name: &str) -> Result<T, M
         at.clone().attr(name)
     };
     T::read(concrete(v).attr(name), &here)
+}
+
+/// Writes each field of the object model `m` over the same attribute of the object `v`, of the
+/// object type `ty`, and leaves `v`'s other attributes as they are: for apply, which fills in a
+/// plan's computed attributes through a view of only those.
+pub fn write_over<T: Model>(m: &T, ty: &Type, v: &mut Value) {
+    if let (Value::Object(fields), Value::Object(into)) = (m.write(ty), v) {
+        into.extend(fields);
+    }
 }
 
 /// The type of the attribute `name` in the object type `ty`.
@@ -626,11 +642,41 @@ mod tests {
     }
 
     #[test]
+    fn write_over_sets_the_view_s_attributes_and_keeps_the_others() {
+        let ty = Type::Object(
+            [
+                ("size".to_string(), Type::Number),
+                ("type".to_string(), Type::String),
+                ("name".to_string(), Type::String),
+            ]
+            .into(),
+        );
+        let mut v = Value::Object(
+            [
+                ("size".to_string(), Value::Unknown),
+                ("type".to_string(), Value::string("gp2")),
+                ("name".to_string(), Value::string("kept")),
+            ]
+            .into(),
+        );
+        let disk = Disk { size: 8, r#type: None };
+        write_over(&disk, &ty, &mut v);
+        assert_eq!(v.attr("size"), &Value::int(8));
+        assert_eq!(v.attr("type"), &Value::Null);
+        assert_eq!(v.attr("name"), &Value::string("kept"));
+        let mut not_an_object = Value::Null;
+        write_over(&disk, &ty, &mut not_an_object);
+        assert_eq!(not_an_object, Value::Null);
+    }
+
+    #[test]
     fn a_field_tells_unset_from_unknown_and_known_and_writes_each_back() {
         let at = AttributePath::root("size");
         assert_eq!(Field::<u32>::read(&Value::Null, &at), Ok(Field::Unset));
         assert_eq!(Field::<u32>::read(&Value::Unknown, &at), Ok(Field::Unknown));
         assert_eq!(Field::<u32>::read(&Value::int(8), &at), Ok(Field::Known(8)));
+        assert_eq!(Field::from(Some(8)), Field::Known(8));
+        assert_eq!(Field::<u32>::from(None), Field::Unset);
         let partly = Value::List(vec![Value::string("a"), Value::Unknown]);
         assert_eq!(Field::<Vec<String>>::read(&partly, &at), Ok(Field::Unknown));
         let each = Field::<Vec<Field<String>>>::read(&partly, &at);

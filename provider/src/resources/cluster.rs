@@ -16,7 +16,7 @@ use tfplugin::{
 };
 
 use crate::clients::Clients;
-use crate::convert::{self, of_list, pairs, string, strings};
+use crate::convert;
 use crate::desired_state::boot::{launch_template_name, Role};
 use crate::desired_state::{self, tag, ClusterDoc};
 use crate::resources::{aws_diag, or_stop, owner};
@@ -38,7 +38,8 @@ use validate::{
     user_checks, user_shard_checks,
 };
 
-use model::{Cluster, ClusterConfig, Secrets};
+use model::{known, record, Cluster, ClusterConfig, Made, Secrets};
+use tfplugin::model::Field;
 use tfplugin::model::Model;
 
 pub struct HpcCluster;
@@ -98,7 +99,7 @@ impl Resource for HpcCluster {
         checks::users(config.user.items(), &mut diags);
         checks::mount_points(config.storage.items(), &mut diags);
         user_checks(config.user.items(), &mut diags);
-        user_shard_checks(&schema().block.with_defaults(c), &mut diags);
+        user_shard_checks(c, &mut diags);
         if let Some(home) = config.home.known() {
             checks::home(home, &mut diags);
         }
@@ -115,21 +116,22 @@ impl Resource for HpcCluster {
             return;
         };
         plan_identity(clients, req);
-        req.planned.set_attr(
-            "estimated_hourly_cost",
-            fixed_cost(&req.planned, &clients.price_overrides),
-        );
-        let munge = string(req.prior.attr("munge_key_secret_arn")).unwrap_or_default();
-        plan_slurm_conf(clients, req, &munge);
+        let cost = fixed_cost(&req.planned, &clients.price_overrides);
+        if let Err(d) = record(&mut req.planned, |m| m.estimated_hourly_cost = cost) {
+            req.diagnostics.extend(d);
+        }
+        let prior = Made::from_value(&req.prior).unwrap_or_default();
+        let munge = prior.munge_key_secret_arn.as_str().unwrap_or_default();
+        plan_slurm_conf(clients, req, munge);
         let diags = plan_reads(clients, req).await;
         req.diagnostics.extend(diags);
         plan_unknowns(req);
-        let resume = |v: &Value| v.attr("slurm").attr("resume_timeout").clone();
+        let resume = |v: &Value| model::part::<model::Slurm>(v, "slurm").ok().map(|s| s.resume_timeout);
         let changed = !req.prior.is_null() && resume(&req.planned) != resume(&req.prior);
         if changed && !req.planned.is_null() && req.config.is_wholly_known() {
             let secrets = Secrets {
                 region: &clients.aws.region,
-                munge_arn: &munge,
+                munge_arn: munge,
                 password_arn: None,
             };
             if let Ok(m) = Cluster::of(&req.config) {
@@ -144,27 +146,31 @@ impl Resource for HpcCluster {
             Err(d) => return ApplyOutcome::failed(Value::Null, d),
         };
         let mut state = req.planned.clone();
-        let name = string(state.attr("name")).unwrap_or_default();
+        let cluster = match Cluster::of(&state) {
+            Ok(c) => c,
+            Err(e) => {
+                return ApplyOutcome::failed(Value::Null, e.into_diagnostics("The planned cluster cannot be read"))
+            }
+        };
+        let name = cluster.name.clone();
         let timeout = timeouts::get(&state, "create", CREATE_TIMEOUT);
         let result: Result<Diagnostics, Diagnostics> = async {
             owner::refuse_taken(clients, &owned(&name), owned_place).await?;
-            let subnet = string(state.attr("subnet_id")).unwrap_or_default();
-            let tags = cluster_tags(&state, &name);
+            let tags = cluster_tags(&cluster);
             let vpc = clients
                 .ec2
-                .subnet_vpc(&subnet)
+                .subnet_vpc(&cluster.subnet_id)
                 .await
                 .map_err(|e| aws_diag("Cannot find the cluster's subnet", &e))?;
-            state.set_attr("vpc_id", Value::string(&vpc));
-            let cluster = Cluster::of(&state).map_err(|e| e.into_diagnostics("The planned cluster cannot be read"))?;
+            record(&mut state, |m| m.vpc_id = known(&vpc))?;
             let sgs = ensure_security_groups(clients, &name, &vpc, &cluster, &tags).await?;
-            state.set_attr("security_group_ids", of_list(Some(&sgs)));
+            record(&mut state, |m| m.security_group_ids = known(&sgs))?;
             let munge = clients
                 .secrets
                 .ensure_random_binary(&desired_state::munge_key_secret(&name), MUNGE_KEY_BYTES, &tags)
                 .await
                 .map_err(|e| aws_diag("Cannot create the munge key", &e))?;
-            state.set_attr("munge_key_secret_arn", Value::string(&munge));
+            record(&mut state, |m| m.munge_key_secret_arn = known(&munge))?;
             let password_arn = store_password(clients, &name, &req.config, &tags).await?;
             head::ensure_kept(clients, &mut state, &name, &sgs, &tags).await?;
             ensure_home(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
@@ -182,16 +188,19 @@ impl Resource for HpcCluster {
             Ok(warnings) => ApplyOutcome::ok_with(state, warnings),
             Err(d) => {
                 // Record what exists (tainted) so destroy removes it; nothing leaks.
-                let made = !state.attr("security_group_ids").is_unknown();
+                let made = Made::of(&state).is_ok_and(|m| !m.security_group_ids.is_unknown());
                 ApplyOutcome::failed(if made { scrub(state) } else { Value::Null }, d)
             }
         };
-        claimed(clients, &name, outcome).await
+        claimed(clients, &cluster, outcome).await
     }
 
     async fn read(&self, req: ReadRequest) -> Result<Option<Value>, Diagnostics> {
         let clients = Clients::of(&req.ctx).map_err(Diagnostics::from)?;
-        let Some(name) = string(req.state.attr("name")) else {
+        let Some(name) = ClusterConfig::of_state(&req.state)
+            .ok()
+            .and_then(|c| c.name.known().cloned())
+        else {
             return Ok(None);
         };
         // Through shared views: a plan of many clusters lists their parameters and head nodes
@@ -204,10 +213,10 @@ impl Resource for HpcCluster {
             )
             .await
             .map_err(|e| aws_diag("Cannot read cluster", &e))?;
-        let head = match string(req.state.attr("head_node_instance_id")) {
+        let head = match Made::of(&req.state)?.head_node_instance_id.known() {
             Some(id) => clients
                 .ec2
-                .find_instance_viewed(tag::ROLE, &id)
+                .find_instance_viewed(tag::ROLE, id)
                 .await
                 .map_err(|e| aws_diag("Cannot read head node", &e))?,
             None => None,
@@ -217,19 +226,21 @@ impl Resource for HpcCluster {
             return Ok(None);
         }
         let mut s = req.state.clone();
-        match (&param, head) {
+        record(&mut s, |m| match (&param, head) {
             (Some(p), Some(h)) => {
-                s.set_attr("desired_state_version", Value::int(p.version));
-                s.set_attr("head_node_private_ip", convert::of_string(h.private_ip));
+                m.desired_state_version = known(&p.version);
+                m.head_node_private_ip = h.private_ip.into();
             }
             // Half a cluster: plan a replacement by forgetting the missing half's id.
-            (None, _) => s.set_attr("desired_state_version", Value::Null),
-            (Some(_), None) => s.set_attr("head_node_instance_id", Value::Null),
-        }
+            (None, _) => m.desired_state_version = Field::Unset,
+            (Some(_), None) => m.head_node_instance_id = Field::Unset,
+        })?;
         // Login nodes lost or failed drop out; the plan then launches their successors.
         if let Some((ids, ips)) = login::refreshed(clients, &s, &name).await? {
-            s.set_attr("login_node_ids", of_list(Some(&ids)));
-            s.set_attr("login_node_private_ips", of_list(Some(&ips)));
+            record(&mut s, |m| {
+                m.login_node_ids = known(&ids);
+                m.login_node_private_ips = known(&ips);
+            })?;
         }
         Ok(Some(s))
     }
@@ -240,25 +251,30 @@ impl Resource for HpcCluster {
             Err(d) => return ApplyOutcome::failed(req.prior, d),
         };
         let mut state = req.planned.clone();
-        let name = string(state.attr("name")).unwrap_or_default();
+        let (cluster, prior) = match (Cluster::of(&state), Made::of(&req.prior)) {
+            (Ok(c), Ok(p)) => (c, p),
+            (Err(e), _) => {
+                return ApplyOutcome::failed(req.prior, e.into_diagnostics("The planned cluster cannot be read"))
+            }
+            (_, Err(d)) => return ApplyOutcome::failed(req.prior, d),
+        };
+        let name = cluster.name.clone();
         let timeout = timeouts::get(&state, "update", CREATE_TIMEOUT);
         let result: Result<Diagnostics, Diagnostics> = async {
-            let tags = cluster_tags(&state, &name);
-            let vpc = string(req.prior.attr("vpc_id")).unwrap_or_default();
-            let cluster = Cluster::of(&state).map_err(|e| e.into_diagnostics("The planned cluster cannot be read"))?;
-            let sgs = ensure_security_groups(clients, &name, &vpc, &cluster, &tags).await?;
-            state.set_attr("security_group_ids", of_list(Some(&sgs)));
-            let munge = string(req.prior.attr("munge_key_secret_arn")).unwrap_or_default();
+            let tags = cluster_tags(&cluster);
+            let vpc = prior.vpc_id.as_str().unwrap_or_default();
+            let sgs = ensure_security_groups(clients, &name, vpc, &cluster, &tags).await?;
+            record(&mut state, |m| m.security_group_ids = known(&sgs))?;
+            let munge = prior.munge_key_secret_arn.as_str().unwrap_or_default();
             let password_arn = store_password(clients, &name, &req.config, &tags).await?;
             head::ensure_kept(clients, &mut state, &name, &sgs, &tags).await?;
             head::grow_state(&req.ctx, clients, &req.prior, &state, timeout).await?;
             ensure_home(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
-            publish(clients, &mut state, &munge, password_arn).await?;
+            publish(clients, &mut state, munge, password_arn).await?;
             // A new image, type or root volume: a new head in place. A head lost outside
             // Terraform: its successor. Either way on the same interface and state volume.
             let replace = head::needs_new_instance(&req.prior, &state);
-            let missing =
-                state.attr("head_node_instance_id").is_null() || state.attr("head_node_instance_id").is_unknown();
+            let missing = Made::of(&state)?.head_node_instance_id.known().is_none();
             if replace || missing {
                 head::launch(&req.ctx, clients, &mut state, &name, &tags, replace, timeout).await?;
             }
@@ -275,7 +291,7 @@ impl Resource for HpcCluster {
             Err(d) => ApplyOutcome::failed(req.prior, d),
         };
         // A cluster made by a provider from before owners were recorded gets one.
-        claimed(clients, &name, outcome).await
+        claimed(clients, &cluster, outcome).await
     }
 
     async fn delete(&self, req: DeleteRequest) -> Diagnostics {
@@ -283,9 +299,11 @@ impl Resource for HpcCluster {
             Ok(c) => c,
             Err(d) => return d.into(),
         };
-        let Some(name) = string(req.prior.attr("name")) else {
-            return Diagnostics::new();
+        let prior = match Cluster::of(&req.prior) {
+            Ok(c) => c,
+            Err(e) => return e.into_diagnostics("The cluster's state cannot be read"),
         };
+        let name = prior.name.clone();
         let timeout = timeouts::get(&req.prior, "delete", DELETE_TIMEOUT);
         let result = async {
             // Unpublish first: the agent stops acting on a cluster that is going away.
@@ -311,7 +329,7 @@ impl Resource for HpcCluster {
             {
                 clients.ssm.delete(&report.name).await?;
             }
-            head::delete_kept(clients, &req.prior, timeout).await?;
+            head::delete_kept(clients, &prior, timeout).await?;
             if let Some(fs) = managed_home(&req.prior) {
                 or_stop(
                     &req.ctx,
@@ -326,10 +344,9 @@ impl Resource for HpcCluster {
                     .delete_launch_template(&launch_template_name(&name, role))
                     .await?;
             }
-            let adopted = string(req.prior.attr("security_group_id"));
-            for sg in strings(req.prior.attr("security_group_ids")).unwrap_or_default() {
-                if Some(&sg) != adopted.as_ref() {
-                    clients.ec2.delete_security_group(&sg).await?;
+            for sg in prior.security_group_ids.iter().flatten() {
+                if Some(sg) != prior.security_group_id.as_ref() {
+                    clients.ec2.delete_security_group(sg).await?;
                 }
             }
             clients.secrets.delete(&desired_state::munge_key_secret(&name)).await?;
@@ -379,8 +396,8 @@ impl Resource for HpcCluster {
             .map_err(|e| Diagnostics::from(Diagnostic::error("The cluster's users are not readable", e)))?;
         let head = role_instances(clients, name, Role::Head).await?;
         let logins = role_instances(clients, name, Role::Login).await?;
-        let mut v = import_value(&doc, param.version, &clients.default_tags);
-        v.set_attr("head_node_instance_id", convert::of_string(head.first().cloned()));
+        let mut model = import_model(&doc, param.version, &clients.default_tags);
+        model.head_node_instance_id = head.first().cloned();
         let mut ips = Vec::new();
         for id in &logins {
             let info = clients
@@ -396,28 +413,23 @@ impl Resource for HpcCluster {
                 .find_instance(h)
                 .await
                 .map_err(|e| aws_diag("Cannot read head node", &e))?;
-            v.set_attr(
-                "head_node_private_ip",
-                convert::of_string(info.and_then(|i| i.private_ip)),
-            );
+            model.head_node_private_ip = info.and_then(|i| i.private_ip);
         }
-        v.set_attr(
-            "head_node_network_interface_id",
-            convert::of_string(head::kept_interface(clients, name).await?),
-        );
-        v.set_attr("login_node_ids", of_list(Some(&logins)));
-        v.set_attr("login_node_private_ips", of_list(Some(&ips)));
-        if let Ok(conf) = render(&doc) {
-            v.set_attr("slurm_conf", Value::string(conf));
-        }
-        v.set_attr("estimated_hourly_cost", fixed_cost(&v, &clients.price_overrides));
+        model.head_node_network_interface_id = head::kept_interface(clients, name).await?;
+        model.login_node_ids = Some(logins);
+        model.login_node_private_ips = Some(ips);
+        model.slurm_conf = render(&doc).ok();
+        let mut v = model.value();
+        let cost = fixed_cost(&v, &clients.price_overrides);
+        record(&mut v, |m| m.estimated_hourly_cost = cost)?;
         Ok(v)
     }
 }
 
-/// State from a published cluster document (import). Blocks left at their defaults come
-/// back as absent, the way a configuration that omits them reads.
-fn import_value(doc: &ClusterDoc, version: i64, default_tags: &BTreeMap<String, String>) -> Value {
+/// State from a published cluster document (import), its instances and addresses for the
+/// caller to fill in. Blocks left at their defaults come back as absent (see
+/// [`Cluster::value`]), the way a configuration that omits them reads.
+fn import_model(doc: &ClusterDoc, version: i64, default_tags: &BTreeMap<String, String>) -> Cluster {
     let user_tags = convert::user_tags(&doc.tags, default_tags);
     let mut model = Cluster::of_doc(doc, version, (!user_tags.is_empty()).then_some(user_tags));
     model.instance_profile_policy = Some(instance_profile_policy(
@@ -425,12 +437,13 @@ fn import_value(doc: &ClusterDoc, version: i64, default_tags: &BTreeMap<String, 
         &doc.head_node.node_role_arns,
         &external_secrets(doc),
     ));
-    model.value()
+    model
 }
 
-fn cluster_tags(state: &Value, name: &str) -> Vec<(String, String)> {
-    let mut t = pairs(state.attr("tags_all")).unwrap_or_default();
-    t.push((tag::CLUSTER.into(), name.to_string()));
+/// The tags of everything the cluster makes: `tags_all` and the cluster's own.
+fn cluster_tags(cluster: &Cluster) -> Vec<(String, String)> {
+    let mut t: Vec<(String, String)> = cluster.tags_all.clone().unwrap_or_default().into_iter().collect();
+    t.push((tag::CLUSTER.into(), cluster.name.clone()));
     t
 }
 
@@ -453,15 +466,14 @@ fn owned_place(value: &str) -> String {
 }
 
 /// `outcome`, with the cluster recorded as this state's when it returns one (see [`owner`]).
-async fn claimed(clients: &Clients, name: &str, outcome: ApplyOutcome) -> ApplyOutcome {
-    let state = &outcome.state;
+async fn claimed(clients: &Clients, cluster: &Cluster, outcome: ApplyOutcome) -> ApplyOutcome {
+    let made = Made::of(&outcome.state).unwrap_or_default();
     let doc = desired_state::OwnerDoc {
-        vpc_id: string(state.attr("vpc_id")).unwrap_or_default(),
-        subnet_id: string(state.attr("subnet_id")).unwrap_or_default(),
+        vpc_id: made.vpc_id.as_str().unwrap_or_default().to_string(),
+        subnet_id: cluster.subnet_id.clone(),
     };
     let value = serde_json::to_string(&doc).unwrap_or_default();
-    let tags = cluster_tags(state, name);
-    owner::claimed(clients, &owned(name), &value, &tags, outcome).await
+    owner::claimed(clients, &owned(&cluster.name), &value, &cluster_tags(cluster), outcome).await
 }
 
 /// Unknown values left in a failed create become null (state holds only what exists).
@@ -581,8 +593,7 @@ async fn ensure_home(
 ) -> Result<(), Diagnostics> {
     let cluster = Cluster::of(state).map_err(|e| e.into_diagnostics("The cluster's state cannot be read"))?;
     if let Some(id) = cluster.home.efs_id {
-        state.set_attr("home_file_system_id", Value::string(id));
-        return Ok(());
+        return record(state, |m| m.home_file_system_id = Field::Known(id));
     }
     let made = async {
         let mut fs_tags = tags.to_vec();
@@ -604,8 +615,7 @@ async fn ensure_home(
     let fs = or_stop(ctx, "making the cluster's /home", made)
         .await
         .map_err(|e| aws_diag("Cannot make the EFS file system for /home", &e))?;
-    state.set_attr("home_file_system_id", Value::string(fs));
-    Ok(())
+    record(state, |m| m.home_file_system_id = Field::Known(fs))
 }
 
 async fn publish(
@@ -619,16 +629,14 @@ async fn publish(
         munge_arn: munge,
         password_arn,
     };
-    let mut doc = Cluster::of(state)
-        .map_err(|e| e.into_diagnostics("The cluster's state cannot be read"))?
-        .doc(secrets);
+    let cluster = Cluster::of(state).map_err(|e| e.into_diagnostics("The cluster's state cannot be read"))?;
+    let mut doc = cluster.doc(secrets);
     doc.max_hourly_cost = clients.limits.max_hourly_cost_per_cluster.map(|c| format!("{c:.2}"));
     doc.max_gpus = clients.limits.max_gpus_per_cluster;
-    doc.fixed_hourly_cost = match fixed_cost(state, &clients.price_overrides) {
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    };
-    let tags = pairs(state.attr("tags_all")).unwrap_or_default();
+    doc.fixed_hourly_cost = fixed_cost(state, &clients.price_overrides)
+        .known()
+        .map(ToString::to_string);
+    let tags: Vec<(String, String)> = cluster.tags_all.unwrap_or_default().into_iter().collect();
     let shards = desired_state::user_shards(&doc.users)
         .map_err(|e| Diagnostics::from(Diagnostic::error("Cannot publish the cluster's users", e)))?;
     let stale = publish_user_shards(clients, &doc.name, &shards, &tags).await?;
@@ -642,7 +650,7 @@ async fn publish(
         .put(&desired_state::cluster_param(&doc.name), &json, &tags)
         .await
         .map_err(|e| aws_diag("Cannot publish the cluster", &e))?;
-    state.set_attr("desired_state_version", Value::int(version));
+    record(state, |m| m.desired_state_version = Field::Known(version))?;
     // Only now that the document no longer names them.
     for name in stale {
         clients
@@ -730,7 +738,7 @@ async fn nodes_ready(
     owner: &login::Owner<'_>,
     timeout: Duration,
 ) -> Result<Diagnostics, Diagnostics> {
-    let roll_out = state.attr("login_node_ids").is_unknown();
+    let roll_out = Made::of(state)?.login_node_ids.is_unknown();
     let logins = login::start(ctx, clients, state, owner, roll_out, timeout).await?;
     let warnings = head::ready(ctx, clients, state, owner.name, timeout).await?;
     login::finish(ctx, clients, owner.name, logins, timeout).await?;

@@ -13,42 +13,38 @@ use std::time::Duration;
 use hpc_aws::ec2::VolumeSpec;
 use tfplugin::{Diagnostic, Diagnostics, Value};
 
-use super::model::{read_part, HeadNode};
+use super::model::{self, known, read_part, record, HeadInstance, HeadNode, Made};
 use super::{role_instances, template};
 use crate::clients::Clients;
-use crate::convert::{self, int, string};
 use crate::desired_state::boot::{BootReport, Phase, Role};
 use crate::desired_state::{self, STATE_DEVICE};
 use crate::resources::{aws_diag, or_stop};
 
-/// The head node's settings a change of which launches a new head (in place: same cluster,
-/// same address, same state). SSH networks change the security group instead.
-const REPLACED_BY: &[&str] = &[
-    "ami_id",
-    "instance_type",
-    "root_volume_size",
-    "root_volume_type",
-    "root_volume_encrypted",
-    "key_name",
-    "instance_profile_arn",
-];
 /// Console lines shown with a head node that failed or never reported.
 const CONSOLE_TAIL_LINES: usize = 30;
 
+/// The [`HeadInstance`] settings of the prior and the planned value (none when either cannot
+/// be read: a create).
+fn instances(prior: &Value, planned: &Value) -> Option<(HeadInstance, HeadInstance)> {
+    let read = |v: &Value| model::part::<HeadInstance>(v, "head_node").ok();
+    Some((read(prior)?, read(planned)?))
+}
+
 /// Whether the planned head node differs from the prior one in what only a new instance has.
 pub fn needs_new_instance(prior: &Value, planned: &Value) -> bool {
-    let (p, n) = (prior.attr("head_node"), planned.attr("head_node"));
-    REPLACED_BY.iter().any(|a| p.attr(a) != n.attr(a))
+    instances(prior, planned).is_none_or(|(p, n)| p != n)
 }
 
 /// Whether a change of the head node's settings also rolls the login nodes (launched with all
 /// of them but the head's instance type).
 pub fn login_settings_change(prior: &Value, planned: &Value) -> bool {
-    let (p, n) = (prior.attr("head_node"), planned.attr("head_node"));
-    REPLACED_BY
-        .iter()
-        .filter(|a| **a != "instance_type")
-        .any(|a| p.attr(a) != n.attr(a))
+    instances(prior, planned).is_none_or(|(p, n)| {
+        let any_type = |h: HeadInstance| HeadInstance {
+            instance_type: tfplugin::model::Field::Unset,
+            ..h
+        };
+        any_type(p) != any_type(n)
+    })
 }
 
 fn tags_for(tags: &[(String, String)], role: &str) -> Vec<(String, String)> {
@@ -67,11 +63,11 @@ pub async fn ensure_kept(
     sgs: &[String],
     tags: &[(String, String)],
 ) -> Result<(), Diagnostics> {
-    let known = |a: &str| string(state.attr(a)).is_some();
-    if known("head_node_network_interface_id") && known("state_volume_id") {
+    let made = Made::of(state)?;
+    if made.head_node_network_interface_id.known().is_some() && made.state_volume_id.known().is_some() {
         return Ok(());
     }
-    let subnet = string(state.attr("subnet_id")).unwrap_or_default();
+    let subnet: String = read_part(state, "subnet_id")?;
     let eni = clients
         .ec2
         .ensure_network_interface(
@@ -82,7 +78,7 @@ pub async fn ensure_kept(
         )
         .await
         .map_err(|e| aws_diag("Cannot create the head node's network interface", &e))?;
-    state.set_attr("head_node_network_interface_id", Value::string(&eni.id));
+    record(state, |m| m.head_node_network_interface_id = known(&eni.id))?;
     let zone = clients
         .ec2
         .subnet_zones(std::slice::from_ref(&subnet))
@@ -106,7 +102,7 @@ pub async fn ensure_kept(
         })
         .await
         .map_err(|e| aws_diag("Cannot create the head node's state volume", &e))?;
-    state.set_attr("state_volume_id", Value::string(&volume.id));
+    record(state, |m| m.state_volume_id = known(&volume.id))?;
     Ok(())
 }
 
@@ -119,8 +115,12 @@ pub async fn grow_state(
     state: &Value,
     timeout: Duration,
 ) -> Result<(), Diagnostics> {
-    let size = |v: &Value| int(v.attr("head_node").attr("state_volume_size"));
-    let (Some(volume), Some(gib)) = (string(state.attr("state_volume_id")), size(state)) else {
+    let size = |v: &Value| {
+        model::part::<HeadNode>(v, "head_node")
+            .ok()
+            .map(|h| h.state_volume_size)
+    };
+    let (Some(volume), Some(gib)) = (Made::of(state)?.state_volume_id.known().cloned(), size(state)) else {
         return Ok(());
     };
     if size(prior) == Some(gib) {
@@ -153,12 +153,12 @@ pub async fn kept_interface(clients: &Clients, name: &str) -> Result<Option<Stri
 }
 
 /// Removes the interface and the volume (the cluster's instances are gone by then).
-pub async fn delete_kept(clients: &Clients, prior: &Value, timeout: Duration) -> hpc_aws::Result<()> {
-    if let Some(eni) = string(prior.attr("head_node_network_interface_id")) {
-        clients.ec2.delete_network_interface(&eni, timeout).await?;
+pub async fn delete_kept(clients: &Clients, prior: &super::Cluster, timeout: Duration) -> hpc_aws::Result<()> {
+    if let Some(eni) = &prior.head_node_network_interface_id {
+        clients.ec2.delete_network_interface(eni, timeout).await?;
     }
-    if let Some(volume) = string(prior.attr("state_volume_id")) {
-        clients.ec2.delete_volume(&volume, timeout).await?;
+    if let Some(volume) = &prior.state_volume_id {
+        clients.ec2.delete_volume(volume, timeout).await?;
     }
     Ok(())
 }
@@ -198,7 +198,8 @@ pub async fn launch(
             .await
             .map_err(|e| aws_diag("Cannot stop the old head node", &e))?;
     }
-    let eni = string(state.attr("head_node_network_interface_id")).unwrap_or_default();
+    let kept = Made::of(state)?;
+    let eni = kept.head_node_network_interface_id.as_str().unwrap_or_default();
     let id = match existing.first() {
         Some(id) => id.clone(),
         None => or_stop(
@@ -206,7 +207,7 @@ pub async fn launch(
             "launching the head node",
             clients.ec2.run_instance_on(
                 &lt,
-                &eni,
+                eni,
                 &format!("{name}-head-{}", uuid::Uuid::new_v4()),
                 &spec.tags,
                 timeout,
@@ -215,7 +216,7 @@ pub async fn launch(
         .await
         .map_err(|e| aws_diag("Cannot launch the head node", &e))?,
     };
-    state.set_attr("head_node_instance_id", Value::string(&id));
+    record(state, |m| m.head_node_instance_id = known(&id))?;
     let info = or_stop(
         ctx,
         "waiting for the head node",
@@ -223,12 +224,12 @@ pub async fn launch(
     )
     .await
     .map_err(|e| aws_diag("The head node did not start", &e))?;
-    state.set_attr("head_node_private_ip", convert::of_string(info.private_ip));
-    if let Some(volume) = string(state.attr("state_volume_id")) {
+    record(state, |m| m.head_node_private_ip = info.private_ip.into())?;
+    if let Some(volume) = kept.state_volume_id.known() {
         or_stop(
             ctx,
             "attaching the state volume",
-            clients.ec2.attach_volume(&volume, &id, STATE_DEVICE, timeout),
+            clients.ec2.attach_volume(volume, &id, STATE_DEVICE, timeout),
         )
         .await
         .map_err(|e| aws_diag("Cannot attach the state volume to the head node", &e))?;
@@ -249,9 +250,10 @@ pub async fn ready(
     if !read_part::<bool>(state, "wait_for_ready")? {
         return Ok(Diagnostics::new());
     }
-    let id = string(state.attr("head_node_instance_id")).unwrap_or_default();
+    let made = Made::of(state)?;
+    let id = made.head_node_instance_id.as_str().unwrap_or_default();
     let param = desired_state::boot::head_param(name);
-    match reported(ctx, clients, "the head node", &param, &id, timeout).await {
+    match reported(ctx, clients, "the head node", &param, id, timeout).await {
         Ok(r) if r.phase == Phase::Ready => {
             let mut d = Diagnostics::new();
             if let Some(w) = r.error {
@@ -267,12 +269,12 @@ pub async fn ready(
             format!(
                 "{}\n\n{}",
                 r.error.unwrap_or_default(),
-                console_tail(clients, &id).await
+                console_tail(clients, id).await
             ),
         ))),
         Err(e) => Err(Diagnostics::from(Diagnostic::error(
             format!("The head node of {name} did not report ready"),
-            format!("{e}\n\n{}", console_tail(clients, &id).await),
+            format!("{e}\n\n{}", console_tail(clients, id).await),
         ))),
     }
 }

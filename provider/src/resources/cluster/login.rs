@@ -12,13 +12,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hpc_aws::ec2::{InstanceInfo, LaunchTemplateSpec};
+use tfplugin::model::Field;
 use tfplugin::{Diagnostic, Diagnostics, Value};
 
 use super::head::{console_tail, reported};
-use super::model::{read_part, HeadNode, LoginNodes};
+use super::model::{read_part, record, HeadNode, LoginNodes, Made};
 use super::template;
 use crate::clients::Clients;
-use crate::convert::{of_list, string, strings};
 use crate::desired_state::boot::{login_param, login_reports_path, BootReport, Phase, Role};
 use crate::desired_state::{self, tag};
 use crate::resources::{aws_diag, or_stop};
@@ -132,7 +132,7 @@ pub(super) async fn start(
     let plan = if roll_out {
         roll(&nodes, &reports, &spec, want)
     } else {
-        promised(&nodes, &strings(state.attr("login_node_ids")).unwrap_or_default())
+        promised(&nodes, Made::of(state)?.login_node_ids.items())
     };
     forget_reports(clients, name, &reports, &nodes).await?;
     let launched = launch(clients, state, name, &spec, plan.launch).await?;
@@ -149,8 +149,10 @@ pub(super) async fn start(
         .map_err(|e| aws_diag("A login node did not start", &e))?;
         ips.push(info.private_ip.unwrap_or_default());
     }
-    state.set_attr("login_node_ids", of_list(Some(&ids)));
-    state.set_attr("login_node_private_ips", of_list(Some(&ips)));
+    record(state, |m| {
+        m.login_node_ids = Field::Known(ids);
+        m.login_node_private_ips = Field::Known(ips);
+    })?;
     // Kept nodes of this release that have not reported ready (an apply stopped while they
     // booted) are waited for too; nodes launched before login reports existed are not.
     let unsure = plan.keep.iter().filter(|id| match reports.get(*id) {
@@ -190,7 +192,7 @@ pub(super) async fn refreshed(
     state: &Value,
     name: &str,
 ) -> Result<Option<(Vec<String>, Vec<String>)>, Diagnostics> {
-    let Some(ids) = strings(state.attr("login_node_ids")) else {
+    let Some(ids) = Made::of(state)?.login_node_ids.known().cloned() else {
         return Ok(None);
     };
     let live = clients
@@ -299,7 +301,7 @@ async fn launch(
         .map_err(|e| aws_diag("Cannot create the login node launch template", &e))?;
     let mut tags = spec.tags.clone();
     tags.push((tag::LAUNCH_SETTINGS.into(), settings_digest(spec)));
-    let subnet = string(state.attr("subnet_id")).unwrap_or_default();
+    let subnet: String = read_part(state, "subnet_id")?;
     let mut ids = Vec::new();
     for _ in 0..count {
         let token = format!("{name}-login-{}", uuid::Uuid::new_v4());

@@ -465,6 +465,67 @@ impl ClusterConfig {
 }
 
 tfplugin::model! {
+    /// What the provider computes for a cluster: the ids and addresses apply makes, the
+    /// published version and the rendered slurm.conf. Unknown in a plan until they are made,
+    /// null where there is none. Apply and refresh change them through [`record`].
+    #[derive(Debug, Clone, Default, PartialEq)]
+    pub struct Made {
+        pub id: Field<String>,
+        pub desired_state_parameter: Field<String>,
+        pub instance_profile_policy: Field<String>,
+        pub estimated_hourly_cost: Field<Number>,
+        pub vpc_id: Field<String>,
+        pub security_group_ids: Field<Vec<String>>,
+        pub munge_key_secret_arn: Field<String>,
+        pub head_node_network_interface_id: Field<String>,
+        pub state_volume_id: Field<String>,
+        pub head_node_instance_id: Field<String>,
+        pub head_node_private_ip: Field<String>,
+        pub home_file_system_id: Field<String>,
+        pub login_node_ids: Field<Vec<String>>,
+        pub login_node_private_ips: Field<Vec<String>>,
+        pub desired_state_version: Field<i64>,
+        pub slurm_conf: Field<String>,
+    }
+}
+
+impl Made {
+    /// The computed attributes of a plan or state.
+    pub fn of(v: &Value) -> Result<Made, tfplugin::Diagnostics> {
+        Made::from_value(v).map_err(|e| e.into_diagnostics("The cluster's computed attributes cannot be read"))
+    }
+}
+
+/// Changes the computed attributes of the plan or state `v` through [`Made`]; its other
+/// attributes stay as they are.
+pub fn record(v: &mut Value, change: impl FnOnce(&mut Made)) -> Result<(), tfplugin::Diagnostics> {
+    let mut made = Made::of(v)?;
+    change(&mut made);
+    tfplugin::model::write_over(&made, &super::schema().block.ty(), v);
+    Ok(())
+}
+
+/// A known value, for a [`Made`] field.
+pub fn known<T: Clone>(t: &T) -> Field<T> {
+    Field::Known(t.clone())
+}
+
+tfplugin::model! {
+    /// The head node's settings a change of which needs a new instance (in place: the same
+    /// cluster, address and state). SSH networks change the security group instead.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct HeadInstance {
+        pub ami_id: Field<String>,
+        pub instance_type: Field<String>,
+        pub root_volume_size: Field<i64>,
+        pub root_volume_type: Field<String>,
+        pub root_volume_encrypted: Field<bool>,
+        pub key_name: Field<String>,
+        pub instance_profile_arn: Field<String>,
+    }
+}
+
+tfplugin::model! {
     /// The `head_node` block, as validation and plan read it.
     #[derive(Debug, Clone, Default)]
     pub struct HeadConfig {
@@ -483,7 +544,7 @@ tfplugin::model! {
 
 tfplugin::model! {
     /// The `login_nodes` block, as validation and plan read it.
-    #[derive(Debug, Clone, Default)]
+    #[derive(Debug, Clone, Default, PartialEq)]
     pub struct LoginConfig {
         pub count: Field<i64>,
         pub instance_type: Field<String>,
@@ -600,6 +661,11 @@ mod schema_tests {
                 fields_outside_schema::<ClusterConfig>(&super::super::schema::schema().block),
             ),
             ("head_node", fields_outside_schema::<HeadConfig>(&block("head_node"))),
+            ("head_node", fields_outside_schema::<HeadInstance>(&block("head_node"))),
+            (
+                "hpc_cluster",
+                fields_outside_schema::<Made>(&super::super::schema::schema().block),
+            ),
             (
                 "login_nodes",
                 fields_outside_schema::<LoginConfig>(&block("login_nodes")),
@@ -619,5 +685,47 @@ mod schema_tests {
             .flat_map(|(at, list)| list.into_iter().map(move |m| format!("{at}: {m}")))
             .collect();
         assert!(outside.is_empty(), "{outside:#?}");
+    }
+
+    #[test]
+    fn made_is_every_attribute_the_provider_computes_and_nothing_the_user_sets() {
+        let schema = super::super::schema::schema();
+        let mut computed: Vec<&str> = schema
+            .block
+            .attributes
+            .iter()
+            .filter(|a| a.computed && !a.optional && !a.required)
+            .map(|a| a.name.as_str())
+            .filter(|n| *n != "tags_all")
+            .collect();
+        computed.sort_unstable();
+        let mut made = Made::fields();
+        made.sort_unstable();
+        assert_eq!(made, computed);
+    }
+
+    #[test]
+    fn record_changes_the_computed_attributes_and_keeps_the_configuration() {
+        let mut v = Value::Object(
+            [
+                ("name".to_string(), Value::string("c1")),
+                ("vpc_id".to_string(), Value::Unknown),
+                ("state_volume_id".to_string(), Value::Unknown),
+                ("head_node_instance_id".to_string(), Value::string("i-old")),
+            ]
+            .into(),
+        );
+        record(&mut v, |m| {
+            m.vpc_id = known(&"vpc-1".to_string());
+            m.head_node_instance_id = Field::Unset;
+        })
+        .expect("a cluster value");
+        assert_eq!(v.attr("name"), &Value::string("c1"));
+        assert_eq!(v.attr("vpc_id"), &Value::string("vpc-1"));
+        assert_eq!(v.attr("state_volume_id"), &Value::Unknown);
+        assert_eq!(v.attr("head_node_instance_id"), &Value::Null);
+        let wrong = Value::Object([("vpc_id".to_string(), Value::int(3))].into());
+        let err = Made::of(&wrong).expect_err("a number is no VPC id");
+        assert!(format!("{err:?}").contains("vpc_id"), "{err:?}");
     }
 }

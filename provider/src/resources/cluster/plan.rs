@@ -2,8 +2,9 @@
 //! (image, key pair, partitions' timeouts), the cost, and what apply makes unknown.
 
 use super::{
-    head, managed_home, model::part, model::Cluster, model::ClusterConfig, model::InstanceType, model::LoginNodes,
-    model::Secrets, policy::instance_profile_policy, validate::model_path, validate::render,
+    head, managed_home, model::known, model::part, model::record, model::Cluster, model::ClusterConfig,
+    model::InstanceType, model::LoginNodes, model::Made, model::Secrets, policy::instance_profile_policy,
+    validate::model_path, validate::render,
 };
 use crate::clients::Clients;
 use crate::desired_state;
@@ -13,9 +14,11 @@ use crate::resources::aws_diag;
 use crate::resources::image_fits;
 use crate::resources::image_release;
 use crate::resources::planned_image;
+use tfplugin::model::Field;
 use tfplugin::AttributePath;
 use tfplugin::Diagnostic;
 use tfplugin::Diagnostics;
+use tfplugin::Number;
 use tfplugin::PlanRequest;
 use tfplugin::Value;
 
@@ -76,12 +79,12 @@ pub(super) async fn head_image_checks(clients: &Clients, planned: &ClusterConfig
 
 /// The on-demand cost per hour of the head and login nodes; unknown while their types or
 /// count are.
-pub(super) fn fixed_cost(v: &Value, overrides: &[(String, f64)]) -> Value {
+pub(super) fn fixed_cost(v: &Value, overrides: &[(String, f64)]) -> Field<Number> {
     let (Ok(head), Ok(login)) = (
         part::<InstanceType>(v, "head_node"),
         part::<LoginNodes>(v, "login_nodes"),
     ) else {
-        return Value::Unknown;
+        return Field::Unknown;
     };
     let count = u32::try_from(login.count).unwrap_or(0);
     let usage = pricing::max_usage(
@@ -90,25 +93,18 @@ pub(super) fn fixed_cost(v: &Value, overrides: &[(String, f64)]) -> Value {
     );
     usage
         .hourly_cost
-        .and_then(|c| tfplugin::Number::parse(&format!("{c:.2}")).ok())
-        .map(Value::Number)
-        .unwrap_or(Value::Null)
+        .and_then(|c| Number::parse(&format!("{c:.2}")).ok())
+        .into()
 }
 
 /// The cluster's id, parameter and instance profile policy (with the user's secrets, which
 /// must be in the cluster's region), and its tags.
 pub(super) fn plan_identity(clients: &Clients, req: &mut PlanRequest) {
-    let p = &mut req.planned;
-    clients.plan_tags_all(p);
-    let Ok(planned) = ClusterConfig::of_state(p) else {
+    clients.plan_tags_all(&mut req.planned);
+    let Ok(planned) = ClusterConfig::of_state(&req.planned) else {
         return;
     };
     if let Some(name) = planned.name.as_str() {
-        p.set_attr("id", Value::string(name));
-        p.set_attr(
-            "desired_state_parameter",
-            Value::string(desired_state::cluster_param(name)),
-        );
         let roles = planned
             .head()
             .and_then(|h| h.node_role_arns.known())
@@ -141,10 +137,19 @@ pub(super) fn plan_identity(clients: &Clients, req: &mut PlanRequest) {
             }
             secrets.push(arn.clone());
         }
-        p.set_attr(
-            "instance_profile_policy",
-            Value::string(instance_profile_policy(name, &roles, &secrets)),
-        );
+        let policy = instance_profile_policy(name, &roles, &secrets);
+        mark(req, |m| {
+            m.id = known(&name.to_string());
+            m.desired_state_parameter = Field::Known(desired_state::cluster_param(name));
+            m.instance_profile_policy = Field::Known(policy);
+        });
+    }
+}
+
+/// Changes the plan's computed attributes through [`Made`].
+fn mark(req: &mut PlanRequest, change: impl FnOnce(&mut Made)) {
+    if let Err(d) = record(&mut req.planned, change) {
+        req.diagnostics.extend(d);
     }
 }
 
@@ -158,7 +163,7 @@ pub(super) fn plan_slurm_conf(clients: &Clients, req: &mut PlanRequest, munge: &
             password_arn: None,
         };
         match Cluster::of(&req.config).map(|m| render(&m.doc(secrets))) {
-            Ok(Ok(conf)) => req.planned.set_attr("slurm_conf", Value::string(conf)),
+            Ok(Ok(conf)) => mark(req, |m| m.slurm_conf = Field::Known(conf)),
             Ok(Err(errors)) => {
                 for e in errors {
                     req.diagnostics.error_at(model_path(&e.path), e.summary, e.detail);
@@ -169,7 +174,7 @@ pub(super) fn plan_slurm_conf(clients: &Clients, req: &mut PlanRequest, munge: &
                 .push(e.diagnostic("The cluster's configuration cannot be read")),
         }
     } else {
-        req.planned.set_attr("slurm_conf", Value::Unknown);
+        mark(req, |m| m.slurm_conf = Field::Unknown);
     }
 }
 
@@ -239,39 +244,40 @@ pub(super) fn plan_unknowns(req: &mut PlanRequest) {
         return;
     };
     // The file system for /home: the given one, or the cluster's own (made at apply).
-    match planned.home.known().and_then(|h| h.efs_id.as_str()) {
-        Some(id) => req.planned.set_attr("home_file_system_id", Value::string(id)),
-        None if managed_home(&req.prior).is_none() => req.planned.set_attr("home_file_system_id", Value::Unknown),
+    let given_home = planned.home.known().and_then(|h| h.efs_id.known()).cloned();
+    let make_home = given_home.is_none() && managed_home(&req.prior).is_none();
+    mark(req, |m| match given_home {
+        Some(id) => m.home_file_system_id = Field::Known(id),
+        None if make_home => m.home_file_system_id = Field::Unknown,
         None => {}
-    }
+    });
     if req.prior.is_null() {
-        for a in [
-            "login_node_ids",
-            "login_node_private_ips",
-            "desired_state_version",
-            "head_node_network_interface_id",
-            "state_volume_id",
-        ] {
-            req.planned.set_attr(a, Value::Unknown);
-        }
+        mark(req, |m| {
+            m.login_node_ids = Field::Unknown;
+            m.login_node_private_ips = Field::Unknown;
+            m.desired_state_version = Field::Unknown;
+            m.head_node_network_interface_id = Field::Unknown;
+            m.state_volume_id = Field::Unknown;
+        });
         return;
     }
     // A head node terminated outside Terraform is launched again, and a changed image,
-    // type or root volume launches a new one: in place, on the same address.
+    // type or root volume launches a new one: in place, on the same address. A cluster made
+    // before heads had a kept interface gets one (and a new address with its next head).
     let relaunch = !prior.head_node_instance_id.is_set() || head::needs_new_instance(&req.prior, &req.planned);
-    if relaunch {
-        req.planned.set_attr("head_node_instance_id", Value::Unknown);
-    }
-    // A cluster made before heads had a kept interface gets one (and a new address with
-    // its next head).
-    if !prior.head_node_network_interface_id.is_set() {
-        for a in ["head_node_network_interface_id", "state_volume_id"] {
-            req.planned.set_attr(a, Value::Unknown);
-        }
+    let new_interface = !prior.head_node_network_interface_id.is_set();
+    mark(req, |m| {
         if relaunch {
-            req.planned.set_attr("head_node_private_ip", Value::Unknown);
+            m.head_node_instance_id = Field::Unknown;
         }
-    }
+        if new_interface {
+            m.head_node_network_interface_id = Field::Unknown;
+            m.state_volume_id = Field::Unknown;
+            if relaunch {
+                m.head_node_private_ip = Field::Unknown;
+            }
+        }
+    });
     let size = |v: &ClusterConfig| v.head().and_then(|h| h.state_volume_size.known().copied());
     if let (Some(volume), Some(was), Some(now)) = (prior.state_volume_id.as_str(), size(&prior), size(&planned)) {
         if now < was {
@@ -291,14 +297,16 @@ pub(super) fn plan_unknowns(req: &mut PlanRequest) {
     // A node lost or failed (dropped by the refresh) is replaced.
     let count = |v: &Value| part::<LoginNodes>(v, "login_nodes").map(|l| l.count).ok();
     let recorded = prior.login_node_ids.known().map(|ids| ids.len() as i64);
-    if req.planned.attr("login_nodes") != req.prior.attr("login_nodes")
+    if planned.login_nodes != prior.login_nodes
         || head::login_settings_change(&req.prior, &req.planned)
         || recorded != count(&req.planned)
     {
-        req.planned.set_attr("login_node_ids", Value::Unknown);
-        req.planned.set_attr("login_node_private_ips", Value::Unknown);
+        mark(req, |m| {
+            m.login_node_ids = Field::Unknown;
+            m.login_node_private_ips = Field::Unknown;
+        });
     }
     if req.planned != req.prior {
-        req.planned.set_attr("desired_state_version", Value::Unknown);
+        mark(req, |m| m.desired_state_version = Field::Unknown);
     }
 }

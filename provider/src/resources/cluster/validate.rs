@@ -6,7 +6,7 @@ use super::{checks, model::Cluster, model::Secrets, model::User, ACCOUNTING_MODE
 use crate::desired_state;
 use crate::desired_state::ClusterDoc;
 use crate::resources::valid_name;
-use tfplugin::model::Model;
+use tfplugin::model::Field;
 use tfplugin::timeouts;
 use tfplugin::AttributePath;
 use tfplugin::Diagnostic;
@@ -219,15 +219,15 @@ pub(super) fn user_checks(users: &[UserConfig], diags: &mut Diagnostics) {
     }
 }
 
-/// Each user fits one shard of the published users (`c`: the configuration with the schema's
-/// defaults, so a user known whole reads as the typed `User` it is published from).
+/// Each user known whole fits one shard of the published users (read as the typed `User` it
+/// is published from, with the schema's defaults).
 pub(super) fn user_shard_checks(c: &Value, diags: &mut Diagnostics) {
-    for (i, u) in c.attr("user").elements().iter().enumerate() {
-        let at = AttributePath::root("user").index(i);
-        let shard = User::read(u, &at).map(|user| desired_state::user_shards(&[user.doc()]));
-        if let Ok(Err(e)) = shard {
+    let users: Field<Vec<Field<User>>> = super::model::part(c, "user").unwrap_or_default();
+    for (i, user) in users.items().iter().enumerate() {
+        let Some(user) = user.known() else { continue };
+        if let Err(e) = desired_state::user_shards(&[user.doc()]) {
             diags.error_at(
-                at.attr("ssh_public_keys"),
+                AttributePath::root("user").index(i).attr("ssh_public_keys"),
                 e,
                 "Each user is published whole in one 8 KiB shard.",
             );
