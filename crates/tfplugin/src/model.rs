@@ -408,6 +408,15 @@ pub fn write_over<T: Model>(m: &T, ty: &Type, v: &mut Value) {
     }
 }
 
+/// Reads the view `T` of the object `v` (of the object type `ty`), lets `f` change it and writes
+/// it back over `v` (see [`write_over`]).
+pub fn change<T: Model>(v: &mut Value, ty: &Type, f: impl FnOnce(&mut T)) -> Result<(), ModelError> {
+    let mut view = T::from_value(v)?;
+    f(&mut view);
+    write_over(&view, ty, v);
+    Ok(())
+}
+
 /// The type of the attribute `name` in the object type `ty`.
 pub fn field_type(ty: &Type, name: &str) -> Type {
     match ty {

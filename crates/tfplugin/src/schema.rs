@@ -312,6 +312,18 @@ impl Block {
         self
     }
 
+    /// The attributes only the provider sets (computed, neither required nor optional), sorted.
+    pub fn computed_only(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .attributes
+            .iter()
+            .filter(|a| a.computed && !a.optional && !a.required)
+            .map(|a| a.name.as_str())
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
     /// The object type of values of this block.
     pub fn ty(&self) -> Type {
         object_type(&self.attributes, &self.blocks)

@@ -38,7 +38,7 @@ use validate::{
     user_checks, user_shard_checks,
 };
 
-use model::{known, record, Cluster, ClusterConfig, Made, Secrets};
+use model::{known, record, Cluster, ClusterConfig, Computed, Secrets};
 use tfplugin::model::Field;
 use tfplugin::model::Model;
 
@@ -120,7 +120,7 @@ impl Resource for HpcCluster {
         if let Err(d) = record(&mut req.planned, |m| m.estimated_hourly_cost = cost) {
             req.diagnostics.extend(d);
         }
-        let prior = Made::from_value(&req.prior).unwrap_or_default();
+        let prior = Computed::from_value(&req.prior).unwrap_or_default();
         let munge = prior.munge_key_secret_arn.as_str().unwrap_or_default();
         plan_slurm_conf(clients, req, munge);
         let diags = plan_reads(clients, req).await;
@@ -188,7 +188,7 @@ impl Resource for HpcCluster {
             Ok(warnings) => ApplyOutcome::ok_with(state, warnings),
             Err(d) => {
                 // Record what exists (tainted) so destroy removes it; nothing leaks.
-                let made = Made::of(&state).is_ok_and(|m| !m.security_group_ids.is_unknown());
+                let made = Computed::of(&state).is_ok_and(|m| !m.security_group_ids.is_unknown());
                 ApplyOutcome::failed(if made { scrub(state) } else { Value::Null }, d)
             }
         };
@@ -213,7 +213,7 @@ impl Resource for HpcCluster {
             )
             .await
             .map_err(|e| aws_diag("Cannot read cluster", &e))?;
-        let head = match Made::of(&req.state)?.head_node_instance_id.known() {
+        let head = match Computed::of(&req.state)?.head_node_instance_id.known() {
             Some(id) => clients
                 .ec2
                 .find_instance_viewed(tag::ROLE, id)
@@ -251,7 +251,7 @@ impl Resource for HpcCluster {
             Err(d) => return ApplyOutcome::failed(req.prior, d),
         };
         let mut state = req.planned.clone();
-        let (cluster, prior) = match (Cluster::of(&state), Made::of(&req.prior)) {
+        let (cluster, prior) = match (Cluster::of(&state), Computed::of(&req.prior)) {
             (Ok(c), Ok(p)) => (c, p),
             (Err(e), _) => {
                 return ApplyOutcome::failed(req.prior, e.into_diagnostics("The planned cluster cannot be read"))
@@ -274,7 +274,7 @@ impl Resource for HpcCluster {
             // A new image, type or root volume: a new head in place. A head lost outside
             // Terraform: its successor. Either way on the same interface and state volume.
             let replace = head::needs_new_instance(&req.prior, &state);
-            let missing = Made::of(&state)?.head_node_instance_id.known().is_none();
+            let missing = Computed::of(&state)?.head_node_instance_id.known().is_none();
             if replace || missing {
                 head::launch(&req.ctx, clients, &mut state, &name, &tags, replace, timeout).await?;
             }
@@ -467,7 +467,7 @@ fn owned_place(value: &str) -> String {
 
 /// `outcome`, with the cluster recorded as this state's when it returns one (see [`owner`]).
 async fn claimed(clients: &Clients, cluster: &Cluster, outcome: ApplyOutcome) -> ApplyOutcome {
-    let made = Made::of(&outcome.state).unwrap_or_default();
+    let made = Computed::of(&outcome.state).unwrap_or_default();
     let doc = desired_state::OwnerDoc {
         vpc_id: made.vpc_id.as_str().unwrap_or_default().to_string(),
         subnet_id: cluster.subnet_id.clone(),
@@ -738,7 +738,7 @@ async fn nodes_ready(
     owner: &login::Owner<'_>,
     timeout: Duration,
 ) -> Result<Diagnostics, Diagnostics> {
-    let roll_out = Made::of(state)?.login_node_ids.is_unknown();
+    let roll_out = Computed::of(state)?.login_node_ids.is_unknown();
     let logins = login::start(ctx, clients, state, owner, roll_out, timeout).await?;
     let warnings = head::ready(ctx, clients, state, owner.name, timeout).await?;
     login::finish(ctx, clients, owner.name, logins, timeout).await?;

@@ -12,7 +12,6 @@ use tfplugin::{
 };
 
 use crate::clients::Clients;
-use crate::convert::string;
 use crate::desired_state::{self, tag, ClusterDoc, PartitionDoc};
 use crate::resources::{aws_diag, or_stop};
 
@@ -25,11 +24,12 @@ mod schema;
 mod validate;
 
 use apply::{apply, pool_clients, remove_templates};
-use plan::{plan_checks, plan_unknowns, set_derived};
+use plan::{plan_checks, plan_identity, plan_unknowns, set_derived};
 use schema::schema;
 use validate::{pool_value_checks, setting_checks, shape_checks, shared_checks, slurm_checks, PROBE_SLURM_VERSION};
 
-use model::{Partition, PartitionConfig};
+use model::{Identity, Partition, PartitionConfig};
+use tfplugin::model::Field;
 use tfplugin::model::Model;
 
 pub struct HpcPartition;
@@ -149,18 +149,14 @@ impl Resource for HpcPartition {
         let Ok(clients) = Clients::of(&ctx) else {
             return;
         };
-        let p = &mut req.planned;
-        clients.plan_tags_all(p);
-        if p.attr("placement_group").is_unknown() || req.config.attr("placement_group").is_null() {
-            let efa = p.attr("efa_enabled").clone();
-            p.set_attr("placement_group", efa);
-        }
-        if let (Some(cluster), Some(name)) = (p.attr("cluster_id").as_str(), p.attr("name").as_str()) {
-            let id = Value::string(format!("{cluster}/{name}"));
-            p.set_attr("id", id);
+        clients.plan_tags_all(&mut req.planned);
+        if let Err(d) = plan_identity(req) {
+            req.diagnostics.extend(d);
         }
         plan_checks(clients, req).await;
-        plan_unknowns(req);
+        if let Err(d) = plan_unknowns(req) {
+            req.diagnostics.extend(d);
+        }
     }
 
     async fn create(&self, req: CreateRequest) -> ApplyOutcome {
@@ -173,7 +169,11 @@ impl Resource for HpcPartition {
 
     async fn read(&self, req: ReadRequest) -> Result<Option<Value>, Diagnostics> {
         let clients = Clients::of(&req.ctx).map_err(Diagnostics::from)?;
-        let (Some(cluster), Some(name)) = (string(req.state.attr("cluster_id")), string(req.state.attr("name"))) else {
+        let Ok(Identity {
+            cluster_id: Field::Known(cluster),
+            name: Field::Known(name),
+        }) = Identity::from_value(&req.state)
+        else {
             return Ok(None);
         };
         let param = clients

@@ -8,10 +8,9 @@ use std::collections::BTreeMap;
 
 use hpc_aws::ec2::InstanceTypeInfo;
 use hpc_aws::quotas::{vcpu_quota, VcpuQuota};
-use tfplugin::{AttributePath, Diagnostic, Diagnostics, Value};
+use tfplugin::{AttributePath, Diagnostic, Diagnostics};
 
 use crate::clients::Clients;
-use crate::convert::{int, string, strings};
 use crate::desired_state::{self, PartitionDoc};
 
 /// What a partition may run: `max_nodes` of each instance type (vCPUs each), in any of its
@@ -24,26 +23,34 @@ pub(crate) struct Reach {
     pub pools: Vec<(String, bool)>,
 }
 
+/// A planned pool, as the quotas see it: its region (None: the provider's) and whether it is spot.
+pub(crate) struct PlannedPool<'a> {
+    pub region: Option<&'a str>,
+    pub spot: bool,
+}
+
 impl Reach {
-    /// The planned partition's reach (types EC2 does not describe are left out).
-    pub fn planned(planned: &Value, infos: &[InstanceTypeInfo], home_region: &str) -> Self {
-        let types = strings(planned.attr("instance_types")).unwrap_or_default();
+    /// A planned partition's reach: `max_nodes` of `types` in `pools` (types EC2 does not
+    /// describe are left out).
+    pub fn planned(
+        name: &str,
+        max_nodes: i64,
+        types: &[String],
+        pools: &[PlannedPool],
+        infos: &[InstanceTypeInfo],
+        home_region: &str,
+    ) -> Self {
         Reach {
-            name: string(planned.attr("name")).unwrap_or_default(),
-            max_nodes: int(planned.attr("max_nodes")).unwrap_or(0).max(0) as u64,
+            name: name.to_string(),
+            max_nodes: u64::try_from(max_nodes).unwrap_or(0),
             types: types
                 .iter()
                 .filter_map(|t| infos.iter().find(|i| &i.instance_type == t))
                 .map(|i| (i.instance_type.clone(), u64::from(i.vcpus)))
                 .collect(),
-            pools: planned
-                .attr("capacity_pool")
-                .elements()
+            pools: pools
                 .iter()
-                .map(|pool| {
-                    let region = string(pool.attr("region")).unwrap_or_else(|| home_region.to_string());
-                    (region, pool.attr("capacity_type").as_str() == Some("spot"))
-                })
+                .map(|p| (p.region.unwrap_or(home_region).to_string(), p.spot))
                 .collect(),
         }
     }
@@ -228,7 +235,6 @@ fn over_quota(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert;
 
     fn info(t: &str, vcpus: u32) -> InstanceTypeInfo {
         InstanceTypeInfo {
@@ -240,38 +246,16 @@ mod tests {
 
     #[test]
     fn a_partition_needs_max_nodes_of_every_type_per_quota_and_region() {
-        let pool = |region: Option<&str>, kind: &str| {
-            let mut v = vec![("capacity_type", Value::string(kind))];
-            if let Some(r) = region {
-                v.push(("region", Value::string(r)));
-            }
-            convert::object(v)
-        };
-        let planned = convert::object(vec![
-            ("max_nodes", Value::int(4)),
-            (
-                "instance_types",
-                convert::of_list(Some(&[
-                    "p5.48xlarge".to_string(),
-                    "g6e.12xlarge".into(),
-                    "p4d.24xlarge".into(),
-                ])),
-            ),
-            (
-                "capacity_pool",
-                Value::List(vec![
-                    pool(None, "on_demand"),
-                    pool(None, "on_demand"),
-                    pool(Some("us-west-2"), "spot"),
-                ]),
-            ),
-        ]);
+        let pool = |region, spot| PlannedPool { region, spot };
+        let types = ["p5.48xlarge".to_string(), "g6e.12xlarge".into(), "p4d.24xlarge".into()];
+        let pools = [pool(None, false), pool(None, false), pool(Some("us-west-2"), true)];
         let infos = [
             info("p5.48xlarge", 192),
             info("g6e.12xlarge", 48),
             info("p4d.24xlarge", 96),
         ];
-        let got: Vec<(String, &str, u64, usize)> = needs(&Reach::planned(&planned, &infos, "us-east-1"))
+        let reach = Reach::planned("gpu", 4, &types, &pools, &infos, "us-east-1");
+        let got: Vec<(String, &str, u64, usize)> = needs(&reach)
             .into_iter()
             .map(|n| (n.region, n.quota.code, n.vcpus, n.types.len()))
             .collect();

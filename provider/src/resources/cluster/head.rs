@@ -13,7 +13,7 @@ use std::time::Duration;
 use hpc_aws::ec2::VolumeSpec;
 use tfplugin::{Diagnostic, Diagnostics, Value};
 
-use super::model::{self, known, read_part, record, HeadInstance, HeadNode, Made};
+use super::model::{self, known, read_part, record, Computed, HeadInstance, HeadNode};
 use super::{role_instances, template};
 use crate::clients::Clients;
 use crate::desired_state::boot::{BootReport, Phase, Role};
@@ -63,7 +63,7 @@ pub async fn ensure_kept(
     sgs: &[String],
     tags: &[(String, String)],
 ) -> Result<(), Diagnostics> {
-    let made = Made::of(state)?;
+    let made = Computed::of(state)?;
     if made.head_node_network_interface_id.known().is_some() && made.state_volume_id.known().is_some() {
         return Ok(());
     }
@@ -120,7 +120,7 @@ pub async fn grow_state(
             .ok()
             .map(|h| h.state_volume_size)
     };
-    let (Some(volume), Some(gib)) = (Made::of(state)?.state_volume_id.known().cloned(), size(state)) else {
+    let (Some(volume), Some(gib)) = (Computed::of(state)?.state_volume_id.known().cloned(), size(state)) else {
         return Ok(());
     };
     if size(prior) == Some(gib) {
@@ -198,7 +198,7 @@ pub async fn launch(
             .await
             .map_err(|e| aws_diag("Cannot stop the old head node", &e))?;
     }
-    let kept = Made::of(state)?;
+    let kept = Computed::of(state)?;
     let eni = kept.head_node_network_interface_id.as_str().unwrap_or_default();
     let id = match existing.first() {
         Some(id) => id.clone(),
@@ -250,7 +250,7 @@ pub async fn ready(
     if !read_part::<bool>(state, "wait_for_ready")? {
         return Ok(Diagnostics::new());
     }
-    let made = Made::of(state)?;
+    let made = Computed::of(state)?;
     let id = made.head_node_instance_id.as_str().unwrap_or_default();
     let param = desired_state::boot::head_param(name);
     match reported(ctx, clients, "the head node", &param, id, timeout).await {
@@ -266,11 +266,7 @@ pub async fn ready(
         }
         Ok(r) => Err(Diagnostics::from(Diagnostic::error(
             format!("The head node of {name} failed at {}", r.step),
-            format!(
-                "{}\n\n{}",
-                r.error.unwrap_or_default(),
-                console_tail(clients, id).await
-            ),
+            format!("{}\n\n{}", r.error.unwrap_or_default(), console_tail(clients, id).await),
         ))),
         Err(e) => Err(Diagnostics::from(Diagnostic::error(
             format!("The head node of {name} did not report ready"),

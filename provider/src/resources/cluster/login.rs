@@ -16,7 +16,7 @@ use tfplugin::model::Field;
 use tfplugin::{Diagnostic, Diagnostics, Value};
 
 use super::head::{console_tail, reported};
-use super::model::{read_part, record, HeadNode, LoginNodes, Made};
+use super::model::{read_part, record, Computed, HeadNode, LoginNodes};
 use super::template;
 use crate::clients::Clients;
 use crate::desired_state::boot::{login_param, login_reports_path, BootReport, Phase, Role};
@@ -132,7 +132,7 @@ pub(super) async fn start(
     let plan = if roll_out {
         roll(&nodes, &reports, &spec, want)
     } else {
-        promised(&nodes, Made::of(state)?.login_node_ids.items())
+        promised(&nodes, Computed::of(state)?.login_node_ids.items())
     };
     forget_reports(clients, name, &reports, &nodes).await?;
     let launched = launch(clients, state, name, &spec, plan.launch).await?;
@@ -192,7 +192,7 @@ pub(super) async fn refreshed(
     state: &Value,
     name: &str,
 ) -> Result<Option<(Vec<String>, Vec<String>)>, Diagnostics> {
-    let Some(ids) = Made::of(state)?.login_node_ids.known().cloned() else {
+    let Some(ids) = Computed::of(state)?.login_node_ids.known().cloned() else {
         return Ok(None);
     };
     let live = clients

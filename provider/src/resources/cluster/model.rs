@@ -469,7 +469,7 @@ tfplugin::model! {
     /// published version and the rendered slurm.conf. Unknown in a plan until they are made,
     /// null where there is none. Apply and refresh change them through [`record`].
     #[derive(Debug, Clone, Default, PartialEq)]
-    pub struct Made {
+    pub struct Computed {
         pub id: Field<String>,
         pub desired_state_parameter: Field<String>,
         pub instance_profile_policy: Field<String>,
@@ -489,23 +489,21 @@ tfplugin::model! {
     }
 }
 
-impl Made {
+impl Computed {
     /// The computed attributes of a plan or state.
-    pub fn of(v: &Value) -> Result<Made, tfplugin::Diagnostics> {
-        Made::from_value(v).map_err(|e| e.into_diagnostics("The cluster's computed attributes cannot be read"))
+    pub fn of(v: &Value) -> Result<Computed, tfplugin::Diagnostics> {
+        Computed::from_value(v).map_err(|e| e.into_diagnostics("The cluster's computed attributes cannot be read"))
     }
 }
 
-/// Changes the computed attributes of the plan or state `v` through [`Made`]; its other
+/// Changes the computed attributes of the plan or state `v` through [`Computed`]; its other
 /// attributes stay as they are.
-pub fn record(v: &mut Value, change: impl FnOnce(&mut Made)) -> Result<(), tfplugin::Diagnostics> {
-    let mut made = Made::of(v)?;
-    change(&mut made);
-    tfplugin::model::write_over(&made, &super::schema().block.ty(), v);
-    Ok(())
+pub fn record(v: &mut Value, change: impl FnOnce(&mut Computed)) -> Result<(), tfplugin::Diagnostics> {
+    tfplugin::model::change(v, &super::schema().block.ty(), change)
+        .map_err(|e| e.into_diagnostics("The cluster's computed attributes cannot be read"))
 }
 
-/// A known value, for a [`Made`] field.
+/// A known value, for a [`Computed`] field.
 pub fn known<T: Clone>(t: &T) -> Field<T> {
     Field::Known(t.clone())
 }
@@ -664,7 +662,7 @@ mod schema_tests {
             ("head_node", fields_outside_schema::<HeadInstance>(&block("head_node"))),
             (
                 "hpc_cluster",
-                fields_outside_schema::<Made>(&super::super::schema::schema().block),
+                fields_outside_schema::<Computed>(&super::super::schema::schema().block),
             ),
             (
                 "login_nodes",
@@ -688,20 +686,14 @@ mod schema_tests {
     }
 
     #[test]
-    fn made_is_every_attribute_the_provider_computes_and_nothing_the_user_sets() {
+    fn computed_is_every_attribute_the_provider_computes_and_nothing_the_user_sets() {
         let schema = super::super::schema::schema();
-        let mut computed: Vec<&str> = schema
-            .block
-            .attributes
-            .iter()
-            .filter(|a| a.computed && !a.optional && !a.required)
-            .map(|a| a.name.as_str())
-            .filter(|n| *n != "tags_all")
-            .collect();
-        computed.sort_unstable();
-        let mut made = Made::fields();
-        made.sort_unstable();
-        assert_eq!(made, computed);
+        let mut computed = schema.block.computed_only();
+        // The provider's default tags merged in, for every resource alike.
+        computed.retain(|n| *n != "tags_all");
+        let mut view = Computed::fields();
+        view.sort_unstable();
+        assert_eq!(view, computed);
     }
 
     #[test]
@@ -725,7 +717,7 @@ mod schema_tests {
         assert_eq!(v.attr("state_volume_id"), &Value::Unknown);
         assert_eq!(v.attr("head_node_instance_id"), &Value::Null);
         let wrong = Value::Object([("vpc_id".to_string(), Value::int(3))].into());
-        let err = Made::of(&wrong).expect_err("a number is no VPC id");
+        let err = Computed::of(&wrong).expect_err("a number is no VPC id");
         assert!(format!("{err:?}").contains("vpc_id"), "{err:?}");
     }
 }

@@ -3,7 +3,7 @@
 
 use super::{
     head, managed_home, model::known, model::part, model::record, model::Cluster, model::ClusterConfig,
-    model::InstanceType, model::LoginNodes, model::Made, model::Secrets, policy::instance_profile_policy,
+    model::Computed, model::InstanceType, model::LoginNodes, model::Secrets, policy::instance_profile_policy,
     validate::model_path, validate::render,
 };
 use crate::clients::Clients;
@@ -146,8 +146,8 @@ pub(super) fn plan_identity(clients: &Clients, req: &mut PlanRequest) {
     }
 }
 
-/// Changes the plan's computed attributes through [`Made`].
-fn mark(req: &mut PlanRequest, change: impl FnOnce(&mut Made)) {
+/// Changes the plan's computed attributes through [`Computed`].
+fn mark(req: &mut PlanRequest, change: impl FnOnce(&mut Computed)) {
     if let Err(d) = record(&mut req.planned, change) {
         req.diagnostics.extend(d);
     }

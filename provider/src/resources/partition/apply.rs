@@ -5,12 +5,10 @@
 use super::paths;
 use super::plan::cluster_checks;
 use super::{
-    cluster_doc, cluster_missing, model::parse_template_key, model::template_key, model::Partition, model::Pool,
-    APPLY_TIMEOUT,
+    cluster_doc, cluster_missing, model::parse_template_key, model::record, model::template_key, model::Computed,
+    model::Partition, model::Pool, model::Structure, APPLY_TIMEOUT,
 };
 use crate::clients::Clients;
-use crate::convert::of_list;
-use crate::convert::of_map;
 use crate::desired_state;
 use crate::desired_state::boot::Role;
 use crate::desired_state::tag;
@@ -27,6 +25,7 @@ use hpc_aws::ec2::ReservationTarget;
 use hpc_aws::ec2::RootVolume;
 use std::collections::BTreeMap;
 use std::time::Duration;
+use tfplugin::model::{Field, Model};
 use tfplugin::timeouts;
 use tfplugin::ApplyOutcome;
 use tfplugin::AttributePath;
@@ -45,7 +44,10 @@ pub(super) async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> A
         Err(e) => return ApplyOutcome::failed(prior, e.into_diagnostics("The planned partition cannot be read")),
     };
     let mut state = planned.clone();
-    state.set_attr("id", Value::string(format!("{}/{}", model.cluster(), model.name)));
+    let id = format!("{}/{}", model.cluster(), model.name);
+    if let Err(d) = record(&mut state, |c| c.id = Field::Known(id)) {
+        return ApplyOutcome::failed(prior, d);
+    }
     let owned = owned(model.cluster(), &model.name);
     if prior.is_null() {
         if let Err(d) = owner::refuse_taken(clients, &owned, |_| String::new()).await {
@@ -69,7 +71,7 @@ pub(super) async fn apply(ctx: tfplugin::Ctx, prior: Value, planned: Value) -> A
         Ok(_) => ApplyOutcome::ok(state),
         Err(d) if prior.is_null() => {
             // Record what exists so nothing leaks; Terraform taints it.
-            let made = !state.attr("launch_template_ids").is_unknown() && !state.attr("launch_template_ids").is_null();
+            let made = Computed::from_value(&state).is_ok_and(|c| c.launch_template_ids.known().is_some());
             ApplyOutcome::failed(if made { state } else { Value::Null }, d)
         }
         Err(d) => ApplyOutcome::failed(prior, d),
@@ -94,7 +96,8 @@ fn owned(cluster: &str, partition: &str) -> owner::Name {
 /// the cluster) and only warned about a newer image.
 async fn image_release_now(clients: &Clients, prior: &Value, model: &Partition, cdoc: &ClusterDoc) -> Diagnostics {
     let mut diags = Diagnostics::new();
-    if prior.attr("ami_id").as_str() == Some(model.ami_id.as_str()) {
+    let before = Structure::from_value(prior).map(|s| s.ami_id).unwrap_or_default();
+    if before.as_str() == Some(model.ami_id.as_str()) {
         return diags;
     }
     if let Some(image) = planned_image(clients, &model.ami_id, &mut diags).await {
@@ -164,17 +167,16 @@ pub(super) async fn publish(
         return Err(reached);
     }
     let made = ensure_pools(&launch, &ec2s).await?;
-    state.set_attr(
-        "launch_template_ids",
-        of_map(&made.templates.clone().into_iter().collect::<Vec<_>>()),
-    );
-    state.set_attr("placement_group_names", of_list(Some(&made.groups)));
+    record(state, |c| {
+        c.launch_template_ids = Field::Known(made.templates.clone());
+        c.placement_group_names = Field::Known(made.groups.clone());
+    })?;
     home_mount_targets(ctx, clients, &cdoc, &made.home_zones).await?;
     let mut published = model.clone();
     published.launch_template_ids = Some(made.templates);
     published.placement_group_names = Some(made.groups);
     let version = put_document(clients, &published, &infos, &tags_all).await?;
-    state.set_attr("desired_state_version", Value::int(version));
+    record(state, |c| c.desired_state_version = Field::Known(version))?;
     if !prior.is_null() {
         let prior = Partition::of(prior).map_err(|e| e.into_diagnostics("The partition's state cannot be read"))?;
         remove_templates(clients, &prior, &ec2s, &made.keep)

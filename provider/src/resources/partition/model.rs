@@ -100,7 +100,7 @@ tfplugin::model! {
 
 tfplugin::model! {
     /// One `capacity_pool` block of a configuration, as validation reads it.
-    #[derive(Debug, Clone, Default)]
+    #[derive(Debug, Clone, Default, PartialEq)]
     pub struct PoolConfig {
         pub subnet_ids: Field<Vec<String>>,
         pub region: Field<String>,
@@ -109,6 +109,73 @@ tfplugin::model! {
         pub ami_id: Field<String>,
         pub security_group_ids: Field<Vec<Field<String>>>,
         pub peering_connection_id: Field<String>,
+    }
+}
+
+tfplugin::model! {
+    /// What the provider computes for a partition: its id, the templates and groups apply
+    /// makes, the published version and what is derived from the document. Unknown in a plan
+    /// until known, null where there is none. Plan, apply and read change them through [`record`].
+    #[derive(Debug, Clone, Default, PartialEq)]
+    pub struct Computed {
+        pub id: Field<String>,
+        pub node_names: Field<Vec<String>>,
+        pub launch_template_ids: Field<BTreeMap<String, String>>,
+        pub placement_group_names: Field<Vec<String>>,
+        pub max_vcpus: Field<i64>,
+        pub max_gpus: Field<i64>,
+        pub gpu_model: Field<String>,
+        pub estimated_max_hourly_cost: Field<Number>,
+        pub rendered_partition: Field<String>,
+        pub desired_state_version: Field<i64>,
+    }
+}
+
+/// Changes the computed attributes of the plan or state `v` through [`Computed`]; its other
+/// attributes stay as they are.
+pub fn record(v: &mut Value, change: impl FnOnce(&mut Computed)) -> Result<(), tfplugin::Diagnostics> {
+    tfplugin::model::change(v, &super::schema().ty(), change)
+        .map_err(|e| e.into_diagnostics("The partition's computed attributes cannot be read"))
+}
+
+tfplugin::model! {
+    /// What the pools' launch templates and placement groups are made of: a change of any
+    /// makes them again.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Structure {
+        pub instance_types: Field<Vec<String>>,
+        pub capacity_pool: Field<Vec<PoolConfig>>,
+        pub efa_enabled: Field<bool>,
+        pub placement_group: Field<bool>,
+        pub ami_id: Field<String>,
+        pub root_volume_size: Field<i64>,
+        pub instance_profile_arn: Field<String>,
+        pub user_data_extra: Field<String>,
+    }
+}
+
+tfplugin::model! {
+    /// What names a partition: its cluster and its name (the id is both).
+    #[derive(Debug, Clone)]
+    pub struct Identity {
+        pub cluster_id: Field<String>,
+        pub name: Field<String>,
+    }
+}
+
+impl Identity {
+    /// `<cluster>/<name>`, once both are known.
+    pub fn id(&self) -> Option<String> {
+        Some(format!("{}/{}", self.cluster_id.known()?, self.name.known()?))
+    }
+}
+
+tfplugin::model! {
+    /// `placement_group`, which follows `efa_enabled` unless set.
+    #[derive(Debug, Clone)]
+    pub struct Placement {
+        pub placement_group: Field<bool>,
+        pub efa_enabled: Field<bool>,
     }
 }
 
@@ -388,5 +455,19 @@ mod schema_tests {
             .map(|b| b.block.clone());
         let pool = pool.unwrap_or_default();
         assert_eq!(fields_outside_schema::<PoolConfig>(&pool), Vec::<String>::new());
+        assert_eq!(fields_outside_schema::<Structure>(&schema.block), Vec::<String>::new());
+        assert_eq!(fields_outside_schema::<Placement>(&schema.block), Vec::<String>::new());
+        assert_eq!(fields_outside_schema::<Identity>(&schema.block), Vec::<String>::new());
+    }
+
+    #[test]
+    fn computed_is_every_attribute_the_provider_computes_and_nothing_the_user_sets() {
+        let schema = super::super::schema::schema();
+        let mut computed = schema.block.computed_only();
+        // The provider's default tags merged in, for every resource alike.
+        computed.retain(|n| *n != "tags_all");
+        let mut view = Computed::fields();
+        view.sort_unstable();
+        assert_eq!(view, computed);
     }
 }

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use hpc_aws::cidr::Cidr;
 use hpc_aws::ec2::{Ec2, Peering};
-use tfplugin::{AttributePath, Diagnostic, Diagnostics, Value};
+use tfplugin::{AttributePath, Diagnostic, Diagnostics};
 
-use super::model::Pool;
+use super::model::{Pool, PoolConfig};
 use crate::clients::Clients;
 use crate::desired_state::ClusterDoc;
 use crate::resources::aws_diag;
@@ -27,13 +27,13 @@ pub(super) fn is_remote(region: Option<&str>, home: &str) -> bool {
 }
 
 /// Every pool in another region names its path (planned values; unknown ones pass).
-pub(super) fn named(planned: &Value, home: &str) -> Diagnostics {
+pub(super) fn named(pools: &[PoolConfig], home: &str) -> Diagnostics {
     let mut diags = Diagnostics::new();
-    for (i, pool) in planned.attr("capacity_pool").elements().iter().enumerate() {
-        let Some(region) = pool.attr("region").as_str() else {
+    for (i, pool) in pools.iter().enumerate() {
+        let Some(region) = pool.region.as_str() else {
             continue;
         };
-        if is_remote(Some(region), home) && pool.attr("peering_connection_id").is_null() {
+        if is_remote(Some(region), home) && !pool.peering_connection_id.is_set() {
             diags.error_at(
                 at(i),
                 format!("a pool in {region} needs a network path to the cluster in {home}"),

@@ -3,14 +3,11 @@
 
 use super::validate::model_path;
 use super::{
-    apply::pool_clients, model::Partition, model::PoolConfig, paths, pool_checks, schema::schema,
-    validate::slurm_checks, validate::PROBE_SLURM_VERSION, Published,
+    apply::pool_clients, model::record, model::Identity, model::Partition, model::PartitionConfig, model::Placement,
+    model::PoolConfig, model::Structure, paths, pool_checks, schema::schema, validate::slurm_checks,
+    validate::PROBE_SLURM_VERSION, Published,
 };
 use crate::clients::Clients;
-use crate::convert;
-use crate::convert::int;
-use crate::convert::of_list;
-use crate::convert::string;
 use crate::desired_state::ClusterDoc;
 use crate::desired_state::PartitionDoc;
 use crate::pricing;
@@ -24,6 +21,7 @@ use tfplugin::model::{Field, Model};
 use tfplugin::AttributePath;
 use tfplugin::Diagnostic;
 use tfplugin::Diagnostics;
+use tfplugin::Number;
 use tfplugin::PlanRequest;
 use tfplugin::Value;
 
@@ -52,17 +50,15 @@ pub(super) async fn plan_checks(clients: &Clients, req: &mut PlanRequest) {
         Err(e) => return req.diagnostics.extend(aws_diag("Cannot describe instance types", &e)),
     };
     req.diagnostics.extend(type_checks(clients, &reach, &infos));
-    req.diagnostics.extend(paths::named(&req.planned, &clients.aws.region));
-    let p = &req.planned;
     let pools = reach.capacity_pool.items();
+    req.diagnostics.extend(paths::named(pools, &clients.aws.region));
     req.diagnostics
         .extend(pool_checks::reservations(clients, pools, &reach.instance_types).await);
     // What the pools' zones offer and (below) the account's vCPU quotas, when what the
     // partition may reach is new (refreshes of an unchanged partition ask nothing).
-    let reach_changed = req.prior.is_null()
-        || ["instance_types", "max_nodes", "capacity_pool"]
-            .iter()
-            .any(|a| p.attr(a) != req.prior.attr(a));
+    let extent = |r: &Reach| (r.instance_types.clone(), r.max_nodes, r.capacity_pool.clone());
+    let prior = Reach::from_value(&schema().block.with_defaults(&req.prior)).ok();
+    let reach_changed = prior.is_none_or(|p| extent(&p) != extent(&reach));
     if reach_changed {
         req.diagnostics
             .extend(pool_checks::offerings(clients, pools, &reach.instance_types).await);
@@ -98,7 +94,15 @@ pub(super) async fn plan_checks(clients: &Clients, req: &mut PlanRequest) {
         req.diagnostics.extend(diags);
     }
     if reach_changed {
-        let this = quotas::Reach::planned(&req.planned, &infos, &clients.aws.region);
+        let pools: Vec<quotas::PlannedPool> = pools
+            .iter()
+            .map(|p| quotas::PlannedPool {
+                region: p.region.as_str(),
+                spot: p.capacity_type.as_str() == Some("spot"),
+            })
+            .collect();
+        let (name, types) = (&reach.name, &reach.instance_types);
+        let this = quotas::Reach::planned(name, reach.max_nodes, types, &pools, &infos, &clients.aws.region);
         match quotas::published_reaches(clients, model.cluster(), &model.name).await {
             Ok(others) => req
                 .diagnostics
@@ -163,11 +167,9 @@ pub(super) async fn cluster_plan_checks(
     // The nodes' image against the cluster's slurm.version, the types and the root volume,
     // when any of them is new.
     let image = |v: &Value| {
-        (
-            v.attr("ami_id").clone(),
-            v.attr("instance_types").clone(),
-            v.attr("root_volume_size").clone(),
-        )
+        Structure::from_value(v)
+            .ok()
+            .map(|s| (s.ami_id, s.instance_types, s.root_volume_size))
     };
     if req.prior.is_null() || image(&req.planned) != image(&req.prior) {
         diags.extend(node_image_checks(clients, &req.planned, &cdoc.slurm_version, infos).await);
@@ -189,27 +191,41 @@ pub(super) async fn cluster_plan_checks(
     diags
 }
 
+/// The partition's id (`<cluster>/<name>`, once both are known) and `placement_group`, which
+/// follows `efa_enabled` unless the configuration sets it.
+pub(super) fn plan_identity(req: &mut PlanRequest) -> Result<(), Diagnostics> {
+    let unreadable = |e: tfplugin::model::ModelError| e.into_diagnostics("The planned partition cannot be read");
+    let given = Placement::from_value(&req.config)
+        .map_err(unreadable)?
+        .placement_group
+        .is_set();
+    tfplugin::model::change(&mut req.planned, &schema().ty(), |p: &mut Placement| {
+        if p.placement_group.is_unknown() || !given {
+            p.placement_group = p.efa_enabled.clone();
+        }
+    })
+    .map_err(unreadable)?;
+    match Identity::from_value(&req.planned).map_err(unreadable)?.id() {
+        Some(id) => record(&mut req.planned, |c| c.id = Field::Known(id)),
+        None => Ok(()),
+    }
+}
+
 /// What apply computes becomes unknown: the templates and groups when what they are made of
 /// changes, the document's version whenever anything does.
-pub(super) fn plan_unknowns(req: &mut PlanRequest) {
-    let structural = [
-        "instance_types",
-        "capacity_pool",
-        "efa_enabled",
-        "placement_group",
-        "ami_id",
-        "root_volume_size",
-        "instance_profile_arn",
-        "user_data_extra",
-    ];
-    let changed = req.prior.is_null() || structural.iter().any(|a| req.prior.attr(a) != req.planned.attr(a));
+pub(super) fn plan_unknowns(req: &mut PlanRequest) -> Result<(), Diagnostics> {
+    let structure = |v: &Value| Structure::from_value(v).ok();
+    let changed = req.prior.is_null() || structure(&req.prior) != structure(&req.planned);
     if changed {
-        req.planned.set_attr("launch_template_ids", Value::Unknown);
-        req.planned.set_attr("placement_group_names", Value::Unknown);
+        record(&mut req.planned, |c| {
+            c.launch_template_ids = Field::Unknown;
+            c.placement_group_names = Field::Unknown;
+        })?;
     }
     if req.prior.is_null() || req.planned != req.prior {
-        req.planned.set_attr("desired_state_version", Value::Unknown);
+        record(&mut req.planned, |c| c.desired_state_version = Field::Unknown)?;
     }
+    Ok(())
 }
 
 /// Values derived from the document (and the cluster's, for the rendered lines): the same
@@ -222,35 +238,35 @@ pub(super) fn set_derived(
 ) -> Diagnostics {
     let mut diags = Diagnostics::new();
     let usage = pricing::max_usage(&usage_pools(doc), overrides);
-    v.set_attr("max_vcpus", Value::int(usage.vcpus as i64));
-    v.set_attr("max_gpus", Value::int(usage.gpus as i64));
-    v.set_attr(
-        "gpu_model",
-        convert::of_string(doc.shapes.iter().find_map(|s| s.gpu_model.clone())),
-    );
-    v.set_attr(
-        "estimated_max_hourly_cost",
-        usage
-            .hourly_cost
-            .and_then(|c| tfplugin::Number::parse(&format!("{c:.2}")).ok())
-            .map(Value::Number)
-            .unwrap_or(Value::Null),
-    );
-    let model = doc.to_model();
-    let names: Vec<String> = model
+    let names: Vec<String> = doc
+        .to_model()
         .node_sets
         .iter()
         .map(|n| slurm_model::hostlist(&n.name, 1, n.max_nodes.max(1)))
         .collect();
-    v.set_attr("node_names", of_list(Some(&names)));
-    match cluster.map(|c| c.to_model(std::slice::from_ref(doc))) {
-        Some(Ok(m)) => v.set_attr(
-            "rendered_partition",
-            convert::of_string(slurm_model::partition_lines(&m, &doc.name)),
-        ),
-        Some(Err(e)) => diags.error(e.summary, e.detail),
-        None => v.set_attr("rendered_partition", Value::Unknown),
-    }
+    // Left as it is when the cluster's Slurm refuses the partition (the error says why).
+    let rendered = match cluster.map(|c| c.to_model(std::slice::from_ref(doc))) {
+        Some(Ok(m)) => Some(slurm_model::partition_lines(&m, &doc.name).into()),
+        Some(Err(e)) => {
+            diags.error(e.summary, e.detail);
+            None
+        }
+        None => Some(Field::Unknown),
+    };
+    let recorded = record(v, |c| {
+        c.max_vcpus = Field::Known(i64::try_from(usage.vcpus).unwrap_or(i64::MAX));
+        c.max_gpus = Field::Known(i64::try_from(usage.gpus).unwrap_or(i64::MAX));
+        c.gpu_model = doc.shapes.iter().find_map(|s| s.gpu_model.clone()).into();
+        c.estimated_max_hourly_cost = usage
+            .hourly_cost
+            .and_then(|cost| Number::parse(&format!("{cost:.2}")).ok())
+            .into();
+        c.node_names = Field::Known(names);
+        if let Some(rendered) = rendered {
+            c.rendered_partition = rendered;
+        }
+    });
+    diags.extend(recorded.err().unwrap_or_default());
     diags
 }
 
@@ -264,10 +280,13 @@ pub(super) async fn node_image_checks(
     infos: &[InstanceTypeInfo],
 ) -> Diagnostics {
     let mut diags = Diagnostics::new();
-    let Some(ami) = string(planned.attr("ami_id")) else {
+    let Ok(config) = PartitionConfig::from_value(&schema().block.with_defaults(planned)) else {
         return diags;
     };
-    let Some(image) = planned_image(clients, &ami, &mut diags).await else {
+    let Some(ami) = config.ami_id.as_str() else {
+        return diags;
+    };
+    let Some(image) = planned_image(clients, ami, &mut diags).await else {
         return diags;
     };
     diags.extend(node_image_release(
@@ -278,7 +297,7 @@ pub(super) async fn node_image_checks(
     ));
     diags.extend(image_fits(
         &image,
-        int(planned.attr("root_volume_size")),
+        config.root_volume_size.known().copied(),
         infos,
         AttributePath::root("instance_types"),
         AttributePath::root("root_volume_size"),
