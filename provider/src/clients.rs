@@ -5,10 +5,24 @@
 use std::collections::BTreeMap;
 
 use hpc_aws::Aws;
-use tfplugin::{Ctx, Diagnostic, Value};
+use tfplugin::model::{Field, Model};
+use tfplugin::{Ctx, Diagnostic, Type, Value};
 
-use crate::convert;
 use crate::pricing::Limits;
+
+tfplugin::model! {
+    /// A taggable resource's own tags.
+    struct Tags {
+        tags: Field<BTreeMap<String, String>>,
+    }
+}
+
+tfplugin::model! {
+    /// Its tags merged over the provider's default tags.
+    struct TagsAll {
+        tags_all: Field<BTreeMap<String, String>>,
+    }
+}
 
 /// What every resource gets once the provider is configured.
 pub struct Clients {
@@ -29,21 +43,31 @@ pub struct Clients {
 impl Clients {
     /// Plans `tags_all` from a planned value's `tags`: merged over the default tags, unknown
     /// while `tags` is.
+    /// A value that is not a taggable object (a destroy's null plan) has none to plan.
     pub fn plan_tags_all(&self, planned: &mut Value) {
-        let tags = planned.attr("tags").clone();
-        let all = match convert::pairs(&tags) {
-            Some(t) => convert::of_map(&self.tags_all(&t)),
-            None if tags.is_null() => convert::of_map(&self.tags_all(&[])),
-            None => Value::Unknown,
+        let Ok(Tags { tags }) = Tags::from_value(planned) else {
+            return;
         };
-        planned.set_attr("tags_all", all);
+        let all = match tags {
+            Field::Known(t) => Field::Known(self.merged(t)),
+            Field::Unset => Field::Known(self.merged(BTreeMap::new())),
+            Field::Unknown => Field::Unknown,
+        };
+        let ty = Type::Object([("tags_all".to_string(), Type::map(Type::String))].into());
+        // Only an object reads as `Tags`: the write cannot fail.
+        let _ = tfplugin::model::change(planned, &ty, |t: &mut TagsAll| t.tags_all = all);
     }
 
     /// `tags` merged over the provider's default tags, sorted by key.
     pub fn tags_all(&self, tags: &[(String, String)]) -> Vec<(String, String)> {
+        self.merged(tags.iter().cloned().collect()).into_iter().collect()
+    }
+
+    /// `tags` over the provider's default tags.
+    fn merged(&self, tags: BTreeMap<String, String>) -> BTreeMap<String, String> {
         let mut all = self.default_tags.clone();
-        all.extend(tags.iter().cloned());
-        all.into_iter().collect()
+        all.extend(tags);
+        all
     }
 }
 

@@ -15,7 +15,7 @@ use tfplugin::{
 use tfplugin::model::{Field, Model};
 
 use crate::clients::Clients;
-use crate::convert::{self, strings, user_tags};
+use crate::convert::user_tags;
 use crate::resources::{aws_diag, checks, or_stop, valid_name};
 
 pub struct HpcNetwork;
@@ -74,6 +74,23 @@ tfplugin::model! {
         cidr_block: Field<String>,
         availability_zones: Field<Vec<String>>,
         tags: Field<BTreeMap<String, String>>,
+    }
+}
+
+impl NetworkConfig {
+    /// A configuration, plan or prior state (null for a create: every attribute unset).
+    fn of_state(v: &Value) -> Result<NetworkConfig, tfplugin::model::ModelError> {
+        if v.is_null() {
+            return Ok(NetworkConfig::default());
+        }
+        NetworkConfig::from_value(v)
+    }
+}
+
+tfplugin::model! {
+    /// `availability_zones`, which the plan fills in when the configuration leaves it out.
+    struct Zones {
+        availability_zones: Field<Vec<String>>,
     }
 }
 
@@ -237,7 +254,11 @@ impl Resource for HpcNetwork {
         clients.plan_tags_all(&mut req.planned);
         // Zones are fixed once the network exists; only a new (or replaced) network looks them up,
         // with one read: the defaults shown in the plan, and a check of configured ones.
-        if req.planned.attr("availability_zones") == req.prior.attr("availability_zones") {
+        let zones = |v: &Value| NetworkConfig::of_state(v).map(|n| n.availability_zones);
+        let (Ok(planned), Ok(prior), Ok(given)) = (zones(&req.planned), zones(&req.prior), zones(&req.config)) else {
+            return;
+        };
+        if planned == prior {
             return;
         }
         let known = match clients.ec2.availability_zones().await {
@@ -247,11 +268,19 @@ impl Resource for HpcNetwork {
                 return;
             }
         };
-        if req.planned.attr("availability_zones").is_unknown() && req.config.attr("availability_zones").is_null() {
-            let two: Vec<String> = known.iter().take(2).cloned().collect();
-            req.planned.set_attr("availability_zones", convert::of_list(Some(&two)));
-        }
-        if let Some(zones) = strings(req.planned.attr("availability_zones")) {
+        let planned = if planned.is_unknown() && !given.is_set() {
+            let two = Field::Known(known.iter().take(2).cloned().collect());
+            let shown = tfplugin::model::change(&mut req.planned, &schema().block.ty(), |z: &mut Zones| {
+                z.availability_zones = two.clone();
+            });
+            if let Err(e) = shown {
+                req.diagnostics.push(e.diagnostic("The planned network cannot be read"));
+            }
+            two
+        } else {
+            planned
+        };
+        if let Some(zones) = planned.known() {
             for z in zones.iter().filter(|z| !known.contains(z)) {
                 req.diagnostics.push(
                     Diagnostic::error(
@@ -424,7 +453,7 @@ mod tests {
         c.set_attr("cidr_block", Value::string("10.0.0.0/8"));
         c.set_attr(
             "availability_zones",
-            convert::of_list(Some(&["a".to_string(), "a".to_string()])),
+            crate::convert::of_list(Some(&["a".to_string(), "a".to_string()])),
         );
         let d = HpcNetwork.validate(ValidateRequest { config: c }).await;
         let paths: Vec<String> =
@@ -458,7 +487,7 @@ mod tests {
         planned.set_attr("name", Value::string("lab"));
         planned.set_attr(
             "availability_zones",
-            convert::of_list(Some(&["us-east-1b".to_string(), "us-east-1a".to_string()])),
+            crate::convert::of_list(Some(&["us-east-1b".to_string(), "us-east-1a".to_string()])),
         );
         let state = NetworkModel::of(&planned).expect("planned").with(&net).value();
         assert_eq!(NetworkModel::of(&state).expect("state").network(), net);
@@ -475,5 +504,6 @@ mod model_tests {
         let block = schema().block;
         assert_eq!(schema_mismatches::<NetworkModel>(&block), Vec::<String>::new());
         assert_eq!(fields_outside_schema::<NetworkConfig>(&block), Vec::<String>::new());
+        assert_eq!(fields_outside_schema::<Zones>(&block), Vec::<String>::new());
     }
 }

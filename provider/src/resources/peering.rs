@@ -87,6 +87,24 @@ tfplugin::model! {
 }
 
 tfplugin::model! {
+    /// What the plan fills in: the peer's region when the configuration leaves it out, and the
+    /// ranges of a new connection's two VPCs.
+    struct Shown {
+        peer_region: Field<String>,
+        cidr_block: Field<String>,
+        peer_cidr_block: Field<String>,
+    }
+}
+
+/// Changes what the plan shows through [`Shown`].
+fn show(req: &mut PlanRequest, f: impl FnOnce(&mut Shown)) {
+    if let Err(e) = tfplugin::model::change(&mut req.planned, &schema().block.ty(), f) {
+        req.diagnostics
+            .push(e.diagnostic("The planned peering connection cannot be read"));
+    }
+}
+
+tfplugin::model! {
     /// An `hpc_network_peering`: every attribute of its schema.
     #[derive(Debug, Clone, PartialEq)]
     struct PeeringModel {
@@ -310,16 +328,18 @@ impl Resource for HpcNetworkPeering {
     }
 
     async fn modify_plan(&self, req: &mut PlanRequest) {
-        let Ok(clients) = Clients::of(&req.ctx) else {
+        let ctx = req.ctx.clone();
+        let Ok(clients) = Clients::of(&ctx) else {
             return;
         };
         if req.planned.is_null() {
             return;
         }
         clients.plan_tags_all(&mut req.planned);
-        if req.config.attr("peer_region").is_null() {
-            req.planned
-                .set_attr("peer_region", Value::string(clients.aws.region.clone()));
+        let region_given = PeeringConfig::from_value(&req.config).is_ok_and(|c| c.peer_region.is_set());
+        if !region_given {
+            let region = Field::Known(clients.aws.region.clone());
+            show(req, |p| p.peer_region = region);
         }
         // The ranges are read (and checked) once, for a new connection whose VPCs are known.
         if !req.prior.is_null() {
@@ -341,8 +361,10 @@ impl Resource for HpcNetworkPeering {
         match ranges(&Sides::of(clients, m.peer_region.as_deref()), &m).await {
             Ok((home, peer)) => {
                 req.diagnostics.extend(overlap_check(&home, &peer));
-                req.planned.set_attr("cidr_block", Value::string(home));
-                req.planned.set_attr("peer_cidr_block", Value::string(peer));
+                show(req, |p| {
+                    p.cidr_block = Field::Known(home);
+                    p.peer_cidr_block = Field::Known(peer);
+                });
             }
             Err(d) => req.diagnostics.extend(d),
         }
@@ -629,5 +651,6 @@ mod model_tests {
         let block = schema().block;
         assert_eq!(schema_mismatches::<PeeringModel>(&block), Vec::<String>::new());
         assert_eq!(fields_outside_schema::<PeeringConfig>(&block), Vec::<String>::new());
+        assert_eq!(fields_outside_schema::<Shown>(&block), Vec::<String>::new());
     }
 }
