@@ -284,6 +284,14 @@ impl<T> Field<T> {
         }
     }
 
+    /// The value to change in place, once known.
+    pub fn known_mut(&mut self) -> Option<&mut T> {
+        match self {
+            Field::Known(t) => Some(t),
+            _ => None,
+        }
+    }
+
     /// Set in the configuration: known, or known at apply.
     pub fn is_set(&self) -> bool {
         !matches!(self, Field::Unset)

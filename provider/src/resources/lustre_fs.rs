@@ -1,14 +1,13 @@
 //! `hpc_lustre_fs`: an FSx for Lustre file system with S3 data repositories.
 //!
-//! Order: schema, model (Terraform value ↔ [`LustreSpec`]), plan, create/read/update/delete/
-//! import, then data repository helpers.
+//! Order: schema, validate, plan, create/read/update/delete/import, then data repository
+//! helpers. The typed model and its maps to [`LustreSpec`] and from FSx's report are in
+//! `model.rs`; FSx's own rules in `rules.rs`.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hpc_aws::fsx::{
-    DataRepositoryAssociation, DataRepositorySpec, LogSpec, LustreFileSystem, LustreSpec, MetadataSpec, RootSquashSpec,
-};
+use hpc_aws::fsx::{DataRepositorySpec, LustreSpec};
 use tfplugin::{
     timeouts, ApplyOutcome, Attribute, Block, BlockNesting, CreateRequest, Ctx, DeleteRequest, Diagnostic, Diagnostics,
     ImportRequest, NestedBlock, Nesting, PlanRequest, ReadRequest, Resource, Schema, Type, UpdateRequest,
@@ -16,10 +15,14 @@ use tfplugin::{
 };
 
 use crate::clients::Clients;
-use crate::convert::{self, boolean, int, object, of_int, of_list, of_map, of_set, of_string, pairs, string, strings};
+use crate::convert;
 use crate::resources::{aws_diag, or_stop};
 
+mod model;
 mod rules;
+
+use model::{default_skip_final_backup, FileSystem, FinalBackup, Reporting, Repositories, RepositoryPlan};
+use tfplugin::model::{Field, Model};
 
 pub struct LustreFs;
 
@@ -211,313 +214,18 @@ impl OptionalComputed for Attribute {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Model: Terraform value <-> LustreSpec
-// ---------------------------------------------------------------------------------------------
-
-fn data_repository_spec(v: &Value) -> DataRepositorySpec {
-    DataRepositorySpec {
-        file_system_path: string(v.attr("file_system_path")),
-        data_repository_path: string(v.attr("data_repository_path")),
-        batch_import_meta_data_on_create: boolean(v.attr("batch_import_meta_data_on_create")),
-        imported_file_chunk_size: int(v.attr("imported_file_chunk_size")),
-        auto_import_events: strings(v.attr("auto_import_events")),
-        auto_export_events: strings(v.attr("auto_export_events")),
-    }
-}
-
-/// The settings in a configuration, plan or state value (unknown and null read as None).
-fn spec_of(v: &Value) -> LustreSpec {
-    let md = v.attr("metadata_configuration");
-    let rs = v.attr("root_squash_configuration");
-    let log = v.attr("log_configuration");
-    LustreSpec {
-        storage_capacity: int(v.attr("storage_capacity")),
-        deployment_type: string(v.attr("deployment_type")),
-        storage_type: string(v.attr("storage_type")),
-        per_unit_storage_throughput: int(v.attr("per_unit_storage_throughput")),
-        drive_cache_type: string(v.attr("drive_cache_type")),
-        data_compression_type: string(v.attr("data_compression_type")),
-        metadata_configuration: matches!(md, Value::Object(_)).then(|| MetadataSpec {
-            mode: string(md.attr("mode")),
-            iops: int(md.attr("iops")),
-        }),
-        efa_enabled: boolean(v.attr("efa_enabled")),
-        root_squash_configuration: matches!(rs, Value::Object(_)).then(|| RootSquashSpec {
-            root_squash: string(rs.attr("root_squash")),
-            no_squash_nids: strings(rs.attr("no_squash_nids")),
-        }),
-        log_configuration: matches!(log, Value::Object(_)).then(|| LogSpec {
-            level: string(log.attr("level")),
-            destination: string(log.attr("destination")),
-        }),
-        kms_key_id: string(v.attr("kms_key_id")),
-        subnet_ids: strings(v.attr("subnet_ids")),
-        security_group_ids: strings(v.attr("security_group_ids")),
-        weekly_maintenance_start_time: string(v.attr("weekly_maintenance_start_time")),
-        automatic_backup_retention_days: int(v.attr("automatic_backup_retention_days")),
-        daily_automatic_backup_start_time: string(v.attr("daily_automatic_backup_start_time")),
-        copy_tags_to_backups: boolean(v.attr("copy_tags_to_backups")),
-        skip_final_backup: boolean(v.attr("skip_final_backup")),
-        final_backup_tags: pairs(v.attr("final_backup_tags")),
-        import_path: string(v.attr("import_path")),
-        export_path: string(v.attr("export_path")),
-        auto_import_policy: string(v.attr("auto_import_policy")),
-        imported_file_chunk_size: int(v.attr("imported_file_chunk_size")),
-        file_system_type_version: string(v.attr("file_system_type_version")),
-        data_repositories: v
-            .attr("data_repository")
-            .elements()
-            .iter()
-            .map(data_repository_spec)
-            .collect(),
-        tags: pairs(v.attr("tags")),
-    }
-}
-
-/// FSx reports "no events" as absent; a configured empty set stays an empty set (not null),
-/// so `auto_export_events = []` reads back as written.
-fn events_value(reported: Option<&[String]>, prior: &Value) -> Value {
-    match reported.filter(|e| !e.is_empty()) {
-        Some(events) => of_set(Some(events)),
-        None if !prior.is_null() && !prior.is_unknown() && prior.elements().is_empty() => prior.clone(),
-        None => Value::Null,
-    }
-}
-
-fn data_repository_value(d: &DataRepositoryAssociation, prior: &Value) -> Value {
-    object(vec![
-        ("file_system_path", of_string(d.spec.file_system_path.clone())),
-        ("data_repository_path", of_string(d.spec.data_repository_path.clone())),
-        (
-            "batch_import_meta_data_on_create",
-            Value::Bool(d.spec.batch_import_meta_data_on_create.unwrap_or(false)),
-        ),
-        ("imported_file_chunk_size", of_int(d.spec.imported_file_chunk_size)),
-        (
-            "auto_import_events",
-            events_value(d.spec.auto_import_events.as_deref(), prior.attr("auto_import_events")),
-        ),
-        (
-            "auto_export_events",
-            events_value(d.spec.auto_export_events.as_deref(), prior.attr("auto_export_events")),
-        ),
-        (
-            "delete_data_in_file_system",
-            Value::Bool(boolean(prior.attr("delete_data_in_file_system")).unwrap_or(false)),
-        ),
-        ("association_id", Value::string(&d.id)),
-    ])
-}
-
-/// State from what FSx reports. Settings FSx does not report (security groups, final backup
-/// settings, timeouts, user tags vs default tags) come from `prior`.
-/// The release policy travels as tags on the file system, where the node agent reads it.
-use crate::desired_state::tag::{
-    RELEASE_UNACCESSED_DAYS as RELEASE_DAYS_TAG, RELEASE_USAGE_PERCENT as RELEASE_PERCENT_TAG,
-};
-
-fn policy_tags(v: &Value) -> Vec<(String, String)> {
-    let p = v.attr("release_policy");
-    match (int(p.attr("unaccessed_days")), int(p.attr("usage_percent"))) {
-        (Some(days), percent) => vec![
-            (RELEASE_DAYS_TAG.to_string(), days.to_string()),
-            (RELEASE_PERCENT_TAG.to_string(), percent.unwrap_or(80).to_string()),
-        ],
-        _ => Vec::new(),
-    }
-}
-
-/// The release policy FSx carries as the file system's tags (null without).
-fn release_policy_value(reported: &[(String, String)]) -> Value {
-    let tag = |k: &str| {
-        reported
-            .iter()
-            .find(|(key, _)| key == k)
-            .and_then(|(_, v)| v.parse::<i64>().ok())
-    };
-    match (tag(RELEASE_DAYS_TAG), tag(RELEASE_PERCENT_TAG)) {
-        (Some(days), percent) => object(vec![
-            ("unaccessed_days", Value::int(days)),
-            ("usage_percent", Value::int(percent.unwrap_or(80))),
-        ]),
-        _ => Value::Null,
-    }
-}
-
-/// The data repositories in the configured order (`prior`'s); new ones (import, drift) go last.
-fn repositories_value(dras: &[DataRepositoryAssociation], prior: &Value) -> Value {
-    let prior_repos = prior.attr("data_repository").elements();
-    let prior_of = |d: &DataRepositoryAssociation| {
-        prior_repos
-            .iter()
-            .find(|p| p.attr("file_system_path").as_str() == d.spec.file_system_path.as_deref())
-    };
-    let mut ordered: Vec<&DataRepositoryAssociation> = prior_repos
-        .iter()
-        .filter_map(|p| {
-            dras.iter()
-                .find(|d| d.spec.file_system_path.as_deref() == p.attr("file_system_path").as_str())
-        })
-        .collect();
-    let mut rest: Vec<&DataRepositoryAssociation> =
-        dras.iter().filter(|d| !ordered.iter().any(|o| o.id == d.id)).collect();
-    rest.sort_by(|a, b| a.spec.file_system_path.cmp(&b.spec.file_system_path));
-    ordered.extend(rest);
-    Value::List(
-        ordered
-            .iter()
-            .map(|d| data_repository_value(d, prior_of(d).unwrap_or(&Value::Null)))
-            .collect(),
-    )
-}
-
-/// The reported tags without the provider's own (`tags_all`), and of those the user's: all but
-/// the default tags nobody overrode (`tags`, null when empty and unset before).
-fn tags_values(reported: Vec<(String, String)>, prior: &Value, clients: &Clients) -> (Value, Value) {
-    let tags_all: Vec<(String, String)> = reported
-        .into_iter()
-        .filter(|(k, _)| !k.starts_with(crate::desired_state::tag::PREFIX))
-        .collect();
-    let tags: Vec<(String, String)> = tags_all
-        .iter()
-        .filter(|(k, v)| {
-            let prior_has = prior.attr("tags").entries().is_some_and(|m| m.contains_key(k));
-            prior_has || clients.default_tags.get(k) != Some(v)
-        })
-        .cloned()
-        .collect();
-    let tags = if tags.is_empty() && prior.attr("tags").is_null() {
-        Value::Null
-    } else {
-        of_map(&tags)
-    };
-    (of_map(&tags_all), tags)
-}
-
-fn state_of(fs: &LustreFileSystem, dras: &[DataRepositoryAssociation], prior: &Value, clients: &Clients) -> Value {
-    let sp = &fs.spec;
-    let reported = sp.tags.clone().unwrap_or_default();
-    let release_policy = release_policy_value(&reported);
-    let (tags_all, tags) = tags_values(reported, prior, clients);
-    let repos = repositories_value(dras, prior);
-    // FSx reports associations separately from the file system's settings.
-    let skip_final_backup =
-        boolean(prior.attr("skip_final_backup")).unwrap_or_else(|| default_skip_final_backup(sp) || !dras.is_empty());
-    object(vec![
-        ("id", Value::string(&fs.id)),
-        ("arn", Value::string(&fs.arn)),
-        ("dns_name", Value::string(&fs.dns_name)),
-        ("mount_name", Value::string(&fs.mount_name)),
-        ("network_interface_ids", of_list(Some(&fs.network_interface_ids))),
-        ("vpc_id", Value::string(&fs.vpc_id)),
-        ("owner_id", Value::string(&fs.owner_id)),
-        (
-            "mount_command",
-            Value::string(fs.mount_command(clients.fsx.region(), MOUNT_POINT)),
-        ),
-        ("tags_all", tags_all),
-        ("storage_capacity", of_int(sp.storage_capacity)),
-        ("deployment_type", of_string(sp.deployment_type.clone())),
-        (
-            "storage_type",
-            of_string(sp.storage_type.clone().or_else(|| Some("SSD".into()))),
-        ),
-        ("per_unit_storage_throughput", of_int(sp.per_unit_storage_throughput)),
-        ("drive_cache_type", of_string(sp.drive_cache_type.clone())),
-        (
-            "data_compression_type",
-            of_string(sp.data_compression_type.clone().or_else(|| Some("NONE".into()))),
-        ),
-        ("metadata_configuration", metadata_value(sp)),
-        ("efa_enabled", Value::Bool(sp.efa_enabled.unwrap_or(false))),
-        ("root_squash_configuration", root_squash_value(sp)),
-        ("log_configuration", log_value(sp)),
-        ("kms_key_id", of_string(sp.kms_key_id.clone())),
-        ("subnet_ids", of_list(sp.subnet_ids.as_deref())),
-        ("security_group_ids", prior.attr("security_group_ids").clone()),
-        (
-            "weekly_maintenance_start_time",
-            of_string(sp.weekly_maintenance_start_time.clone()),
-        ),
-        (
-            "automatic_backup_retention_days",
-            of_int(sp.automatic_backup_retention_days.or(Some(0))),
-        ),
-        (
-            "daily_automatic_backup_start_time",
-            of_string(sp.daily_automatic_backup_start_time.clone()),
-        ),
-        (
-            "copy_tags_to_backups",
-            Value::Bool(sp.copy_tags_to_backups.unwrap_or(false)),
-        ),
-        ("skip_final_backup", Value::Bool(skip_final_backup)),
-        ("final_backup_tags", prior.attr("final_backup_tags").clone()),
-        ("import_path", of_string(sp.import_path.clone())),
-        ("export_path", of_string(sp.export_path.clone())),
-        ("auto_import_policy", of_string(sp.auto_import_policy.clone())),
-        ("imported_file_chunk_size", of_int(sp.imported_file_chunk_size)),
-        (
-            "file_system_type_version",
-            of_string(sp.file_system_type_version.clone()),
-        ),
-        ("tags", tags),
-        ("data_repository", repos),
-        ("timeouts", prior.attr("timeouts").clone()),
-        ("release_policy", release_policy),
-    ])
-}
-
-/// The `metadata_configuration` block FSx reports (absent: null).
-fn metadata_value(sp: &LustreSpec) -> Value {
-    sp.metadata_configuration
-        .as_ref()
-        .map(|m| object(vec![("mode", of_string(m.mode.clone())), ("iops", of_int(m.iops))]))
-        .unwrap_or(Value::Null)
-}
-
-/// The `root_squash_configuration` block, null when FSx reports nothing squashed or exempt.
-fn root_squash_value(sp: &LustreSpec) -> Value {
-    let nids = |r: &RootSquashSpec| r.no_squash_nids.clone().filter(|n| !n.is_empty());
-    sp.root_squash_configuration
-        .as_ref()
-        .filter(|r| r.root_squash.is_some() || nids(r).is_some())
-        .map(|r| {
-            object(vec![
-                ("root_squash", of_string(r.root_squash.clone())),
-                ("no_squash_nids", of_set(nids(r).as_deref())),
-            ])
-        })
-        .unwrap_or(Value::Null)
-}
-
-/// The `log_configuration` block FSx reports (absent: null).
-fn log_value(sp: &LustreSpec) -> Value {
-    sp.log_configuration
-        .as_ref()
-        .map(|l| {
-            object(vec![
-                ("level", of_string(l.level.clone())),
-                ("destination", of_string(l.destination.clone())),
-            ])
-        })
-        .unwrap_or(Value::Null)
-}
-
 /// The configuration's settings with this provider's defaults applied, for the rules.
-fn config_spec(config: &Value) -> LustreSpec {
-    let mut spec = spec_of(config);
+fn config_spec(config: &FileSystem) -> LustreSpec {
+    let mut spec = config.spec();
     if spec.skip_final_backup.is_none() {
         spec.skip_final_backup = Some(default_skip_final_backup(&spec));
     }
     spec
 }
 
-/// FSx backs up only persistent file systems not linked to S3 (CreateBackup).
-fn default_skip_final_backup(spec: &LustreSpec) -> bool {
-    let scratch = spec.deployment_type.as_deref().is_none_or(|d| d.starts_with("SCRATCH"));
-    scratch || spec.import_path.is_some() || !spec.data_repositories.is_empty()
+/// Reads a value for `what` ("The planned file system"), or says why it cannot be read.
+fn read(v: &Value, what: &str) -> Result<FileSystem, Diagnostics> {
+    FileSystem::of(v).map_err(|e| e.into_diagnostics(&format!("{what} cannot be read")))
 }
 
 fn violations_to_diags(violations: Vec<rules::Violation>) -> Diagnostics {
@@ -548,27 +256,28 @@ impl Resource for LustreFs {
         if !req.config.is_wholly_known() {
             return Diagnostics::new();
         }
-        let mut diags = violations_to_diags(rules::validate(&config_spec(&req.config)));
-        let policy = req.config.attr("release_policy");
-        if !policy.is_null() {
+        let config = match read(&req.config, "The configuration") {
+            Ok(c) => c,
+            Err(d) => return d,
+        };
+        let mut diags = violations_to_diags(rules::validate(&config_spec(&config)));
+        if let Some(policy) = &config.release_policy {
             let at = |a: &str| tfplugin::AttributePath::root("release_policy").attr(a);
-            if let Some(d) = int(policy.attr("unaccessed_days")).filter(|d| !(1..=3650).contains(d)) {
+            if let Some(d) = policy.unaccessed_days.filter(|d| !(1..=3650).contains(d)) {
                 diags.error_at(
                     at("unaccessed_days"),
                     format!("unaccessed_days {d} is out of range"),
                     "Use 1 to 3650 days.",
                 );
             }
-            if let Some(p) = int(policy.attr("usage_percent")).filter(|p| !(0..=99).contains(p)) {
+            if let Some(p) = policy.usage_percent.filter(|p| !(0..=99).contains(p)) {
                 diags.error_at(
                     at("usage_percent"),
                     format!("usage_percent {p} is out of range"),
                     "Use 0 to 99.",
                 );
             }
-            let linked =
-                !req.config.attr("import_path").is_null() || !req.config.attr("data_repository").elements().is_empty();
-            if !linked {
+            if !config.linked() {
                 diags.error_at(
                     tfplugin::AttributePath::root("release_policy"),
                     "release_policy needs an S3 data repository",
@@ -580,76 +289,21 @@ impl Resource for LustreFs {
     }
 
     async fn modify_plan(&self, req: &mut PlanRequest) {
-        let planned = &mut req.planned;
-        let spec = spec_of(planned);
-        if req.config.attr("skip_final_backup").is_null() {
-            let default = if spec.import_path.is_none() && planned.attr("import_path").is_unknown() {
-                Value::Unknown
-            } else {
-                Value::Bool(default_skip_final_backup(&spec))
-            };
-            planned.set_attr("skip_final_backup", default);
-        }
-        // tags_all: the resource's tags over the provider's default tags.
-        if let Ok(clients) = Clients::of(&req.ctx) {
-            clients.plan_tags_all(planned);
-        }
-        // Data repositories are matched by file_system_path, not by list position.
-        let prior_repos = req.prior.attr("data_repository").elements().to_vec();
-        if let Value::List(repos) = planned.attr("data_repository").clone() {
-            let realigned = repos
-                .into_iter()
-                .map(|mut r| {
-                    let same = prior_repos.iter().find(|p| {
-                        p.attr("file_system_path") == r.attr("file_system_path")
-                            && p.attr("data_repository_path") == r.attr("data_repository_path")
-                    });
-                    let id = same.map(|p| p.attr("association_id").clone()).unwrap_or(Value::Unknown);
-                    r.set_attr("association_id", id);
-                    if r.attr("imported_file_chunk_size").is_null() || r.attr("imported_file_chunk_size").is_unknown() {
-                        let prior_chunk = same
-                            .map(|p| p.attr("imported_file_chunk_size").clone())
-                            .unwrap_or(Value::Unknown);
-                        r.set_attr("imported_file_chunk_size", prior_chunk);
-                    }
-                    r
-                })
-                .collect();
-            planned.set_attr("data_repository", Value::List(realigned));
-        }
-        if req.prior.is_null() {
-            // A plan made with values known only now is checked here (validate skipped it).
-            if planned_is_checkable(&req.config) {
-                req.diagnostics
-                    .extend(violations_to_diags(rules::validate(&config_spec(&req.config))));
-            }
-            return;
-        }
-        let old = spec_of(&req.prior);
-        let mut new = spec_of(&req.planned);
-        // FSx does not report security groups: an imported file system has none in state, and
-        // recording the configured ones is not a change to the file system.
-        if req.prior.attr("security_group_ids").is_null() {
-            new.security_group_ids = None;
-        }
-        for p in rules::replacement_paths(&old, &new) {
-            req.requires_replace.push(convert::path(&p, MAP_ATTRS));
-        }
-        if planned_is_checkable(&req.config) {
-            req.diagnostics
-                .extend(violations_to_diags(rules::validate(&config_spec(&req.config))));
+        if let Err(d) = plan(req) {
+            req.diagnostics.extend(d);
         }
     }
 
     async fn create(&self, req: CreateRequest) -> ApplyOutcome {
-        let clients = match Clients::of(&req.ctx) {
-            Ok(c) => c,
-            Err(d) => return ApplyOutcome::failed(Value::Null, d),
+        let (clients, planned) = match (Clients::of(&req.ctx), read(&req.planned, "The planned file system")) {
+            (Ok(c), Ok(p)) => (c, p),
+            (Err(d), _) => return ApplyOutcome::failed(Value::Null, d),
+            (_, Err(d)) => return ApplyOutcome::failed(Value::Null, d),
         };
         let timeout = timeouts::get(&req.planned, "create", CREATE_TIMEOUT);
-        let mut spec = spec_of(&req.planned);
+        let mut spec = planned.spec();
         let mut tags = clients.tags_all(&spec.tags.clone().unwrap_or_default());
-        tags.extend(policy_tags(&req.planned));
+        tags.extend(planned.policy_tags());
         spec.tags = Some(tags);
         let created = match clients.fsx.create_lustre_once(&spec).await {
             Ok(fs) => fs,
@@ -657,7 +311,7 @@ impl Resource for LustreFs {
         };
         tracing::info!(file_system = %created.id, "created Lustre file system, waiting for AVAILABLE");
         // From here on, a failure still records the file system (tainted) so it is not leaked.
-        let partial = state_of(&created, &[], &req.planned, clients);
+        let partial = FileSystem::reported(&created, &[], &planned, &reporting(clients)).value();
         let fs = match or_stop(
             &req.ctx,
             "waiting for Lustre file system",
@@ -678,7 +332,7 @@ impl Resource for LustreFs {
                 break;
             }
         }
-        match read_state(clients, &fs.id, &req.planned).await {
+        match read_state(clients, &fs.id, &planned).await {
             Ok(Some(state)) => ApplyOutcome {
                 state,
                 diagnostics: diags,
@@ -696,28 +350,30 @@ impl Resource for LustreFs {
 
     async fn read(&self, req: ReadRequest) -> Result<Option<Value>, Diagnostics> {
         let clients = Clients::of(&req.ctx).map_err(Diagnostics::from)?;
-        let Some(id) = req.state.attr("id").as_str() else {
+        let state = read(&req.state, "The file system's state")?;
+        let Some(id) = &state.id else {
             return Ok(None);
         };
-        read_state(clients, id, &req.state)
+        read_state(clients, id, &state)
             .await
             .map_err(|e| aws_diag("Cannot read Lustre file system", &e))
     }
 
     async fn update(&self, req: UpdateRequest) -> ApplyOutcome {
-        let clients = match Clients::of(&req.ctx) {
-            Ok(c) => c,
-            Err(d) => return ApplyOutcome::failed(req.prior, d),
+        let read_both = || Ok::<_, Diagnostics>((read(&req.prior, "The state")?, read(&req.planned, "The plan")?));
+        let (clients, (prior, planned)) = match (Clients::of(&req.ctx), read_both()) {
+            (Ok(c), Ok(both)) => (c, both),
+            (Err(d), _) => return ApplyOutcome::failed(req.prior, d),
+            (_, Err(d)) => return ApplyOutcome::failed(req.prior, d),
         };
-        let Some(id) = req.prior.attr("id").as_str().map(str::to_string) else {
+        let Some(id) = prior.id.clone() else {
             return ApplyOutcome::failed(
                 req.prior,
                 Diagnostic::error("Lustre file system has no id in state", ""),
             );
         };
         let timeout = timeouts::get(&req.planned, "update", UPDATE_TIMEOUT);
-        let old = spec_of(&req.prior);
-        let new = spec_of(&req.planned);
+        let (old, new) = (prior.spec(), planned.spec());
         let mut diags = Diagnostics::new();
         let steps = async {
             or_stop(
@@ -726,20 +382,17 @@ impl Resource for LustreFs {
                 clients.fsx.update_lustre(&id, &old, &new, timeout),
             )
             .await?;
-            let arn = req.prior.attr("arn").as_str().unwrap_or_default().to_string();
-            let mut old_tags = pairs(req.prior.attr("tags_all")).unwrap_or_default();
-            old_tags.extend(policy_tags(&req.prior));
-            let mut new_tags = pairs(req.planned.attr("tags_all")).unwrap_or_default();
-            new_tags.extend(policy_tags(&req.planned));
+            let (old_tags, new_tags) = (prior.tags_with_policy(), planned.tags_with_policy());
             if old_tags != new_tags {
-                clients.fsx.update_tags(&arn, &old_tags, &new_tags).await?;
+                let arn = prior.arn.as_deref().unwrap_or_default();
+                clients.fsx.update_tags(arn, &old_tags, &new_tags).await?;
             }
-            sync_repositories(&req.ctx, clients, &id, &req.prior, &req.planned, &new_tags, timeout).await
+            sync_repositories(&req.ctx, clients, &id, &prior, &planned, &new_tags, timeout).await
         };
         if let Err(e) = steps.await {
             diags.extend(aws_diag("Cannot update Lustre file system", &e));
         }
-        match read_state(clients, &id, &req.planned).await {
+        match read_state(clients, &id, &planned).await {
             Ok(Some(state)) => ApplyOutcome {
                 state,
                 diagnostics: diags,
@@ -756,16 +409,17 @@ impl Resource for LustreFs {
     }
 
     async fn delete(&self, req: DeleteRequest) -> Diagnostics {
-        let clients = match Clients::of(&req.ctx) {
-            Ok(c) => c,
-            Err(d) => return d.into(),
+        let (clients, prior) = match (Clients::of(&req.ctx), read(&req.prior, "The file system's state")) {
+            (Ok(c), Ok(p)) => (c, p),
+            (Err(d), _) => return d.into(),
+            (_, Err(d)) => return d,
         };
-        let Some(id) = req.prior.attr("id").as_str() else {
+        let Some(id) = prior.id.as_deref() else {
             return Diagnostics::new();
         };
         let timeout = timeouts::get(&req.prior, "delete", DELETE_TIMEOUT);
-        let skip = boolean(req.prior.attr("skip_final_backup")).unwrap_or(true);
-        let backup_tags = pairs(req.prior.attr("final_backup_tags")).unwrap_or_default();
+        let skip = prior.skip_final_backup.unwrap_or(true);
+        let backup_tags = prior.spec().final_backup_tags.unwrap_or_default();
         let result = async {
             clients.fsx.delete_lustre(id, skip, &backup_tags).await?;
             or_stop(
@@ -790,25 +444,113 @@ impl Resource for LustreFs {
             )
             .into());
         }
-        let mut v = tfplugin::Value::null_object(&schema().ty());
-        v.set_attr("id", Value::string(id));
-        v.set_attr("data_repository", Value::List(Vec::new()));
-        Ok(v)
+        // The read that follows fills in the rest.
+        let mut fs = FileSystem::of_prior(&Value::Null).map_err(|e| e.into_diagnostics("Cannot import"))?;
+        fs.id = Some(id.to_string());
+        fs.data_repository = Some(Vec::new());
+        Ok(fs.value())
     }
+}
+
+/// The plan: `skip_final_backup`'s default, `tags_all`, data repositories matched to the
+/// prior state's by their paths, what forces a new file system, and FSx's rules on values
+/// known only now (validate skipped them).
+fn plan(req: &mut PlanRequest) -> Result<(), Diagnostics> {
+    let ty = schema().block.ty();
+    let unreadable = |e: tfplugin::model::ModelError| e.into_diagnostics("The planned file system cannot be read");
+    let given = FinalBackup::from_value(&req.config)
+        .map_err(unreadable)?
+        .skip_final_backup
+        .is_set();
+    if !given {
+        let default = Field::Known(default_skip_final_backup(&read(&req.planned, "The plan")?.spec()));
+        tfplugin::model::change(&mut req.planned, &ty, |f: &mut FinalBackup| {
+            // Linked to S3 or not is not known yet.
+            f.skip_final_backup = if f.import_path.is_unknown() {
+                Field::Unknown
+            } else {
+                default
+            };
+        })
+        .map_err(unreadable)?;
+    }
+    // tags_all: the resource's tags over the provider's default tags.
+    if let Ok(clients) = Clients::of(&req.ctx) {
+        clients.plan_tags_all(&mut req.planned);
+    }
+    realign_repositories(req).map_err(unreadable)?;
+    let checks = |config: &Value| match planned_is_checkable(config) {
+        true => read(config, "The configuration").map(|c| violations_to_diags(rules::validate(&config_spec(&c)))),
+        false => Ok(Diagnostics::new()),
+    };
+    if !req.prior.is_null() {
+        let old = read(&req.prior, "The state")?.spec();
+        let mut new = read(&req.planned, "The plan")?.spec();
+        // FSx does not report security groups: an imported file system has none in state, and
+        // recording the configured ones is not a change to the file system.
+        if old.security_group_ids.is_none() {
+            new.security_group_ids = None;
+        }
+        for p in rules::replacement_paths(&old, &new) {
+            req.requires_replace.push(convert::path(&p, MAP_ATTRS));
+        }
+    }
+    let diags = checks(&req.config)?;
+    req.diagnostics.extend(diags);
+    Ok(())
+}
+
+/// Data repositories are matched by their paths, not by their place in the list: a kept one
+/// keeps its association id and (unless set) its chunk size; a new one learns both at apply.
+fn realign_repositories(req: &mut PlanRequest) -> Result<(), tfplugin::model::ModelError> {
+    let elem = data_repository_block().ty();
+    let prior: Vec<RepositoryPlan> = match Repositories::from_value(&req.prior).map(|r| r.data_repository) {
+        Ok(Field::Known(repos)) => repos.iter().map(RepositoryPlan::from_value).collect::<Result<_, _>>()?,
+        _ => Vec::new(),
+    };
+    let realign = |r: &mut RepositoryPlan| {
+        let same = prior
+            .iter()
+            .find(|p| p.file_system_path == r.file_system_path && p.data_repository_path == r.data_repository_path);
+        r.association_id = same.map_or(Field::Unknown, |p| p.association_id.clone());
+        if !matches!(r.imported_file_chunk_size, Field::Known(_)) {
+            r.imported_file_chunk_size = same.map_or(Field::Unknown, |p| p.imported_file_chunk_size.clone());
+        }
+    };
+    let mut failed = None;
+    tfplugin::model::change(&mut req.planned, &schema().block.ty(), |r: &mut Repositories| {
+        for repo in r.data_repository.known_mut().into_iter().flatten() {
+            if let Err(e) = tfplugin::model::change(repo, &elem, realign) {
+                failed = Some(e);
+            }
+        }
+    })?;
+    failed.map_or(Ok(()), Err)
 }
 
 fn planned_is_checkable(config: &Value) -> bool {
     config.is_wholly_known()
 }
 
-async fn read_state(clients: &Clients, id: &str, prior: &Value) -> hpc_aws::Result<Option<Value>> {
+/// What a reported file system needs besides FSx's report.
+fn reporting(clients: &Clients) -> Reporting<'_> {
+    Reporting {
+        region: clients.fsx.region(),
+        mount_point: MOUNT_POINT,
+        default_tags: &clients.default_tags,
+    }
+}
+
+async fn read_state(clients: &Clients, id: &str, prior: &FileSystem) -> hpc_aws::Result<Option<Value>> {
     let Some((fs, dras)) = clients.fsx.read_lustre(id).await? else {
         return Ok(None);
     };
     if fs.lifecycle == "DELETING" {
         return Ok(None);
     }
-    Ok(Some(state_of(&fs, &dras, prior, clients)))
+    Ok(Some(
+        FileSystem::reported(&fs, &dras, prior, &reporting(clients)).value(),
+    ))
 }
 
 async fn create_repository(
@@ -834,23 +576,16 @@ async fn sync_repositories(
     ctx: &Ctx,
     clients: &Clients,
     fs_id: &str,
-    prior: &Value,
-    planned: &Value,
+    prior: &FileSystem,
+    planned: &FileSystem,
     tags: &[(String, String)],
     timeout: Duration,
 ) -> hpc_aws::Result<()> {
-    let prior_repos = prior.attr("data_repository").elements();
-    let planned_repos = planned.attr("data_repository").elements();
-    let key = |v: &Value| {
-        (
-            string(v.attr("file_system_path")),
-            string(v.attr("data_repository_path")),
-        )
-    };
-    for p in prior_repos {
-        if !planned_repos.iter().any(|n| key(n) == key(p)) {
-            if let Some(id) = p.attr("association_id").as_str() {
-                let delete_data = boolean(p.attr("delete_data_in_file_system")).unwrap_or(false);
+    let (before, after) = (prior.repositories(), planned.repositories());
+    for p in before {
+        if !after.iter().any(|n| n.key() == p.key()) {
+            if let Some(id) = &p.association_id {
+                let delete_data = p.delete_data_in_file_system.unwrap_or(false);
                 clients.fsx.delete_data_repository(id, delete_data).await?;
                 or_stop(
                     ctx,
@@ -861,17 +596,17 @@ async fn sync_repositories(
             }
         }
     }
-    for n in planned_repos {
-        let spec = data_repository_spec(n);
-        match prior_repos.iter().find(|p| key(p) == key(n)) {
+    for n in after {
+        let spec = n.spec();
+        match before.iter().find(|p| p.key() == n.key()) {
             None => create_repository(ctx, clients, fs_id, &spec, tags, timeout).await?,
             Some(p) => {
-                let old = data_repository_spec(p);
+                let old = p.spec();
                 let changed = old.auto_import_events != spec.auto_import_events
                     || old.auto_export_events != spec.auto_export_events
                     || (spec.imported_file_chunk_size.is_some()
                         && old.imported_file_chunk_size != spec.imported_file_chunk_size);
-                if let (true, Some(id)) = (changed, p.attr("association_id").as_str()) {
+                if let (true, Some(id)) = (changed, &p.association_id) {
                     clients.fsx.update_data_repository(id, &spec).await?;
                     or_stop(
                         ctx,
@@ -889,6 +624,8 @@ async fn sync_repositories(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::convert::object;
+    use hpc_aws::fsx::MetadataSpec;
 
     #[test]
     fn schema_is_well_formed() {
@@ -973,7 +710,7 @@ mod tests {
                 ("iops", Value::int(3000)),
             ]),
         );
-        let spec = spec_of(&c);
+        let spec = FileSystem::of(&c).expect("a file system").spec();
         assert_eq!(spec.storage_capacity, Some(2400));
         assert_eq!(
             spec.metadata_configuration,
