@@ -58,6 +58,19 @@ impl Clients {
         let _ = tfplugin::model::change(planned, &ty, |t: &mut TagsAll| t.tags_all = all);
     }
 
+    /// One EC2 client per region: the provider's, and each of `regions` (None: the provider's).
+    pub fn ec2_by_region<'a>(
+        &self,
+        regions: impl IntoIterator<Item = Option<&'a str>>,
+    ) -> BTreeMap<String, hpc_aws::ec2::Ec2> {
+        let mut out = BTreeMap::new();
+        out.insert(self.aws.region.clone(), self.ec2.clone());
+        for r in regions.into_iter().flatten() {
+            out.entry(r.to_string()).or_insert_with(|| self.aws.ec2_in(r));
+        }
+        out
+    }
+
     /// `tags` merged over the provider's default tags, sorted by key.
     pub fn tags_all(&self, tags: &[(String, String)]) -> Vec<(String, String)> {
         self.merged(tags.iter().cloned().collect()).into_iter().collect()

@@ -117,6 +117,28 @@ pub fn fields_outside_schema<T: Model>(block: &crate::schema::Block) -> Vec<Stri
         .collect()
 }
 
+/// How the view `T` of what a provider computes differs from `block`'s computed-only
+/// attributes, leaving out `elsewhere` (set for every resource alike, such as `tags_all`): a field
+/// that is not computed-only (writing the view back would overwrite what the user set) and a
+/// computed-only attribute the view misses. Empty when they match; for a test beside each view.
+pub fn computed_mismatches<T: Model>(block: &crate::schema::Block, elsewhere: &[&str]) -> Vec<String> {
+    let computed: Vec<&str> = block
+        .computed_only()
+        .into_iter()
+        .filter(|n| !elsewhere.contains(n))
+        .collect();
+    let fields = T::fields();
+    let extra = fields
+        .iter()
+        .filter(|f| !computed.contains(f))
+        .map(|f| format!("{f} is not an attribute only the provider sets"));
+    let missing = computed
+        .iter()
+        .filter(|c| !fields.contains(c))
+        .map(|c| format!("{c} is computed but not in the view"));
+    extra.chain(missing).collect()
+}
+
 fn block_names(block: &crate::schema::Block) -> Vec<&str> {
     let attributes = block.attributes.iter().map(|a| a.name.as_str());
     attributes.chain(block.blocks.iter().map(|b| b.name.as_str())).collect()
@@ -654,6 +676,23 @@ mod tests {
                 "field type is not in the schema".to_string(),
                 "kind is not read by the model".to_string(),
                 "cache is not read by the model".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn computed_mismatches_name_user_attributes_in_the_view_and_computed_ones_it_misses() {
+        let block = crate::schema::Block::new(vec![
+            Attribute::required("size", Type::Number),
+            Attribute::computed("type", Type::String),
+            Attribute::computed("id", Type::String),
+            Attribute::computed("tags_all", Type::String),
+        ]);
+        assert_eq!(
+            computed_mismatches::<Disk>(&block, &["tags_all"]),
+            vec![
+                "size is not an attribute only the provider sets".to_string(),
+                "id is computed but not in the view".to_string(),
             ]
         );
     }

@@ -23,7 +23,7 @@ mod pool_checks;
 mod schema;
 mod validate;
 
-use apply::{apply, pool_clients, remove_templates};
+use apply::{apply, remove_templates};
 use plan::{plan_checks, plan_identity, plan_unknowns, set_derived};
 use schema::schema;
 use validate::{pool_value_checks, setting_checks, shape_checks, shared_checks, slurm_checks, PROBE_SLURM_VERSION};
@@ -217,7 +217,7 @@ impl Resource for HpcPartition {
                 .ssm
                 .delete(&desired_state::partition_param(cluster, name))
                 .await?;
-            let ec2s = pool_clients(clients, prior.capacity_pool.iter().map(|p| p.region.as_deref()));
+            let ec2s = clients.ec2_by_region(prior.capacity_pool.iter().map(|p| p.region.as_deref()));
             for ec2 in ec2s.values() {
                 let running = ec2
                     .instances_tagged(tag::PARTITION, &tag::partition_value(cluster, name))

@@ -3,7 +3,7 @@
 //! prior state had.
 
 use super::paths;
-use super::plan::cluster_checks;
+use super::validate::cluster_checks;
 use super::{
     cluster_doc, cluster_missing, model::parse_template_key, model::record, model::template_key, model::Computed,
     model::Partition, model::Pool, model::Structure, APPLY_TIMEOUT,
@@ -160,7 +160,7 @@ pub(super) async fn publish(
         infos: &infos,
         tags,
     };
-    let ec2s = pool_clients(clients, model.capacity_pool.iter().map(|p| p.region.as_deref()));
+    let ec2s = clients.ec2_by_region(model.capacity_pool.iter().map(|p| p.region.as_deref()));
     // A connection made in the same apply was not known at plan.
     let reached = paths::check_all(clients, &cdoc, &model.capacity_pool, &ec2s).await;
     if reached.has_errors() {
@@ -359,19 +359,6 @@ pub(super) async fn remove_templates(
         }
     }
     Ok(())
-}
-
-/// One EC2 client per region the partition's pools use.
-pub(super) fn pool_clients<'a>(
-    clients: &Clients,
-    regions: impl IntoIterator<Item = Option<&'a str>>,
-) -> BTreeMap<String, Ec2> {
-    let mut out = BTreeMap::new();
-    out.insert(clients.aws.region.clone(), clients.ec2.clone());
-    for r in regions.into_iter().flatten() {
-        out.entry(r.to_string()).or_insert_with(|| clients.aws.ec2_in(r));
-    }
-    out
 }
 
 /// Waits until the cluster's agent reports `version` of this partition applied. No report at

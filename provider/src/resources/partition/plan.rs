@@ -1,11 +1,10 @@
 //! hpc_partition's plan: the checks that read EC2 and the cluster's published state, the values
 //! derived from the document, and what apply makes unknown.
 
-use super::validate::model_path;
+use super::validate::cluster_checks;
 use super::{
-    apply::pool_clients, model::record, model::Identity, model::Partition, model::PartitionConfig, model::Placement,
-    model::PoolConfig, model::Structure, paths, pool_checks, schema::schema, validate::slurm_checks,
-    validate::PROBE_SLURM_VERSION, Published,
+    model::record, model::Identity, model::Partition, model::PartitionConfig, model::Placement, model::PoolConfig,
+    model::Structure, paths, pool_checks, schema::schema, Published,
 };
 use crate::clients::Clients;
 use crate::desired_state::ClusterDoc;
@@ -89,7 +88,7 @@ pub(super) async fn plan_checks(clients: &Clients, req: &mut PlanRequest) {
         Err(d) => return req.diagnostics.extend(d),
     };
     if let (true, Some(cdoc)) = (reach_changed, &cdoc) {
-        let ec2s = pool_clients(clients, model.capacity_pool.iter().map(|p| p.region.as_deref()));
+        let ec2s = clients.ec2_by_region(model.capacity_pool.iter().map(|p| p.region.as_deref()));
         let diags = paths::check_all(clients, cdoc, &model.capacity_pool, &ec2s).await;
         req.diagnostics.extend(diags);
     }
@@ -302,20 +301,6 @@ pub(super) async fn node_image_checks(
         AttributePath::root("instance_types"),
         AttributePath::root("root_volume_size"),
     ));
-    diags
-}
-
-/// The cluster's rules across the two resources: failover must fit in ResumeTimeout, and the
-/// partition's settings must be ones the cluster's Slurm release has (validation checked them
-/// against the latest release; an older cluster's is checked again here).
-pub(super) fn cluster_checks(cluster: &ClusterDoc, doc: &PartitionDoc) -> Diagnostics {
-    let mut diags = Diagnostics::new();
-    if let Err(e) = cluster.check_timeouts(doc) {
-        diags.error_at(model_path(&e.path), e.summary, e.detail);
-    }
-    if cluster.slurm_version != PROBE_SLURM_VERSION {
-        diags.extend(slurm_checks(doc, &cluster.slurm_version));
-    }
     diags
 }
 

@@ -60,7 +60,7 @@ pub(super) fn one_default(name: &str, others: &[crate::desired_state::PartitionD
 
 /// One EC2 client per region the planned pools name.
 fn planned_pool_clients(clients: &Clients, pools: &[PoolConfig]) -> BTreeMap<String, hpc_aws::ec2::Ec2> {
-    super::pool_clients(clients, pools.iter().map(|p| p.region.as_str()))
+    clients.ec2_by_region(pools.iter().map(|p| p.region.as_str()))
 }
 
 /// The region of a planned pool (the provider's when unset); None while not known.

@@ -314,3 +314,17 @@ pub(super) fn model_path(path: &[String]) -> AttributePath {
     }
     p
 }
+
+/// The cluster's rules across the two resources: failover must fit in ResumeTimeout, and the
+/// partition's settings must be ones the cluster's Slurm release has (validation checked them
+/// against the latest release; an older cluster's is checked again here).
+pub(super) fn cluster_checks(cluster: &ClusterDoc, doc: &PartitionDoc) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    if let Err(e) = cluster.check_timeouts(doc) {
+        diags.error_at(model_path(&e.path), e.summary, e.detail);
+    }
+    if cluster.slurm_version != PROBE_SLURM_VERSION {
+        diags.extend(slurm_checks(doc, &cluster.slurm_version));
+    }
+    diags
+}
