@@ -197,10 +197,9 @@ impl Resource for HpcCluster {
 
     async fn read(&self, req: ReadRequest) -> Result<Option<Value>, Diagnostics> {
         let clients = Clients::of(&req.ctx).map_err(Diagnostics::from)?;
-        let Some(name) = ClusterConfig::of_state(&req.state)
-            .ok()
-            .and_then(|c| c.name.known().cloned())
-        else {
+        let name = model::part::<Option<String>>(&req.state, "name")
+            .map_err(|e| e.into_diagnostics("The cluster's state cannot be read"))?;
+        let Some(name) = name else {
             return Ok(None);
         };
         // Through shared views: a plan of many clusters lists their parameters and head nodes

@@ -169,11 +169,9 @@ impl Resource for HpcPartition {
 
     async fn read(&self, req: ReadRequest) -> Result<Option<Value>, Diagnostics> {
         let clients = Clients::of(&req.ctx).map_err(Diagnostics::from)?;
-        let Ok(Identity {
-            cluster_id: Field::Known(cluster),
-            name: Field::Known(name),
-        }) = Identity::from_value(&req.state)
-        else {
+        let identity =
+            Identity::from_value(&req.state).map_err(|e| e.into_diagnostics("The partition's state cannot be read"))?;
+        let (Field::Known(cluster), Field::Known(name)) = (identity.cluster_id, identity.name) else {
             return Ok(None);
         };
         let param = clients
