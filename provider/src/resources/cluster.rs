@@ -126,7 +126,10 @@ impl Resource for HpcCluster {
         let diags = plan_reads(clients, req).await;
         req.diagnostics.extend(diags);
         plan_unknowns(req);
-        let resume = |v: &Value| model::part::<model::Slurm>(v, "slurm").ok().map(|s| s.resume_timeout);
+        let resume = |v: &Value| {
+            let c = ClusterConfig::of_state(v).ok()?;
+            c.slurm.known().map(|s| s.resume_timeout.clone())
+        };
         let changed = !req.prior.is_null() && resume(&req.planned) != resume(&req.prior);
         if changed && !req.planned.is_null() && req.config.is_wholly_known() {
             let secrets = Secrets {
@@ -197,9 +200,9 @@ impl Resource for HpcCluster {
 
     async fn read(&self, req: ReadRequest) -> Result<Option<Value>, Diagnostics> {
         let clients = Clients::of(&req.ctx).map_err(Diagnostics::from)?;
-        let name = model::part::<Option<String>>(&req.state, "name")
+        let state = ClusterConfig::of_state(&req.state)
             .map_err(|e| e.into_diagnostics("The cluster's state cannot be read"))?;
-        let Some(name) = name else {
+        let Some(name) = state.name.known().cloned() else {
             return Ok(None);
         };
         // Through shared views: a plan of many clusters lists their parameters and head nodes
@@ -550,7 +553,7 @@ async fn store_password(
     tags: &[(String, String)],
 ) -> Result<Option<String>, Diagnostics> {
     // The password is write-only: in the configuration, never in the plan or state.
-    let accounting: model::Accounting = model::read_part(config, "accounting")?;
+    let accounting = Cluster::read(config)?.accounting;
     let secret = desired_state::db_password_secret(name);
     if accounting.mode == "local" {
         return clients

@@ -13,7 +13,7 @@ use std::time::Duration;
 use hpc_aws::ec2::VolumeSpec;
 use tfplugin::{Diagnostic, Diagnostics, Value};
 
-use super::model::{self, known, read_part, record, Computed, HeadInstance, HeadNode};
+use super::model::{known, record, view, Cluster, Computed, HeadInstance, HeadSettings};
 use super::{role_instances, template};
 use crate::clients::Clients;
 use crate::desired_state::boot::{BootReport, Phase, Role};
@@ -26,7 +26,7 @@ const CONSOLE_TAIL_LINES: usize = 30;
 /// The [`HeadInstance`] settings of the prior and the planned value (none when either cannot
 /// be read: a create).
 fn instances(prior: &Value, planned: &Value) -> Option<(HeadInstance, HeadInstance)> {
-    let read = |v: &Value| model::part::<HeadInstance>(v, "head_node").ok();
+    let read = |v: &Value| view::<HeadSettings>(v).ok().map(|s| s.head_node);
     Some((read(prior)?, read(planned)?))
 }
 
@@ -67,7 +67,8 @@ pub async fn ensure_kept(
     if made.head_node_network_interface_id.known().is_some() && made.state_volume_id.known().is_some() {
         return Ok(());
     }
-    let subnet: String = read_part(state, "subnet_id")?;
+    let cluster = Cluster::read(state)?;
+    let subnet = cluster.subnet_id;
     let eni = clients
         .ec2
         .ensure_network_interface(
@@ -88,7 +89,7 @@ pub async fn ensure_kept(
         .next()
         .map(|(_, z)| z)
         .unwrap_or_default();
-    let head: HeadNode = read_part(state, "head_node")?;
+    let head = cluster.head_node;
     let volume = clients
         .ec2
         .ensure_volume(&VolumeSpec {
@@ -115,11 +116,7 @@ pub async fn grow_state(
     state: &Value,
     timeout: Duration,
 ) -> Result<(), Diagnostics> {
-    let size = |v: &Value| {
-        model::part::<HeadNode>(v, "head_node")
-            .ok()
-            .map(|h| h.state_volume_size)
-    };
+    let size = |v: &Value| Cluster::of(v).ok().map(|c| c.head_node.state_volume_size);
     let (Some(volume), Some(gib)) = (Computed::of(state)?.state_volume_id.known().cloned(), size(state)) else {
         return Ok(());
     };
@@ -175,7 +172,7 @@ pub async fn launch(
     replace: bool,
     timeout: Duration,
 ) -> Result<(), Diagnostics> {
-    let head: HeadNode = read_part(state, "head_node")?;
+    let head = Cluster::read(state)?.head_node;
     // The interface carries the security groups: a launch naming both is refused.
     let spec = template(
         &head,
@@ -247,7 +244,7 @@ pub async fn ready(
     name: &str,
     timeout: Duration,
 ) -> Result<Diagnostics, Diagnostics> {
-    if !read_part::<bool>(state, "wait_for_ready")? {
+    if !Cluster::read(state)?.wait_for_ready {
         return Ok(Diagnostics::new());
     }
     let made = Computed::of(state)?;

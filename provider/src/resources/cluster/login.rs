@@ -16,7 +16,7 @@ use tfplugin::model::Field;
 use tfplugin::{Diagnostic, Diagnostics, Value};
 
 use super::head::{console_tail, reported};
-use super::model::{read_part, record, Computed, HeadNode, LoginNodes};
+use super::model::{record, Cluster, Computed};
 use super::template;
 use crate::clients::Clients;
 use crate::desired_state::boot::{login_param, login_reports_path, BootReport, Phase, Role};
@@ -113,8 +113,8 @@ pub(super) async fn start(
     roll_out: bool,
     timeout: Duration,
 ) -> Result<Started, Diagnostics> {
-    let login: LoginNodes = read_part(state, "login_nodes")?;
-    let head: HeadNode = read_part(state, "head_node")?;
+    let cluster = Cluster::read(state)?;
+    let (login, head) = (cluster.login_nodes, cluster.head_node);
     let want = usize::try_from(login.count).unwrap_or(0);
     let name = owner.name;
     let user_data = desired_state::boot::user_data(Role::Login, name, &clients.aws.region, None, None);
@@ -161,7 +161,7 @@ pub(super) async fn start(
             .iter()
             .any(|n| &n.id == *id && n.tag(tag::LAUNCH_SETTINGS).is_some()),
     });
-    let wait = if read_part::<bool>(state, "wait_for_ready")? {
+    let wait = if cluster.wait_for_ready {
         launched.iter().chain(unsure).cloned().collect()
     } else {
         Vec::new()
@@ -301,7 +301,7 @@ async fn launch(
         .map_err(|e| aws_diag("Cannot create the login node launch template", &e))?;
     let mut tags = spec.tags.clone();
     tags.push((tag::LAUNCH_SETTINGS.into(), settings_digest(spec)));
-    let subnet: String = read_part(state, "subnet_id")?;
+    let subnet = Cluster::read(state)?.subnet_id;
     let mut ids = Vec::new();
     for _ in 0..count {
         let token = format!("{name}-login-{}", uuid::Uuid::new_v4());

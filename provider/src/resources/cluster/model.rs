@@ -164,16 +164,50 @@ impl Cluster {
     }
 }
 
-/// One block of a value (`head_node`), read with the schema's defaults: for a plan whose
-/// other parts are not known yet.
-pub fn part<T: Model>(v: &Value, name: &str) -> Result<T, ModelError> {
-    let filled = super::schema().block.with_defaults(v);
-    tfplugin::model::field(&filled, &tfplugin::AttributePath::default(), name)
+impl Cluster {
+    /// [`Cluster::of`] for apply, where a value that cannot be read stops it with that error.
+    pub fn read(v: &Value) -> Result<Cluster, tfplugin::Diagnostics> {
+        Cluster::of(v).map_err(|e| e.into_diagnostics("The cluster cannot be read"))
+    }
 }
 
-/// [`part`] for apply, where a value that cannot be read stops it with that error.
-pub fn read_part<T: Model>(v: &Value, name: &str) -> Result<T, tfplugin::Diagnostics> {
-    part(v, name).map_err(|e| e.into_diagnostics(&format!("{name} cannot be read")))
+/// Reads the view `T` of a value with the schema's defaults filled in: for a plan whose other
+/// parts are not known yet.
+pub fn view<T: Model>(v: &Value) -> Result<T, ModelError> {
+    T::from_value(&super::schema().block.with_defaults(v))
+}
+
+tfplugin::model! {
+    /// What the fixed hourly cost depends on: the head's type and the login nodes.
+    #[derive(Debug, Clone)]
+    pub struct FixedNodes {
+        pub head_node: InstanceType,
+        pub login_nodes: LoginNodes,
+    }
+}
+
+tfplugin::model! {
+    /// The login nodes alone.
+    #[derive(Debug, Clone)]
+    pub struct Logins {
+        pub login_nodes: LoginNodes,
+    }
+}
+
+tfplugin::model! {
+    /// The head node's settings a new instance is launched for.
+    #[derive(Debug, Clone)]
+    pub struct HeadSettings {
+        pub head_node: HeadInstance,
+    }
+}
+
+tfplugin::model! {
+    /// The users, each once known whole.
+    #[derive(Debug, Clone)]
+    pub struct Users {
+        pub user: Field<Vec<Field<User>>>,
+    }
 }
 
 /// A duration attribute's seconds, or `default` when it does not parse (the plan checks
@@ -660,6 +694,22 @@ mod schema_tests {
             ),
             ("head_node", fields_outside_schema::<HeadConfig>(&block("head_node"))),
             ("head_node", fields_outside_schema::<HeadInstance>(&block("head_node"))),
+            (
+                "hpc_cluster",
+                fields_outside_schema::<FixedNodes>(&super::super::schema::schema().block),
+            ),
+            (
+                "hpc_cluster",
+                fields_outside_schema::<Logins>(&super::super::schema::schema().block),
+            ),
+            (
+                "hpc_cluster",
+                fields_outside_schema::<HeadSettings>(&super::super::schema::schema().block),
+            ),
+            (
+                "hpc_cluster",
+                fields_outside_schema::<Users>(&super::super::schema::schema().block),
+            ),
             (
                 "hpc_cluster",
                 fields_outside_schema::<Computed>(&super::super::schema::schema().block),

@@ -2,8 +2,8 @@
 //! (image, key pair, partitions' timeouts), the cost, and what apply makes unknown.
 
 use super::{
-    head, managed_home, model::known, model::part, model::record, model::Cluster, model::ClusterConfig,
-    model::Computed, model::InstanceType, model::LoginNodes, model::Secrets, policy::instance_profile_policy,
+    head, managed_home, model::known, model::record, model::view, model::Cluster, model::ClusterConfig,
+    model::Computed, model::FixedNodes, model::Logins, model::Secrets, policy::instance_profile_policy,
     validate::model_path, validate::render,
 };
 use crate::clients::Clients;
@@ -80,10 +80,11 @@ pub(super) async fn head_image_checks(clients: &Clients, planned: &ClusterConfig
 /// The on-demand cost per hour of the head and login nodes; unknown while their types or
 /// count are.
 pub(super) fn fixed_cost(v: &Value, overrides: &[(String, f64)]) -> Field<Number> {
-    let (Ok(head), Ok(login)) = (
-        part::<InstanceType>(v, "head_node"),
-        part::<LoginNodes>(v, "login_nodes"),
-    ) else {
+    let Ok(FixedNodes {
+        head_node: head,
+        login_nodes: login,
+    }) = view::<FixedNodes>(v)
+    else {
         return Field::Unknown;
     };
     let count = u32::try_from(login.count).unwrap_or(0);
@@ -295,7 +296,7 @@ pub(super) fn plan_unknowns(req: &mut PlanRequest) {
     }
     // Login nodes share the head's image, key, profile and root volume: a change rolls them.
     // A node lost or failed (dropped by the refresh) is replaced.
-    let count = |v: &Value| part::<LoginNodes>(v, "login_nodes").map(|l| l.count).ok();
+    let count = |v: &Value| view::<Logins>(v).map(|l| l.login_nodes.count).ok();
     let recorded = prior.login_node_ids.known().map(|ids| ids.len() as i64);
     if planned.login_nodes != prior.login_nodes
         || head::login_settings_change(&req.prior, &req.planned)

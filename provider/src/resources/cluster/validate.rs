@@ -2,11 +2,10 @@
 //! storage, and Slurm's own rules for the cluster-wide slurm.conf.
 
 use super::model::{AccountingConfig, ClusterConfig, HeadConfig, SlurmConfig, StorageConfig, UserConfig};
-use super::{checks, model::Cluster, model::Secrets, model::User, ACCOUNTING_MODES};
+use super::{checks, model::Cluster, model::Secrets, model::Users, ACCOUNTING_MODES};
 use crate::desired_state;
 use crate::desired_state::ClusterDoc;
 use crate::resources::valid_name;
-use tfplugin::model::Field;
 use tfplugin::timeouts;
 use tfplugin::AttributePath;
 use tfplugin::Diagnostic;
@@ -222,7 +221,7 @@ pub(super) fn user_checks(users: &[UserConfig], diags: &mut Diagnostics) {
 /// Each user known whole fits one shard of the published users (read as the typed `User` it
 /// is published from, with the schema's defaults).
 pub(super) fn user_shard_checks(c: &Value, diags: &mut Diagnostics) {
-    let users: Field<Vec<Field<User>>> = super::model::part(c, "user").unwrap_or_default();
+    let users = super::model::view::<Users>(c).map(|u| u.user).unwrap_or_default();
     for (i, user) in users.items().iter().enumerate() {
         let Some(user) = user.known() else { continue };
         if let Err(e) = desired_state::user_shards(&[user.doc()]) {
