@@ -116,6 +116,29 @@ pub fn db_password_secret(cluster: &str) -> String {
     format!("{}/db-password", secrets_prefix(cluster))
 }
 
+/// The start of every name of the cluster's EC2 event routes (the head node's role may read
+/// the queues named so). A digest of fixed length: SQS and EventBridge names are short, and
+/// one cluster's prefix must not begin another cluster's names (`a-` would begin `a-b`'s).
+pub fn events_route_prefix(cluster: &str) -> String {
+    format!("hpcforge-{}-", short_digest(cluster))
+}
+
+/// The base name of a partition's EC2 event route, the same in each region of its pools: its
+/// queue and rules are named from it (34 characters, whatever the names' lengths).
+pub fn events_route(cluster: &str, partition: &str) -> String {
+    format!("{}{}", events_route_prefix(cluster), short_digest(partition))
+}
+
+/// The first 12 hexadecimal digits of SHA-256 over `text`.
+fn short_digest(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 pub fn partitions_path(cluster: &str) -> String {
     format!("{}/partitions", cluster_prefix(cluster))
 }
@@ -640,6 +663,19 @@ mod tests {
         assert_eq!(partition_of_param(&status_param("lab")), None);
         assert_eq!(partition_of_param("/hpcforge/clusters/lab/users/0001"), None);
         assert_eq!(partition_of_param("/other/clusters/lab/partitions/gpu"), None);
+    }
+
+    #[test]
+    fn event_routes_are_short_and_one_clusters_prefix_begins_none_of_anothers() {
+        let long = "c".repeat(40);
+        let route = events_route(&long, &"p".repeat(63));
+        assert_eq!(route.len(), 34, "{route}");
+        assert!(route.starts_with(&events_route_prefix(&long)));
+        // Queue names take 80 characters and rule names 64: with their suffixes they fit.
+        assert!(route.len() + "-state".len() <= 64);
+        assert!(!events_route("a-b", "c").starts_with(&events_route_prefix("a")));
+        assert_ne!(events_route("lab", "gpu"), events_route("lab", "cpu"));
+        assert!(route.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
     }
 
     /// A small partition for the tests.

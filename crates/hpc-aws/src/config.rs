@@ -16,7 +16,17 @@ use aws_types::region::Region;
 use crate::error::{AwsError, Result};
 
 /// Services whose endpoint can be overridden.
-pub const SERVICES: &[&str] = &["ec2", "fsx", "s3", "secretsmanager", "servicequotas", "ssm", "sts"];
+pub const SERVICES: &[&str] = &[
+    "ec2",
+    "events",
+    "fsx",
+    "s3",
+    "secretsmanager",
+    "servicequotas",
+    "sqs",
+    "ssm",
+    "sts",
+];
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AssumeRole {
@@ -146,6 +156,26 @@ impl Aws {
             None => conf,
         };
         crate::ebs::Ebs::new(aws_sdk_ebs::Client::from_conf(conf.build()), region.to_string())
+    }
+
+    /// EC2's event routes (EventBridge and SQS) in `region`.
+    pub fn events_in(&self, region: &str) -> crate::events::Events {
+        let region_of = Region::new(region.to_string());
+        let sqs = aws_sdk_sqs::config::Builder::from(&self.sdk).region(region_of.clone());
+        let sqs = match self.endpoint("sqs") {
+            Some(url) => sqs.endpoint_url(url),
+            None => sqs,
+        };
+        let bridge = aws_sdk_eventbridge::config::Builder::from(&self.sdk).region(region_of);
+        let bridge = match self.endpoint("events") {
+            Some(url) => bridge.endpoint_url(url),
+            None => bridge,
+        };
+        crate::events::Events::new(
+            aws_sdk_sqs::Client::from_conf(sqs.build()),
+            aws_sdk_eventbridge::Client::from_conf(bridge.build()),
+            region.to_string(),
+        )
     }
 
     pub fn efs(&self) -> crate::efs::Efs {

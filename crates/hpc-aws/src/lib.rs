@@ -9,6 +9,7 @@ pub mod ebs;
 pub mod ec2;
 pub mod efs;
 pub mod error;
+pub mod events;
 pub mod fsx;
 pub mod image;
 pub mod imds;
