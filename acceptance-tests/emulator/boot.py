@@ -3,7 +3,8 @@
 - RunInstances, CreateFleet (through the same backend call) and StartInstances boot one
   machine per instance, within the machine budget (past it: InsufficientInstanceCapacity);
   an AMI without a disk written through the EBS direct APIs is refused, naming the AMI.
-- StopInstances and TerminateInstances end the machine; the state follows it.
+- StopInstances and TerminateInstances end the machine; the state follows it, and each
+  change goes to EventBridge (``ec2_events``).
 - GetConsoleOutput serves the machine's console.
 - A reconciler links the namespaces of actively peered VPCs, puts EFS mount targets at their
   addresses, applies security groups and route tables to each VPC's namespace and keeps one
@@ -27,6 +28,7 @@ from typing import Any
 from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models.instances import Instance, InstanceBackend
 
+import ec2_events
 import firewall
 import netns
 import peering
@@ -136,6 +138,7 @@ def _image_of(backend: Any, image_id: str | None, kwargs: dict[str, Any]) -> str
 def install(manager: MachineManager) -> None:
     global MANAGER
     MANAGER = manager
+    ec2_events.MACHINES_OWN_STATES = True
     original_run = InstanceBackend.run_instances
     original_start, original_stop, original_terminate = Instance.start, Instance.stop, Instance.terminate
 
@@ -174,12 +177,14 @@ def install(manager: MachineManager) -> None:
 
     def stop(self: Any) -> Any:
         previous = original_stop(self)
-        manager.end(self.id, "stopped")
+        if not manager.end(self.id, "stopped"):  # no machine to follow: moto's change is the state
+            ec2_events.states_passed(self, previous.name, ec2_events.STOPPED)
         return previous
 
     def terminate(self: Any) -> Any:
         previous = original_terminate(self)
-        manager.end(self.id, "terminated")
+        if not manager.end(self.id, "terminated"):  # no machine to follow (a stopped one's has ended)
+            ec2_events.states_passed(self, previous.name, ec2_events.TERMINATED)
         return previous
 
     InstanceBackend.run_instances = run_instances  # type: ignore[method-assign]

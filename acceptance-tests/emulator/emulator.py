@@ -101,6 +101,7 @@ def main(argv: list[str]) -> int:
 
     import ebs
     import ec2
+    import ec2_events
     import fsx
     import secrets_manager
     import service_quotas
@@ -123,6 +124,7 @@ def main(argv: list[str]) -> int:
         ebs.BUDGET.limit = args.block_store_mib << 20
     fsx.install()
     ec2.install()
+    ec2_events.install()
     ebs.install()
     secrets_manager.install()
     service_quotas.install()

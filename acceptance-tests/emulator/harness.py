@@ -128,3 +128,48 @@ def wait_snapshot(ec2: Any, snapshot_id: str, state: str) -> dict[str, Any]:
         lambda: ec2.describe_snapshots(SnapshotIds=[snapshot_id])["Snapshots"][0],
         lambda snapshot: snapshot["State"] == state,
     )
+
+
+# --- EC2's events on EventBridge ------------------------------------------------------------------
+
+# The rules the product makes for a partition's interruption queue (as Karpenter's).
+INTERRUPTION_RULES = {
+    "spot": {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
+    "state": {
+        "source": ["aws.ec2"],
+        "detail-type": ["EC2 Instance State-change Notification"],
+        "detail": {"state": ["stopping", "stopped", "shutting-down", "terminated"]},
+    },
+}
+ALL_EC2_EVENTS = {"ec2": {"source": ["aws.ec2"]}}
+
+
+def event_queue(sqs: Any, events: Any, name: str, rules: dict[str, Any]) -> str:
+    """A queue fed by rules on the default event bus (rule name suffix -> event pattern); its URL."""
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    for suffix, pattern in rules.items():
+        events.put_rule(Name=f"{name}-{suffix}", EventPattern=json.dumps(pattern))
+        events.put_targets(Rule=f"{name}-{suffix}", Targets=[{"Id": "queue", "Arn": arn}])
+    return url
+
+
+def drain_events(sqs: Any, url: str) -> list[dict[str, Any]]:
+    """Receives and deletes what the queue holds: the EventBridge events, oldest first."""
+    received: list[dict[str, Any]] = []
+    while True:
+        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        if not messages:
+            return received
+        received += [json.loads(m["Body"]) for m in messages]
+        sqs.delete_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
+        )
+
+
+def instance_states(events: list[dict[str, Any]], instance_id: str) -> list[str]:
+    """The states of one instance's state-change notifications, in order."""
+    return [
+        e["detail"]["state"] for e in events
+        if e["detail-type"] == "EC2 Instance State-change Notification" and e["detail"]["instance-id"] == instance_id
+    ]

@@ -18,9 +18,13 @@ is checked per resource with its tags and the request's ``aws:RequestTag/<key>``
 Condition blocks are evaluated against that context with the String*, Arn* and Bool operators
 (``...IfExists`` too); a statement using another operator does not apply.
 
-Limits: the Resource is known for SSM parameters, Secrets Manager secrets, the instances of
-TerminateInstances and CreateTags and the roles of PassRole; for every other action any
-Resource pattern matches.
+SQS's batch actions are checked as the action they batch (DeleteMessageBatch as
+``sqs:DeleteMessage``), over the JSON and the query protocol alike.
+
+Limits: the Resource is known for SSM parameters, Secrets Manager secrets, SQS queues (from
+QueueUrl or QueueName; their region is the one the call is signed for), the instances of
+TerminateInstances and CreateTags and the roles of PassRole; for every other action
+(EventBridge's among them) any Resource pattern matches.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlparse
 
 from faults import PROTOCOL_EC2, PROTOCOL_JSON, FaultError
 
@@ -217,9 +221,26 @@ def _listed_statements(document: dict[str, Any]) -> list[dict[str, Any]]:
     return [statements] if isinstance(statements, dict) else list(statements)
 
 
-def resource_of(session: Session, service: str, body: dict[str, Any]) -> str | None:
+# Batch actions AWS authorizes as the action they batch.
+AUTHORIZED_AS = {
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
+QUEUE_PATH = re.compile(r"^/(\d{12})/([^/]+)/?$")
+
+
+def call_checks(session: Session, service: str, action: str, body: dict[str, Any], region: str, path: str = "") -> list[Check]:
+    """The authorization check of a call to a JSON or query service: ``body`` is the JSON body
+    or the query's fields (first values), ``region`` the one the call is signed for, ``path``
+    the request's (a query-protocol SQS call may name its queue only there)."""
+    full = f"{service}:{action}"
+    return [Check(AUTHORIZED_AS.get(full, full), resource_of(session, service, body, region, path))]
+
+
+def resource_of(session: Session, service: str, body: dict[str, Any], region: str | None = None, path: str = "") -> str | None:
     """The ARN a call acts on, where it is plain from the request; None when not known."""
-    prefix = f"arn:aws:{service}:{session.region}:{session.account}"
+    prefix = f"arn:aws:{service}:{region or session.region}:{session.account}"
     if service == "ssm":
         name = body.get("Name") or body.get("Path")
         if isinstance(name, str):
@@ -231,6 +252,21 @@ def resource_of(session: Session, service: str, body: dict[str, Any]) -> str | N
         secret = body.get("SecretId")
         if isinstance(secret, str):
             return secret if secret.startswith("arn:") else f"{prefix}:secret:{secret}"
+    if service == "sqs":
+        return _queue_arn(session, region or session.region, body, path)
+    return None
+
+
+def _queue_arn(session: Session, region: str, body: dict[str, Any], path: str) -> str | None:
+    """A queue's ARN from QueueUrl (``.../<account>/<name>``), QueueName, or the request's path."""
+    url = body.get("QueueUrl")
+    found = QUEUE_PATH.match(urlparse(url).path) if isinstance(url, str) else QUEUE_PATH.match(path)
+    if found:
+        return f"arn:aws:sqs:{region}:{found.group(1)}:{found.group(2)}"
+    name = body.get("QueueName")
+    if isinstance(name, str) and name:
+        owner = body.get("QueueOwnerAWSAccountId")
+        return f"arn:aws:sqs:{region}:{owner if isinstance(owner, str) and owner else session.account}:{name}"
     return None
 
 

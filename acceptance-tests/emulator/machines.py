@@ -7,7 +7,8 @@ namespace of its own so Slurm sees a fresh boot, with its console (the container
 its machine: ``pending`` until the machine starts, ``running`` while it runs,
 ``stopping``/``shutting-down`` until it is gone; a machine that powers off by itself is
 ``stopped`` or ``terminated`` (InstanceInitiatedShutdownBehavior), one that dies is
-``terminated`` with ``Server.InternalError``.
+``terminated`` with ``Server.InternalError``. Each change of state goes to EventBridge
+(``ec2_events``).
 
 What the emulator must tell an instance (cloud-init's datasource, where the AWS endpoint
 is, the shared-storage mount helpers) goes into the instance's upper layer before boot,
@@ -34,6 +35,7 @@ from typing import Any
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.instances import InstanceState, StateReason
 
+import ec2_events
 import iam_enforce
 import netns
 import peering
@@ -110,10 +112,14 @@ STATES = {"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "s
 
 
 def _set_state(instance: Any, name: str, reason: tuple[str, str] | None = None) -> None:
+    """Sets the instance's state and, when it changes, tells EventBridge (``ec2_events``)."""
+    previous = instance._state.name
     instance._state = InstanceState(name, STATES[name])
     if reason is not None:
         instance.state_reason = StateReason(reason[0], reason[1])
         instance._reason = reason[0]
+    if name != previous:
+        ec2_events.state_changed(instance, name)
 
 
 
@@ -325,10 +331,12 @@ class MachineManager:
         self._ended(machine, reason)
 
     def _ended(self, machine: Machine, reason: tuple[str, str] | None) -> None:
-        self._teardown_process(machine)
         if machine.wanted == "running":
             machine.wanted = "terminated"
         final = machine.wanted
+        if machine.instance._state.name in ("pending", "running"):  # it ended by itself: EC2 passes through
+            _set_state(machine.instance, "stopping" if final == "stopped" else "shutting-down")
+        self._teardown_process(machine)
         volumes.machine_ended(self, machine, terminated=final == "terminated")
         _set_state(machine.instance, final, reason)
         machine.done.set()
@@ -378,12 +386,14 @@ class MachineManager:
                 pass
 
     def interrupt(self, instance_id: str, delay_s: float) -> dict[str, Any]:
-        """A spot interruption: the notice on IMDS now, termination ``delay_s`` later."""
+        """A spot interruption: the notice on IMDS and EventBridge's warning now, termination
+        ``delay_s`` later."""
         machine = self.machines.get(instance_id)
         if machine is None or machine.done.is_set():
             raise LookupError(f"instance {instance_id} has no running machine")
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + delay_s))
         machine.interruption = {"action": "terminate", "time": when}
+        ec2_events.interruption_warning(machine.instance)
         threading.Timer(delay_s, self.end, args=(instance_id, "terminated")).start()
         return {"InstanceId": instance_id, "action": "terminate", "time": when}
 

@@ -35,7 +35,7 @@ from faults import (
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 CONTROL_PREFIX = "/_emulator"
-CREDENTIAL_SCOPE = re.compile(r"Credential=[^/,\s]+/\d{8}/[^/,\s]+/([^/,\s]+)/aws4_request")
+CREDENTIAL_SCOPE = re.compile(r"Credential=[^/,\s]+/\d{8}/([^/,\s]+)/([^/,\s]+)/aws4_request")
 BOTOCORE_LOADER = botocore.loaders.create_loader()
 
 
@@ -71,11 +71,20 @@ def classify(environ: dict[str, Any]) -> AwsCall | None:
 
 
 def _signing_service(environ: dict[str, Any], query: dict[str, list[str]]) -> str | None:
+    found = _credential_scope(environ, query)
+    return found.group(2).lower() if found else None
+
+
+def _signing_region(environ: dict[str, Any]) -> str | None:
+    found = _credential_scope(environ, parse_qs(environ.get("QUERY_STRING", "")))
+    return found.group(1) if found else None
+
+
+def _credential_scope(environ: dict[str, Any], query: dict[str, list[str]]) -> re.Match[str] | None:
     credential = environ.get("HTTP_AUTHORIZATION", "")
     if not credential and "X-Amz-Credential" in query:
         credential = "Credential=" + query["X-Amz-Credential"][0]
-    found = CREDENTIAL_SCOPE.search(credential)
-    return found.group(1).lower() if found else None
+    return CREDENTIAL_SCOPE.search(credential)
 
 
 def _form_body(environ: dict[str, Any]) -> dict[str, list[str]]:
@@ -434,13 +443,23 @@ def _authorize(environ: dict[str, Any], call: AwsCall) -> FaultError | None:
     if call.protocol == PROTOCOL_EC2:
         checks = iam_enforce.ec2_checks(session, call.action, _form_body(environ))
     else:
-        body = _peek_json(environ) if call.protocol == PROTOCOL_JSON else {}
-        checks = [iam_enforce.Check(f"{call.service}:{call.action}", iam_enforce.resource_of(session, call.service, body))]
+        checks = iam_enforce.call_checks(session, call.service, call.action, _request_fields(environ, call.protocol),
+                                         _signing_region(environ) or session.region, environ.get("PATH_INFO", ""))
     documents = iam_enforce.role_documents(session)
     for check in checks:
         if not iam_enforce.decide(documents, check.action, check.resource, dict(check.context)):
             return iam_enforce.denial(session, check.action, call.protocol)
     return None
+
+
+def _request_fields(environ: dict[str, Any], protocol: str) -> dict[str, Any]:
+    """A JSON call's body, a query call's fields (first values, query string and form), else nothing."""
+    if protocol == PROTOCOL_JSON:
+        return _peek_json(environ)
+    if protocol == PROTOCOL_QUERY:
+        fields = {**parse_qs(environ.get("QUERY_STRING", "")), **_form_body(environ)}
+        return {name: values[0] for name, values in fields.items() if values}
+    return {}
 
 
 def _peek_json(environ: dict[str, Any]) -> dict[str, Any]:

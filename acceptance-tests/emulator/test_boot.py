@@ -28,7 +28,16 @@ from boot_harness import (
     start_emulator,
     stop_emulator,
 )
-from harness import client, control, error_code
+from harness import (
+    ALL_EC2_EVENTS,
+    INTERRUPTION_RULES,
+    client,
+    control,
+    drain_events,
+    error_code,
+    event_queue,
+    instance_states,
+)
 
 BUDGET = 5
 USER_DATA = """#!/bin/bash
@@ -417,6 +426,9 @@ def test_boot_faults_a_machine_that_dies_and_a_spot_interruption(boot: dict[str,
     finally:
         control(boot["endpoint"], "DELETE", "/faults")
 
+    sqs, events = client(boot["endpoint"], "sqs"), client(boot["endpoint"], "events")
+    interruptions = event_queue(sqs, events, "boot-interruptions", INTERRUPTION_RULES)
+    everything = event_queue(sqs, events, "boot-ec2-events", ALL_EC2_EVENTS)
     control(boot["endpoint"], "POST", "/faults", [
         {"service": "ec2", "action": "RunInstances", "boot": "spot-interruption", "delay_s": 20,
          "match": {"Lifecycle": "spot"}},
@@ -431,6 +443,12 @@ def test_boot_faults_a_machine_that_dies_and_a_spot_interruption(boot: dict[str,
                                   f"curl -sf -H \"X-aws-ec2-metadata-token: $t\" {imds}/meta-data/spot/instance-action").stdout
         assert json.loads(notice)["action"] == "terminate", notice
         vpc.wait_state(spot, "terminated", timeout=60)
+        # EventBridge: the warning with the notice, then the machine's states, each once.
+        received = [e for e in drain_events(sqs, interruptions) if e["detail"]["instance-id"] == spot]
+        assert received[0]["detail-type"] == "EC2 Spot Instance Interruption Warning", received
+        assert received[0]["detail"] == {"instance-id": spot, "instance-action": "terminate"}
+        assert instance_states(received, spot) == ["shutting-down", "terminated"], received
+        assert instance_states(drain_events(sqs, everything), spot) == ["pending", "running", "shutting-down", "terminated"]
     finally:
         control(boot["endpoint"], "DELETE", "/faults")
 

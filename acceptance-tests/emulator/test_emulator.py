@@ -18,7 +18,23 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from harness import ACCOUNT, DELAY, HERE, NO_RETRIES, REGION, TEST_CONFIG, client, control, error_code, wait_for
+from harness import (
+    ACCOUNT,
+    ALL_EC2_EVENTS,
+    DELAY,
+    HERE,
+    INTERRUPTION_RULES,
+    NO_RETRIES,
+    REGION,
+    TEST_CONFIG,
+    client,
+    control,
+    drain_events,
+    error_code,
+    event_queue,
+    instance_states,
+    wait_for,
+)
 
 # Fixtures (endpoint, clean_state, ec2) are in conftest.py.
 
@@ -964,3 +980,48 @@ def test_ec2_vcpu_quotas_are_served_and_set_per_region(endpoint: str) -> None:
     assert error_code(unknown) == "NoSuchResourceException"
     bad = control(endpoint, "POST", "/quotas", {"quotas": {"L-417A185B": -1}}, expect=400)
     assert "non-negative" in bad["error"]
+
+
+# --- EC2's events on EventBridge -------------------------------------------------------------------
+
+
+def test_instance_state_changes_reach_an_interruption_queue_through_its_rules(endpoint: str, ec2: Any) -> None:
+    sqs, events = client(endpoint, "sqs"), client(endpoint, "events")
+    interruptions = event_queue(sqs, events, "interruptions", INTERRUPTION_RULES)
+    everything = event_queue(sqs, events, "everything", ALL_EC2_EVENTS)
+    (instance_id,) = [i["InstanceId"] for i in ec2.run_instances(ImageId="ami-12345678", MinCount=1, MaxCount=1)["Instances"]]
+    ec2.stop_instances(InstanceIds=[instance_id])
+    ec2.stop_instances(InstanceIds=[instance_id])  # already stopped: no change, no event
+    ec2.start_instances(InstanceIds=[instance_id])
+    ec2.terminate_instances(InstanceIds=[instance_id])
+
+    seen = drain_events(sqs, everything)
+    assert instance_states(seen, instance_id) == [
+        "pending", "running", "stopping", "stopped", "pending", "running", "shutting-down", "terminated"
+    ], seen
+    # The interruption queue's rules filter on the state: none of pending and running.
+    received = drain_events(sqs, interruptions)
+    assert instance_states(received, instance_id) == ["stopping", "stopped", "shutting-down", "terminated"], received
+    terminated = received[-1]
+    assert terminated["source"] == "aws.ec2" and terminated["detail-type"] == "EC2 Instance State-change Notification"
+    assert terminated["detail"] == {"instance-id": instance_id, "state": "terminated"}
+    assert terminated["resources"] == [f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/{instance_id}"]
+    assert (terminated["account"], terminated["region"]) == (ACCOUNT, REGION)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", terminated["time"]), terminated
+
+
+def test_state_changes_go_to_the_instances_own_region_and_never_fail_the_ec2_call(endpoint: str) -> None:
+    sqs, events = client(endpoint, "sqs"), client(endpoint, "events")
+    west = client(endpoint, "ec2", region="us-west-2")
+    queue = event_queue(sqs, events, "east-only", INTERRUPTION_RULES)
+    gone = event_queue(sqs, events, "deleted-target", INTERRUPTION_RULES)
+    sqs.delete_queue(QueueUrl=gone)  # its rules stay, pointing nowhere
+    (instance_id,) = [i["InstanceId"] for i in west.run_instances(ImageId="ami-12345678", MinCount=1, MaxCount=1)["Instances"]]
+    west.terminate_instances(InstanceIds=[instance_id])
+    assert drain_events(sqs, queue) == []
+
+    ec2 = client(endpoint, "ec2")
+    (east,) = [i["InstanceId"] for i in ec2.run_instances(ImageId="ami-12345678", MinCount=1, MaxCount=1)["Instances"]]
+    (ended,) = ec2.terminate_instances(InstanceIds=[east])["TerminatingInstances"]
+    assert ended["InstanceId"] == east
+    assert ec2.describe_instances(InstanceIds=[east])["Reservations"][0]["Instances"][0]["State"]["Name"] == "terminated"

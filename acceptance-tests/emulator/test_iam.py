@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 import json
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
+import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+from botocore.exceptions import ClientError
 from moto import mock_aws
+from moto.iam.models import iam_backends
+from moto.moto_api._internal.models import moto_api_backend
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import make_server
 
+import boot
+import iam_enforce
+from harness import client, error_code
 from iam_enforce import Check, Session, decide, ec2_checks
-from middleware import classify
+from middleware import EmulatorMiddleware, classify
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -103,3 +120,90 @@ def test_a_remote_nodes_efs_mount_target_lookup_is_authorized_as_elasticfilesyst
                             "Resource": f"arn:aws:elasticfilesystem:us-east-1:{ACCOUNT}:file-system/*"}]}
     assert decide([grant], call.key, None)
     assert not decide([POLICY], call.key, None)
+
+
+# --- through the emulator: moto behind the middleware, enforcing as in boot mode ----------------
+
+
+@pytest.fixture
+def enforcing(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An emulator in this process that authorizes instance credentials (boot mode's rule,
+    without machines); its endpoint."""
+    monkeypatch.setattr(boot, "MANAGER", object())
+    server = make_server("127.0.0.1", 0, EmulatorMiddleware(DomainDispatcherApplication(create_backend_app)),
+                         threaded=True, request_handler=MotoRequestHandler)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        iam_enforce.reset()
+        moto_api_backend.reset()
+
+
+def _instance_credentials(endpoint: str, policy: dict[str, Any]) -> dict[str, Any]:
+    """Credentials IMDS would hand an instance whose profile's role has ``policy``."""
+    iam = client(endpoint, "iam")
+    trust = {"Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+    iam.create_role(RoleName="head", AssumeRolePolicyDocument=json.dumps(trust))
+    iam.put_role_policy(RoleName="head", PolicyName="interruptions", PolicyDocument=json.dumps(policy))
+    role = iam_backends[ACCOUNT]["global"].get_role("head")
+    return iam_enforce.credentials_for(ACCOUNT, REGION, role, "i-head")
+
+
+def _query_call(endpoint: str, path: str, fields: dict[str, str], credentials: dict[str, Any]) -> tuple[int, str]:
+    """A query-protocol SQS call (as older SDKs make it), signed with ``credentials``."""
+    form = urllib.parse.urlencode({"Version": "2012-11-05", **fields}).encode()
+    request = AWSRequest(method="POST", url=f"{endpoint}{path}", data=form,
+                         headers={"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"})
+    SigV4Auth(Credentials(credentials["AccessKeyId"], credentials["SecretAccessKey"], credentials["Token"]),
+              "sqs", REGION).add_auth(request)
+    prepared = request.prepare()
+    sent = urllib.request.Request(prepared.url, data=prepared.body, headers=dict(prepared.headers), method="POST")
+    try:
+        with urllib.request.urlopen(sent) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_an_agent_receives_and_deletes_only_from_the_queues_its_role_names(enforcing: str) -> None:
+    sqs = client(enforcing, "sqs")
+    ours = sqs.create_queue(QueueName="hpcforge-research-interruptions")["QueueUrl"]
+    theirs = sqs.create_queue(QueueName="hpcforge-teaching-interruptions")["QueueUrl"]
+    for url in (ours, theirs):
+        sqs.send_message(QueueUrl=url, MessageBody="{}")
+    queue_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:hpcforge-research-interruptions"
+    credentials = _instance_credentials(enforcing, {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": ["sqs:GetQueueUrl", "sqs:ReceiveMessage", "sqs:DeleteMessage"], "Resource": queue_arn},
+    ]})
+    agent = client(enforcing, "sqs", aws_access_key_id=credentials["AccessKeyId"],
+                   aws_secret_access_key=credentials["SecretAccessKey"], aws_session_token=credentials["Token"])
+    assert agent.meta.service_model.protocol == "json"  # as aws-sdk-sqs 1.x: X-Amz-Target AmazonSQS.*
+
+    assert agent.get_queue_url(QueueName="hpcforge-research-interruptions")["QueueUrl"] == ours
+    (message,) = agent.receive_message(QueueUrl=ours, WaitTimeSeconds=1)["Messages"]
+    # DeleteMessageBatch is authorized as sqs:DeleteMessage.
+    deleted = agent.delete_message_batch(QueueUrl=ours, Entries=[{"Id": "0", "ReceiptHandle": message["ReceiptHandle"]}])
+    assert [d["Id"] for d in deleted["Successful"]] == ["0"], deleted
+
+    with pytest.raises(ClientError) as denied:
+        agent.receive_message(QueueUrl=theirs)
+    assert error_code(denied) == "AccessDeniedException", denied.value.response
+    assert "assumed-role/head/i-head is not authorized to perform: sqs:ReceiveMessage" in str(denied.value)
+    for refused in (lambda: agent.get_queue_url(QueueName="hpcforge-teaching-interruptions"),
+                    lambda: agent.get_queue_attributes(QueueUrl=ours, AttributeNames=["All"])):  # not granted
+        with pytest.raises(ClientError) as denied:
+            refused()
+        assert error_code(denied) == "AccessDeniedException", denied.value.response
+    assert len(sqs.receive_message(QueueUrl=theirs)["Messages"]) == 1  # untouched
+
+    # The query protocol: the queue named by QueueUrl, or only by the path it is sent to.
+    status, body = _query_call(enforcing, "/", {"Action": "ReceiveMessage", "QueueUrl": theirs}, credentials)
+    assert (status, "<Code>AccessDenied</Code>" in body) == (403, True), body
+    status, body = _query_call(enforcing, f"/{ACCOUNT}/hpcforge-teaching-interruptions", {"Action": "ReceiveMessage"}, credentials)
+    assert status == 403, body
+    status, body = _query_call(enforcing, f"/{ACCOUNT}/hpcforge-research-interruptions", {"Action": "ReceiveMessage"}, credentials)
+    assert status == 200, body
