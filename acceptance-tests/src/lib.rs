@@ -416,8 +416,13 @@ impl Emulator {
 
     /// A JSON-protocol call (`X-Amz-Target: <target>`) and its decoded answer.
     pub fn json_call(&self, service: &str, target: &str, body: &Value) -> Value {
+        self.json_call_in("us-east-1", service, target, body)
+    }
+
+    /// A JSON-protocol call in `region` and its decoded answer.
+    pub fn json_call_in(&self, region: &str, service: &str, target: &str, body: &Value) -> Value {
         let auth = format!(
-            "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=0"
+            "AWS4-HMAC-SHA256 Credential=testing/20260101/{region}/{service}/aws4_request, SignedHeaders=host, Signature=0"
         );
         let r = http(
             self.port,

@@ -1122,6 +1122,12 @@ fn a_cluster_in_the_network_group_reaches_lustre_and_remote_pools_bring_their_ow
     ws.write(&config(2));
     ws.apply();
     ws.assert_no_changes();
+    // EC2's instance events of the remote pool's region have a queue there too.
+    let queue = format!("{}-ec2", hpc_desired_state::events_route("research", "gpu"));
+    for region in ["us-east-1", "us-west-2"] {
+        let found = emu.json_call_in(region, "sqs", "AmazonSQS.GetQueueUrl", &json!({"QueueName": queue}));
+        assert!(found["QueueUrl"].is_string(), "{region}: {found}");
+    }
     let net = ws.resource("hpc_network.net");
     let net_group = net["security_group_id"].as_str().expect("network group").to_string();
     let home_vpc = net["vpc_id"].as_str().expect("vpc").to_string();
@@ -1612,5 +1618,95 @@ fn a_provider_killed_inside_a_partition_create_leaves_one_of_each_on_rerun() {
         "one placement group per pool: {groups}"
     );
     ws.assert_no_changes();
+    ws.destroy();
+}
+
+/// Reads one message from `queue_url`, waiting up to a second.
+fn received(emu: &Emulator, queue_url: &str) -> Vec<Value> {
+    let out = emu.json_call(
+        "sqs",
+        "AmazonSQS.ReceiveMessage",
+        &json!({"QueueUrl": queue_url, "MaxNumberOfMessages": 10, "WaitTimeSeconds": 1}),
+    );
+    out["Messages"]
+        .as_array()
+        .map(|ms| {
+            ms.iter()
+                .filter_map(|m| m["Body"].as_str().and_then(|b| serde_json::from_str(b).ok()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A partition routes EC2's spot interruption warnings and instance endings to an encrypted
+/// queue that only its rules may send to (the head node's agent reads it): an instance ending
+/// reaches the queue through the route, an instance starting does not, and removing the
+/// partition takes the route away.
+#[test]
+fn a_partition_routes_ec2s_instance_events_to_its_queue_and_removing_it_takes_the_route_away() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("partition-events", &emu);
+    let part = partition("cpu", "\"c7i.2xlarge\"", 4, "");
+    ws.write(&format!("{}{}{part}", network(), cluster("")));
+    ws.apply();
+    let base = hpc_desired_state::events_route("research", "cpu");
+    let queue = emu.json_call(
+        "sqs",
+        "AmazonSQS.GetQueueUrl",
+        &json!({"QueueName": format!("{base}-ec2")}),
+    );
+    let url = queue["QueueUrl"].as_str().expect("the partition's queue").to_string();
+    let attrs = emu.json_call(
+        "sqs",
+        "AmazonSQS.GetQueueAttributes",
+        &json!({"QueueUrl": url, "AttributeNames": ["All"]}),
+    );
+    assert_eq!(attrs["Attributes"]["SqsManagedSseEnabled"], "true", "{attrs}");
+    let queue_arn = attrs["Attributes"]["QueueArn"].as_str().expect("arn").to_string();
+    let rules = emu.json_call("events", "AWSEvents.ListRules", &json!({"NamePrefix": base}));
+    let rules: Vec<Value> = rules["Rules"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&str> = rules.iter().filter_map(|r| r["Name"].as_str()).collect();
+    assert_eq!(
+        names,
+        vec![format!("{base}-spot"), format!("{base}-state")],
+        "{rules:?}"
+    );
+    let policy = attrs["Attributes"]["Policy"].as_str().unwrap_or_default();
+    for rule in &rules {
+        let arn = rule["Arn"].as_str().expect("rule arn");
+        assert!(policy.contains(arn), "only the route's rules may send: {policy}");
+        let targets = emu.json_call("events", "AWSEvents.ListTargetsByRule", &json!({"Rule": rule["Name"]}));
+        assert_eq!(targets["Targets"][0]["Arn"], queue_arn.as_str(), "{targets}");
+    }
+
+    // An instance starts (nothing the route carries), then ends (what it carries).
+    let launched = emu.ec2(&format!(
+        "Action=RunInstances&ImageId={AMI}&InstanceType=c7i.large&MinCount=1&MaxCount=1&SubnetId={}",
+        emu.default_subnet()
+    ));
+    let instance = xml_text(&launched, "instanceId");
+    assert!(received(&emu, &url).is_empty(), "a start is not routed");
+    emu.ec2(&format!("Action=TerminateInstances&InstanceId.1={instance}"));
+    let events = received(&emu, &url);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["detail-type"] == "EC2 Instance State-change Notification"
+                && e["detail"]["instance-id"] == instance.as_str()
+                && e["detail"]["state"] == "shutting-down"),
+        "{events:?}"
+    );
+    ws.assert_no_changes();
+
+    ws.write(&format!("{}{}", network(), cluster("")));
+    ws.apply();
+    let gone = emu.json_call(
+        "sqs",
+        "AmazonSQS.GetQueueUrl",
+        &json!({"QueueName": format!("{base}-ec2")}),
+    );
+    assert!(gone["QueueUrl"].is_null(), "the queue is gone: {gone}");
+    let rules = emu.json_call("events", "AWSEvents.ListRules", &json!({"NamePrefix": base}));
+    assert_eq!(rules["Rules"], json!([]), "{rules}");
     ws.destroy();
 }

@@ -16,6 +16,7 @@ use crate::desired_state::{self, tag, ClusterDoc, PartitionDoc};
 use crate::resources::{aws_diag, or_stop};
 
 mod apply;
+mod events;
 mod model;
 mod paths;
 mod plan;
@@ -224,6 +225,7 @@ impl Resource for HpcPartition {
                 or_stop(&req.ctx, "terminating partition nodes", ec2.terminate(&ids, timeout)).await?;
             }
             remove_templates(clients, &prior, &ec2s, &[]).await?;
+            events::remove(clients, cluster, name, events::regions(clients, &prior)).await?;
             // Last: until everything else is gone, the name still belongs to this state.
             clients
                 .ssm

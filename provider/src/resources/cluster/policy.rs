@@ -76,6 +76,13 @@ pub(super) fn instance_profile_policy(name: &str, node_roles: &[String], externa
                 "Condition": {"StringEquals": {format!("aws:ResourceTag/{}", tag::CLUSTER): name}}
             },
             {
+                // The head node reads EC2's instance events from its partitions' queues.
+                "Sid": "ReadInstanceEvents",
+                "Effect": "Allow",
+                "Action": ["sqs:GetQueueUrl", "sqs:ReceiveMessage", "sqs:DeleteMessage"],
+                "Resource": format!("arn:aws:sqs:*:*:{}*", desired_state::events_route_prefix(name))
+            },
+            {
                 "Sid": "PassTheNodeRole",
                 "Effect": "Allow",
                 "Action": "iam:PassRole",

@@ -2,6 +2,7 @@
 //! targets, the published document, the wait for the node agent, and the clean-up of what the
 //! prior state had.
 
+use super::events;
 use super::paths;
 use super::validate::cluster_checks;
 use super::{
@@ -172,6 +173,10 @@ pub(super) async fn publish(
         c.placement_group_names = Field::Known(made.groups.clone());
     })?;
     home_mount_targets(ctx, clients, &cdoc, &made.home_zones).await?;
+    // Before the document names the pools, so the agent finds each region's queue.
+    events::ensure(clients, model, &launch.tags)
+        .await
+        .map_err(|e| aws_diag("Cannot route EC2's instance events to the head node", &e))?;
     let mut published = model.clone();
     published.launch_template_ids = Some(made.templates);
     published.placement_group_names = Some(made.groups);
@@ -182,6 +187,13 @@ pub(super) async fn publish(
         remove_templates(clients, &prior, &ec2s, &made.keep)
             .await
             .map_err(|e| aws_diag("Cannot remove old launch templates", &e))?;
+        let now = events::regions(clients, model);
+        let gone = events::regions(clients, &prior)
+            .into_iter()
+            .filter(|r| !now.contains(r));
+        events::remove(clients, cluster, name, gone)
+            .await
+            .map_err(|e| aws_diag("Cannot remove the event route of a region the pools left", &e))?;
     }
     Ok(version)
 }
