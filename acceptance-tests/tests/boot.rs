@@ -489,6 +489,7 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
         },
     );
     spot_interruption(&emu, &key, &head_ip, &login_ip);
+    instance_ends_out_of_band(&emu, &key, &head_ip, &login_ip);
 
     // Its instance ends out of band: the sweep powers the node down at once, then up again.
     let static_instance = carrying(&emu, &key, &head_ip, "small-c7i-large-1");
@@ -666,6 +667,67 @@ fn spot_interruption(emu: &Emulator, key: &SshKey, head_ip: &str, login_ip: &str
     assert!(!second.contains("<instanceLifecycle>spot"), "{second}");
     let cooldowns = text(&boot::ssh(key, head_ip, "sudo cat /var/lib/hpc-node/cooldowns.json"));
     assert!(cooldowns.contains("spot/0/c7i.large"), "{cooldowns}");
+    // EC2's warning reached the head node's agent too, through the partition's queue (it acts
+    // when it comes first, else finds the node already powering down).
+    let events = events_log(key, head_ip);
+    assert!(events.contains(&first), "{events}");
+}
+
+/// What the head node's reader of EC2's instance events said.
+fn events_log(key: &SshKey, head_ip: &str) -> String {
+    text(&boot::ssh(
+        key,
+        head_ip,
+        "sudo journalctl -u hpc-node-events.service --no-pager -o cat",
+    ))
+}
+
+/// A node's instance ends with no warning while it runs a job (terminated outside the
+/// cluster): EC2's event reaches the head node's agent through the partition's queue, the
+/// agent powers the node down at once, and Slurm requeues the job then, not when slurmd has
+/// not answered for SlurmdTimeout (300 s); the job runs to its end on a new instance.
+fn instance_ends_out_of_band(emu: &Emulator, key: &SshKey, head_ip: &str, login_ip: &str) {
+    let submit = ssh_as(
+        key,
+        USER,
+        login_ip,
+        "sbatch --parsable -p spot -N1 -o ended.out --wrap 'sleep 20; hostname'",
+    );
+    assert!(submit.status.success(), "sbatch: {}", text(&submit));
+    let job = String::from_utf8_lossy(&submit.stdout).trim().to_string();
+    let job_state = || text(&ssh_as(key, USER, login_ip, &format!("scontrol show job {job} -o")));
+    eventually(
+        "the job runs",
+        Duration::from_secs(240),
+        || job_state().contains("JobState=RUNNING"),
+        job_state,
+    );
+    let shown = job_state();
+    let node = shown
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("NodeList="))
+        .unwrap_or_else(|| panic!("no NodeList: {shown}"))
+        .to_string();
+    let instance = carrying(emu, key, head_ip, &node);
+    assert_eq!(instance.len(), 1, "{node}: {instance:?}");
+    emu.ec2(&format!("Action=TerminateInstances&InstanceId.1={}", instance[0]));
+    eventually(
+        "the job is requeued well before SlurmdTimeout",
+        Duration::from_secs(150),
+        || job_state().contains("Restarts=1"),
+        || format!("{}\n{}", job_state(), events_log(key, head_ip)),
+    );
+    let events = events_log(key, head_ip);
+    assert!(
+        events.contains(&format!("{node}: instance {} shutting-down", instance[0])),
+        "{events}"
+    );
+    eventually(
+        "the requeued job completes on a new instance",
+        Duration::from_secs(420),
+        || job_state().contains("JobState=COMPLETED"),
+        job_state,
+    );
 }
 
 /// A new head image (planned as an update in place) and then an out-of-band termination of the

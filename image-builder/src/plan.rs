@@ -19,6 +19,10 @@ const AGENT_UNITS: &[(&str, &str)] = &[
         include_str!("../../node-agent/systemd/hpc-node-reconcile.service"),
     ),
     (
+        "hpc-node-events.service",
+        include_str!("../../node-agent/systemd/hpc-node-events.service"),
+    ),
+    (
         "hpc-node-sweep.service",
         include_str!("../../node-agent/systemd/hpc-node-sweep.service"),
     ),

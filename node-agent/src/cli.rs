@@ -107,6 +107,9 @@ pub enum Command {
     Health(HealthArgs),
     /// Start Lustre release tasks per each file system's release policy.
     Evict(ClusterArgs),
+    /// The head node: read EC2's instance events (spot interruption warnings, instances
+    /// stopping or ending) from the partitions' queues; power the nodes they carry down at once.
+    Events(ClusterArgs),
     /// Boot the head node: munge key, Slurm's files and directories, slurmctld, the agent's units.
     HeadInit(ClusterArgs),
     /// Boot a login node: munge key, users, Slurm client configuration from the head node.
@@ -132,9 +135,12 @@ impl Command {
             Command::NodeInit(n) => &n.cluster,
             Command::SpotWatch(s) => &s.cluster,
             Command::StateMount(s) => &s.cluster,
-            Command::Sweep(c) | Command::Evict(c) | Command::HeadInit(c) | Command::LoginInit(c) | Command::Sync(c) => {
-                c
-            }
+            Command::Sweep(c)
+            | Command::Evict(c)
+            | Command::Events(c)
+            | Command::HeadInit(c)
+            | Command::LoginInit(c)
+            | Command::Sync(c) => c,
         }
     }
 }

@@ -24,6 +24,7 @@ pub const LAYOUT: &str = "/etc/hpcforge/layout.json";
 /// What the agent runs on a head node besides slurmctld.
 const AGENT_UNITS: &[&str] = &[
     "hpc-node-reconcile.service",
+    "hpc-node-events.service",
     "hpc-node-sweep.timer",
     "hpc-node-evict.timer",
     super::SYNC_TIMER,

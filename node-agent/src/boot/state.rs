@@ -46,6 +46,7 @@ struct Kept {
 const AGENT_UNITS: &[&str] = &[
     "slurmctld.service",
     "hpc-node-reconcile.service",
+    "hpc-node-events.service",
     "hpc-node-sweep.service",
     "hpc-node-evict.service",
     "hpc-node-sync.service",

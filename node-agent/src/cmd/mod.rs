@@ -1,5 +1,6 @@
 //! The commands: each module turns one subcommand's arguments into work on AWS and Slurm.
 
+mod events;
 mod evict;
 mod health;
 mod power;
@@ -25,6 +26,7 @@ pub async fn run(command: &Command, aws: &Aws) -> Result<()> {
         Command::Sweep(c) => sweep::run(c, aws).await,
         Command::Health(h) => health::run(h, aws).await,
         Command::Evict(c) => evict::run(c, aws).await,
+        Command::Events(c) => events::run(c, aws).await,
         Command::HeadInit(c) => crate::boot::head::run(c, aws).await,
         Command::LoginInit(c) => crate::boot::login::run(c, aws).await,
         Command::NodeInit(n) => crate::boot::node::run(n, aws).await,
