@@ -602,14 +602,7 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
 /// and powers itself down (its instance ends before EC2's time), the spot pool cools down, and
 /// the job runs again, to its end, on an on-demand instance from the next pool.
 fn spot_interruption(emu: &Emulator, key: &SshKey, head_ip: &str, login_ip: &str) {
-    let submit = ssh_as(
-        key,
-        USER,
-        login_ip,
-        "sbatch --parsable -p spot -N1 -o spot.out --wrap 'sleep 25; hostname'",
-    );
-    assert!(submit.status.success(), "sbatch: {}", text(&submit));
-    let job = String::from_utf8_lossy(&submit.stdout).trim().to_string();
+    let job = submitted(key, login_ip, "-p spot -N1 -o spot.out --wrap 'sleep 25; hostname'");
     let job_state = || text(&ssh_as(key, USER, login_ip, &format!("scontrol show job {job} -o")));
     let live_spot = || -> Vec<String> {
         instances_tagged(emu, "hpcforge:partition", "alive/spot")
@@ -687,14 +680,7 @@ fn events_log(key: &SshKey, head_ip: &str) -> String {
 /// agent powers the node down at once, and Slurm requeues the job then, not when slurmd has
 /// not answered for SlurmdTimeout (300 s); the job runs to its end on a new instance.
 fn instance_ends_out_of_band(emu: &Emulator, key: &SshKey, head_ip: &str, login_ip: &str) {
-    let submit = ssh_as(
-        key,
-        USER,
-        login_ip,
-        "sbatch --parsable -p spot -N1 -o ended.out --wrap 'sleep 20; hostname'",
-    );
-    assert!(submit.status.success(), "sbatch: {}", text(&submit));
-    let job = String::from_utf8_lossy(&submit.stdout).trim().to_string();
+    let job = submitted(key, login_ip, "-p spot -N1 -o ended.out --wrap 'sleep 20; hostname'");
     let job_state = || text(&ssh_as(key, USER, login_ip, &format!("scontrol show job {job} -o")));
     eventually(
         "the job runs",
@@ -1114,13 +1100,17 @@ fn module_settings(emu: &Emulator, ws: &Workspace, key: &SshKey, login_ip: &str,
     );
 }
 
-/// SSH as the cluster's user works once login-init installed their key.
+/// Submits a batch job (`sbatch_args`) as the cluster's user on `host`; returns its id.
+fn submitted(key: &SshKey, host: &str, sbatch_args: &str) -> String {
+    let submit = ssh_as(key, USER, host, &format!("sbatch --parsable {sbatch_args}"));
+    assert!(submit.status.success(), "sbatch: {}", text(&submit));
+    String::from_utf8_lossy(&submit.stdout).trim().to_string()
+}
+
 /// Submits a batch job (`sbatch_args`) as the cluster's user on `host` and waits until it
 /// completes; `context` adds what to show when it does not. Returns the job id.
 fn job_completes(key: &SshKey, host: &str, sbatch_args: &str, limit: Duration, context: impl Fn() -> String) -> String {
-    let submit = ssh_as(key, USER, host, &format!("sbatch --parsable {sbatch_args}"));
-    assert!(submit.status.success(), "sbatch: {}", text(&submit));
-    let job = String::from_utf8_lossy(&submit.stdout).trim().to_string();
+    let job = submitted(key, host, sbatch_args);
     let job_state = || text(&ssh_as(key, USER, host, &format!("scontrol show job {job} -o")));
     eventually(
         "the job completes",
