@@ -81,28 +81,41 @@ async fn pass(args: &ClusterArgs, aws: &Aws, found: &mut BTreeMap<(String, Strin
         return Ok(());
     }
     let reads = found
-        .values()
-        .map(|q| async move { (q, q.events.receive(&q.url, WAIT_S).await) });
-    for (queue, read) in futures::future::join_all(reads).await {
-        let messages = read?;
-        if messages.is_empty() {
-            continue;
-        }
-        let map = NodeMap::at(&args.state_dir);
-        let carriers = map
-            .read()
-            .context(|| format!("reading the agent's node map in {}", args.state_dir.display()))?;
-        let index = nodemap::by_instance(&carriers);
-        for m in &messages {
-            let Some(event) = Ec2Event::parse(&m.body) else {
-                continue;
-            };
-            // Instances of other clusters and head or login nodes carry no node of the map.
-            if let Some(node) = index.get(event.instance_id()) {
-                act(node, &event);
+        .iter()
+        .map(|(key, q)| async move { (key.clone(), q, q.events.receive(&q.url, WAIT_S).await) });
+    let mut lost = Vec::new();
+    for (key, queue, read) in futures::future::join_all(reads).await {
+        match read {
+            Ok(messages) if !messages.is_empty() => {
+                handle(&args.state_dir, &messages)?;
+                queue.events.delete(&queue.url, &messages).await?;
+            }
+            Ok(_) => {}
+            // One queue gone (its region left the pools) must not hold up the others': it is
+            // looked up again on the next pass, if a partition still names it.
+            Err(e) => {
+                log("events", &format!("{e}; looking the queue up again"));
+                lost.push(key);
             }
         }
-        queue.events.delete(&queue.url, &messages).await?;
+    }
+    for key in lost {
+        found.remove(&key);
+    }
+    Ok(())
+}
+
+/// Acts on the events of `messages` whose instance carries a node of the agent's map (those
+/// of other clusters, and head or login nodes, carry none).
+fn handle(state_dir: &std::path::Path, messages: &[events::Message]) -> Result<()> {
+    let carriers = NodeMap::at(state_dir)
+        .read()
+        .context(|| format!("reading the agent's node map in {}", state_dir.display()))?;
+    let index = nodemap::by_instance(&carriers);
+    for event in messages.iter().filter_map(|m| Ec2Event::parse(&m.body)) {
+        if let Some(node) = index.get(event.instance_id()) {
+            act(node, &event);
+        }
     }
     Ok(())
 }
