@@ -313,12 +313,15 @@ impl Events {
 
 /// SQS's codes for a queue that does not exist (JSON and query protocols).
 const QUEUE_GONE: &[&str] = &["AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"];
+/// What a removal may find already gone: a rule (EventBridge's code) or a queue.
+const GONE: &[&str] = &[
+    "ResourceNotFoundException",
+    "AWS.SimpleQueueService.NonExistentQueue",
+    "QueueDoesNotExist",
+];
 
 fn ok_if_gone(result: Result<()>) -> Result<()> {
-    result.or_else(|e| {
-        e.or_ok_if(&["ResourceNotFoundException"], ())
-            .or_else(|e| e.or_ok_if(QUEUE_GONE, ()))
-    })
+    result.or_else(|e| e.or_ok_if(GONE, ()))
 }
 
 /// What a route carries, read from one message's body.
