@@ -153,6 +153,13 @@ impl Cooldowns {
         }
     }
 
+    /// Takes in what other programs saved since this one loaded the file.
+    pub fn refresh(&mut self) {
+        if let Some(path) = self.path.clone() {
+            self.merge(Cooldowns::load(&path));
+        }
+    }
+
     /// Writes the cool-downs back, dropping expired ones. Under the state directory's lock it
     /// merges with what other programs wrote since this one loaded the file (a cool-down only
     /// ever starts or lengthens, so the later end wins), then replaces the file atomically.
@@ -807,6 +814,15 @@ mod tests {
             both.active("gpu/0/p5.48xlarge", 1500),
             "a shorter cool-down cut a longer one"
         );
+
+        // A resume that loaded the file before a suspend saved sees it once it refreshes.
+        let mut late = Cooldowns::load(&path);
+        let mut early = Cooldowns::load(&path);
+        late.start(Cooldowns::key("spot", 0, "c7i.large"), 1000, 300);
+        late.save(1000).expect("save");
+        assert!(!early.active("spot/0/c7i.large", 1100));
+        early.refresh();
+        assert!(early.active("spot/0/c7i.large", 1100));
         let _ = std::fs::remove_dir_all(dir);
     }
 }

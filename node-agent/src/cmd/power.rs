@@ -33,6 +33,9 @@ pub async fn resume(args: &HostsArgs, aws: &Aws) -> Result<()> {
         eprintln!("hpc-node: Slurm resumes for job(s) {}", ids.join(", "));
     }
     cool_interrupted_pools(&args.cluster, aws, &docs, &mut cooldowns).await?;
+    // A suspend beside this one saves its cool-downs before it ends the interrupted instance
+    // and forgets it: whatever the map and EC2 no longer showed above is on disk by now.
+    cooldowns.refresh();
     resume_nodes(&args.cluster, aws, &docs, &nodes, &jobs, &mut cooldowns).await
 }
 
@@ -319,6 +322,13 @@ async fn budget(aws: &Aws, cluster: &str, docs: &[PartitionDoc]) -> Result<Budge
     Ok(Budget::new(&doc, &types, &shapes))
 }
 
+/// The instances one suspend ends in one region, with the nodes they carry.
+struct RegionEnding {
+    ec2: Ec2,
+    region: String,
+    mine: Vec<(String, InstanceInfo)>,
+}
+
 pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
     let nodes: BTreeSet<String> = hostlist::expand(&args.hosts)?.into_iter().collect();
     let docs = partitions(aws, &args.cluster.cluster).await?;
@@ -332,34 +342,37 @@ pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
     // One call for every node's reason, not one per node ended.
     let interrupted = interrupted_nodes();
     let now = now_s();
-    let mut ended: Vec<(String, String)> = Vec::new();
+    let mut ending: Vec<RegionEnding> = Vec::new();
     for (region, ec2) in cluster_regions(aws, &docs) {
         let running = ec2.instances_tagged(tag::CLUSTER, &args.cluster.cluster).await?;
-        let mine: Vec<(&str, &InstanceInfo)> = running
-            .iter()
+        let mine: Vec<(String, InstanceInfo)> = running
+            .into_iter()
             .filter_map(|i| {
-                nodemap::node_of(&index, i)
-                    .filter(|n| nodes.contains(*n))
-                    .map(|n| (n, i))
+                let node = nodemap::node_of(&index, &i).filter(|n| nodes.contains(*n))?;
+                Some((node.to_string(), i))
             })
             .collect();
         for (node, instance) in &mine {
-            if interrupted.contains(*node) {
+            if interrupted.contains(node) {
                 cool_pool(&docs, &region, node, instance, &mut cooldowns, now);
             }
         }
+        ending.push(RegionEnding { ec2, region, mine });
+    }
+    // Cool-downs before any instance ends: a resume running beside this one finds the node's
+    // instance in the map and in EC2 (and cools the pool itself), or the cool-down saved.
+    cooldowns
+        .save(now)
+        .context(|| format!("saving cool-downs in {}", state.display()))?;
+    let mut ended: Vec<(String, String)> = Vec::new();
+    for RegionEnding { ec2, region, mine } in ending {
         let ids: Vec<String> = mine.iter().map(|(_, i)| i.id.clone()).collect();
         if !ids.is_empty() {
             eprintln!("hpc-node: terminating {} instance(s) in {region}", ids.len());
             ec2.request_termination(&ids).await?;
         }
-        ended.extend(mine.iter().map(|(n, i)| (n.to_string(), i.id.clone())));
+        ended.extend(mine.into_iter().map(|(n, i)| (n, i.id)));
     }
-    // Cool-downs first: a resume running beside this one finds either the node in the map
-    // (and cools the pool itself) or the cool-down saved.
-    cooldowns
-        .save(now)
-        .context(|| format!("saving cool-downs in {}", state.display()))?;
     // The map forgets what was ended (a node relaunched meanwhile keeps its new record).
     map.update(|m| {
         for (node, id) in &ended {
