@@ -715,10 +715,39 @@ fn instance_ends_out_of_band(emu: &Emulator, key: &SshKey, head_ip: &str, login_
         events.contains(&format!("{node}: instance {} shutting-down", instance[0])),
         "{events}"
     );
+    // The node was set down as well as powered down: Slurm stops waiting for the ended
+    // instance's epilog, so the requeued job does not stay completing on it until slurmd has
+    // not answered for SlurmdTimeout.
+    eventually(
+        "the requeued job leaves the ended node",
+        Duration::from_secs(60),
+        || !job_state().contains("JobState=COMPLETING"),
+        || {
+            let nodes = ssh_as(key, USER, login_ip, &format!("scontrol show node {node} -o"));
+            format!("{}\n{}", job_state(), text(&nodes))
+        },
+    );
     // That a requeued job runs to its end on a new instance is the spot step's; this one's job
     // goes, so that its relaunch takes no machine from the steps after.
     let cancel = ssh_as(key, USER, login_ip, &format!("scancel {job}"));
     assert!(cancel.status.success(), "scancel: {}", text(&cancel));
+    // Set down to let go of the lost instance, the node is not left down: powered down, it is
+    // back among the nodes Slurm may power up for the next job.
+    let node_state = || text(&ssh_as(key, USER, login_ip, &format!("scontrol show node {node} -o")));
+    eventually(
+        "the node is back in the power-saving pool",
+        Duration::from_secs(300),
+        || {
+            let shown = node_state();
+            let state = shown
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("State="))
+                .unwrap_or_default()
+                .to_string();
+            state.split('+').any(|f| f == "POWERED_DOWN") && !state.split('+').any(|f| f == "DOWN" || f == "DRAIN")
+        },
+        node_state,
+    );
 }
 
 /// A new head image (planned as an update in place) and then an out-of-band termination of the

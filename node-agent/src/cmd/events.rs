@@ -17,7 +17,7 @@ use hpc_aws::events::{self, Ec2Event, Events};
 use hpc_aws::Aws;
 use hpc_desired_state::{events_route, PartitionDoc};
 
-use super::{scontrol, slurm_state, spot};
+use super::{reset_lost_node, scontrol, slurm_state, spot};
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Result};
 use crate::host::log;
@@ -152,12 +152,16 @@ fn act(node: &str, event: &Ec2Event) {
         "events",
         &format!("{node}: {reason}: requeueing its jobs and powering it down"),
     );
-    scontrol(&[
-        "update".to_string(),
-        format!("nodename={node}"),
-        "state=power_down_force".to_string(),
-        format!("reason={reason}"),
-    ]);
+    match event {
+        // The instance still runs for EC2's two minutes: its slurmd ends the jobs' steps.
+        Ec2Event::SpotInterruption { .. } => scontrol(&[
+            "update".to_string(),
+            format!("nodename={node}"),
+            "state=power_down_force".to_string(),
+            format!("reason={reason}"),
+        ]),
+        Ec2Event::StateChange { .. } => reset_lost_node(node, &reason),
+    }
 }
 
 /// Why the node must be powered down now, or None when there is nothing to do: Slurm cannot

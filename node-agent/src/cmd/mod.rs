@@ -66,6 +66,21 @@ pub fn scontrol(args: &[String]) {
     }
 }
 
+/// Lets Slurm go of a node whose instance is gone, in ParallelCluster's order for resetting a
+/// cloud node: down first, so that slurmctld requeues its jobs and stops waiting for the lost
+/// instance's epilog (else they stay completing until SlurmdTimeout), then powered down, which
+/// runs SuspendProgram, clears the down state and frees the name for the next launch.
+pub fn reset_lost_node(node: &str, reason: &str) {
+    for state in ["down", "power_down_force"] {
+        scontrol(&[
+            "update".to_string(),
+            format!("nodename={node}"),
+            format!("state={state}"),
+            format!("reason={reason}"),
+        ]);
+    }
+}
+
 /// slurmctld's one-line record of a node (None when scontrol cannot say).
 fn show_node(node: &str) -> Option<String> {
     let out = Process::new("scontrol")

@@ -8,7 +8,7 @@ use hpc_aws::Aws;
 use hpc_desired_state::{tag, PartitionDoc};
 
 use super::power::{cluster_regions, resume_nodes};
-use super::{scontrol, slurm_state};
+use super::{reset_lost_node, scontrol, slurm_state};
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Result};
 use crate::nodemap::{self, NodeMap};
@@ -125,17 +125,20 @@ fn keep_static_nodes(docs: &[PartitionDoc], carried: &BTreeSet<String>) {
         let Some(state) = slurm_state(&node) else {
             continue;
         };
-        let update = match crate::sweep::static_action(&state, carried.contains(&node)) {
+        match crate::sweep::static_action(&state, carried.contains(&node)) {
             Some(StaticAction::PowerUp) => {
                 eprintln!("hpc-node: static node {node} is {state}: powering it up");
-                "state=power_up".to_string()
+                scontrol(&[
+                    "update".to_string(),
+                    format!("nodename={node}"),
+                    "state=power_up".to_string(),
+                ]);
             }
             Some(StaticAction::Replace) => {
                 eprintln!("hpc-node: static node {node} ({state}) has no instance: powering it down to replace it");
-                "state=power_down_force".to_string()
+                reset_lost_node(&node, "its instance is gone");
             }
-            None => continue,
-        };
-        scontrol(&["update".to_string(), format!("nodename={node}"), update]);
+            None => {}
+        }
     }
 }
