@@ -2,8 +2,9 @@
 //! queue in each region of its pools that EventBridge fills with EC2's spot interruption
 //! warnings and notices of instances stopping or ending (the provider makes them). For an
 //! instance that carries a Slurm node, the agent powers the node down at once
-//! (`POWER_DOWN_FORCE`): Slurm requeues its jobs now, rather than when slurmd stops answering,
-//! and the node name is free for the next launch.
+//! (`POWER_DOWN_FORCE`; an instance stopping or ending is set `DOWN` first): Slurm requeues its
+//! jobs now, rather than when slurmd stops answering, and the node name is free for the next
+//! launch. A message whose action scontrol refused stays in the queue and comes back.
 //!
 //! A spot node's own watch (`spot-watch`) acts on the same warning from the instance metadata;
 //! whichever comes first acts, the other finds the node powering down and leaves it. This one
@@ -87,8 +88,8 @@ async fn pass(args: &ClusterArgs, aws: &Aws, found: &mut BTreeMap<(String, Strin
     for (key, queue, read) in futures::future::join_all(reads).await {
         match read {
             Ok(messages) if !messages.is_empty() => {
-                handle(&args.state_dir, &messages)?;
-                queue.events.delete(&queue.url, &messages).await?;
+                let done = handle(&args.state_dir, messages)?;
+                queue.events.delete(&queue.url, &done).await?;
             }
             Ok(_) => {}
             // One queue gone (its region left the pools) must not hold up the others': it is
@@ -106,18 +107,22 @@ async fn pass(args: &ClusterArgs, aws: &Aws, found: &mut BTreeMap<(String, Strin
 }
 
 /// Acts on the events of `messages` whose instance carries a node of the agent's map (those
-/// of other clusters, and head or login nodes, carry none).
-fn handle(state_dir: &std::path::Path, messages: &[events::Message]) -> Result<()> {
+/// of other clusters, and head or login nodes, carry none). Returns the messages done with:
+/// all but those whose action Slurm refused (delivered again after the visibility timeout).
+fn handle(state_dir: &std::path::Path, messages: Vec<events::Message>) -> Result<Vec<events::Message>> {
     let carriers = NodeMap::at(state_dir)
         .read()
         .context(|| format!("reading the agent's node map in {}", state_dir.display()))?;
     let index = nodemap::by_instance(&carriers);
-    for event in messages.iter().filter_map(|m| Ec2Event::parse(&m.body)) {
-        if let Some(node) = index.get(event.instance_id()) {
-            act(node, &event);
-        }
-    }
-    Ok(())
+    Ok(messages
+        .into_iter()
+        .filter(|m| {
+            let Some(event) = Ec2Event::parse(&m.body) else {
+                return true; // not an EC2 event: never will be
+            };
+            index.get(event.instance_id()).is_none_or(|node| act(node, &event))
+        })
+        .collect())
 }
 
 /// (region, route base name) of every partition's queue: one per region of its pools.
@@ -135,7 +140,8 @@ fn routes(cluster: &str, docs: &[PartitionDoc]) -> Vec<(String, String)> {
     out
 }
 
-fn act(node: &str, event: &Ec2Event) {
+/// Powers `node` down for `event` when Slurm has it in service; false when scontrol refused.
+fn act(node: &str, event: &Ec2Event) -> bool {
     let state = slurm_state(node);
     let Some(reason) = reason(event, state.as_deref()) else {
         log(
@@ -146,13 +152,13 @@ fn act(node: &str, event: &Ec2Event) {
                 state.as_deref().unwrap_or("unknown")
             ),
         );
-        return;
+        return true;
     };
     log(
         "events",
         &format!("{node}: {reason}: requeueing its jobs and powering it down"),
     );
-    match event {
+    let done = match event {
         // The instance still runs for EC2's two minutes: its slurmd ends the jobs' steps.
         Ec2Event::SpotInterruption { .. } => scontrol(&[
             "update".to_string(),
@@ -161,19 +167,32 @@ fn act(node: &str, event: &Ec2Event) {
             format!("reason={reason}"),
         ]),
         Ec2Event::StateChange { .. } => reset_lost_node(node, &reason),
+    };
+    if !done {
+        log(
+            "events",
+            &format!("{node}: Slurm refused; the event stays queued for another try"),
+        );
     }
+    done
 }
 
 /// Why the node must be powered down now, or None when there is nothing to do: Slurm cannot
 /// say (it is not running: the node is restored with slurmctld's state and the sweep deals
-/// with it), or the node is already powering down or down (the spot watch, suspend or the
-/// sweep got there first), or powering up (a launch not yet registered: the sweep replaces it
-/// after the provision timeout, cooling its pool down).
+/// with it), or the node is already powering down or powered down (the spot watch, suspend or
+/// the sweep got there first), or powering up (a launch not yet registered: the sweep replaces
+/// it after the provision timeout, cooling its pool down). A node only asked to power down
+/// (`POWER_DOWN`, its jobs maybe still completing) is settled for a warning, but an instance
+/// that ended under it is set down unless that was done already.
 pub fn reason(event: &Ec2Event, slurm_state: Option<&str>) -> Option<String> {
     let state = slurm_state?;
-    let settled = state
-        .split('+')
-        .any(|f| matches!(f, "POWERING_UP" | "POWERING_DOWN" | "POWER_DOWN" | "POWERED_DOWN"));
+    let flag = |f: &str| state.split('+').any(|s| s == f);
+    let on_its_way = flag("POWERING_UP") || flag("POWERING_DOWN") || flag("POWERED_DOWN");
+    let asked = flag("POWER_DOWN");
+    let settled = match event {
+        Ec2Event::SpotInterruption { .. } => on_its_way || asked,
+        Ec2Event::StateChange { .. } => on_its_way || (asked && flag("DOWN")),
+    };
     if settled {
         return None;
     }
@@ -234,6 +253,21 @@ mod tests {
             assert_eq!(reason(&spot(), Some(state)), None, "{state}");
         }
         assert_eq!(reason(&spot(), None), None);
+    }
+
+    #[test]
+    fn an_instance_ended_under_a_node_asked_to_power_down_is_set_down_once() {
+        let ended = Ec2Event::StateChange {
+            instance_id: "i-2".into(),
+            state: "terminated".into(),
+            time: "t".into(),
+        };
+        // Its job may still be completing on the lost instance: set down.
+        assert!(reason(&ended, Some("ALLOCATED+CLOUD+POWER_DOWN")).is_some());
+        // Already set down (the shutting-down event before it): nothing more.
+        assert_eq!(reason(&ended, Some("DOWN+CLOUD+POWER_DOWN")), None);
+        assert_eq!(reason(&ended, Some("DOWN+CLOUD+POWERING_DOWN")), None);
+        assert_eq!(reason(&ended, Some("IDLE+CLOUD+POWERING_UP")), None);
     }
 
     #[test]

@@ -57,28 +57,37 @@ impl Regions {
     }
 }
 
-/// Runs scontrol; a failure is logged, not fatal (Slurm retries what it asked for).
-pub fn scontrol(args: &[String]) {
+/// Runs scontrol; a failure is logged, not fatal (Slurm retries what it asked for), and
+/// reported as false to callers that must try again themselves.
+pub fn scontrol(args: &[String]) -> bool {
     match Process::new("scontrol").args(args).status() {
-        Ok(s) if s.success() => {}
-        Ok(s) => eprintln!("hpc-node: scontrol {} exited with {s}", args.join(" ")),
-        Err(e) => eprintln!("hpc-node: cannot run scontrol: {e}"),
+        Ok(s) if s.success() => true,
+        Ok(s) => {
+            eprintln!("hpc-node: scontrol {} exited with {s}", args.join(" "));
+            false
+        }
+        Err(e) => {
+            eprintln!("hpc-node: cannot run scontrol: {e}");
+            false
+        }
     }
 }
 
 /// Lets Slurm go of a node whose instance is gone, in ParallelCluster's order for resetting a
 /// cloud node: down first, so that slurmctld requeues its jobs and stops waiting for the lost
 /// instance's epilog (else they stay completing until SlurmdTimeout), then powered down, which
-/// runs SuspendProgram, clears the down state and frees the name for the next launch.
-pub fn reset_lost_node(node: &str, reason: &str) {
-    for state in ["down", "power_down_force"] {
+/// runs SuspendProgram, clears the down state and frees the name for the next launch. False
+/// when either step failed: a node left down and not powered down is never resumed by Slurm,
+/// so the caller must try again.
+pub fn reset_lost_node(node: &str, reason: &str) -> bool {
+    ["down", "power_down_force"].iter().all(|state| {
         scontrol(&[
             "update".to_string(),
             format!("nodename={node}"),
             format!("state={state}"),
             format!("reason={reason}"),
-        ]);
-    }
+        ])
+    })
 }
 
 /// slurmctld's one-line record of a node (None when scontrol cannot say).

@@ -360,10 +360,11 @@ pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
         ending.push(RegionEnding { ec2, region, mine });
     }
     // Cool-downs before any instance ends: a resume running beside this one finds the node's
-    // instance in the map and in EC2 (and cools the pool itself), or the cool-down saved.
-    cooldowns
+    // instance in the map and in EC2 (and cools the pool itself), or the cool-down saved. A
+    // failed save does not keep the instances running: it is reported once they are ended.
+    let saved = cooldowns
         .save(now)
-        .context(|| format!("saving cool-downs in {}", state.display()))?;
+        .context(|| format!("saving cool-downs in {}", state.display()));
     let mut ended: Vec<(String, String)> = Vec::new();
     for RegionEnding { ec2, region, mine } in ending {
         let ids: Vec<String> = mine.iter().map(|(_, i)| i.id.clone()).collect();
@@ -381,7 +382,8 @@ pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
             }
         }
     })
-    .context(|| format!("updating the agent's node map in {}", state.display()))
+    .context(|| format!("updating the agent's node map in {}", state.display()))?;
+    saved
 }
 
 /// Cools down the spot pool `instance` (carrying `node`, powered down on EC2's interruption

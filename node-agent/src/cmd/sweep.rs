@@ -16,8 +16,11 @@ use crate::published::partitions;
 use crate::resume::{launched_from, now_s, Cooldowns};
 use crate::sweep::StaticAction;
 
+/// Whether Slurm has `node` powered down. A node only asked to power down (`POWER_DOWN`) is
+/// not: SuspendProgram is coming for its instance, and cools its pool down when the node was
+/// interrupted, which the sweep would not.
 fn slurm_powered_down(node: &str) -> Option<bool> {
-    slurm_state(node).map(|s| s.contains("POWERED_DOWN") || s.contains("POWER_DOWN"))
+    slurm_state(node).map(|s| s.split('+').any(|f| f == "POWERED_DOWN"))
 }
 
 /// Terminates the cluster's compute instances Slurm has no use for.
@@ -136,7 +139,7 @@ fn keep_static_nodes(docs: &[PartitionDoc], carried: &BTreeSet<String>) {
             }
             Some(StaticAction::Replace) => {
                 eprintln!("hpc-node: static node {node} ({state}) has no instance: powering it down to replace it");
-                reset_lost_node(&node, "its instance is gone");
+                reset_lost_node(&node, "hpc-node sweep: its instance is gone");
             }
             None => {}
         }
