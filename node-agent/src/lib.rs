@@ -9,7 +9,7 @@
 //! - [`sweep`], [`health`], [`guardrail`]: orphans and late nodes, node health, the run-time
 //!   cost guardrail.
 //! - [`published`]: reading the published desired state.
-//! - [`hostlist`]: Slurm host lists; [`host`]: files, accounts and systemd on this machine.
+//! - [`host`]: files, accounts and systemd on this machine.
 
 pub mod associations;
 pub mod blocks;
@@ -20,7 +20,6 @@ pub mod error;
 pub mod guardrail;
 pub mod health;
 pub mod host;
-pub mod hostlist;
 pub mod nodemap;
 pub mod published;
 pub mod reconcile;

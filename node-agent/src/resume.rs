@@ -253,7 +253,7 @@ impl ResumeJobs {
             let Some(nodes) = resumed.and_then(|v| v.as_str()) else {
                 continue;
             };
-            let nodes = crate::hostlist::expand(nodes).map_err(|e| format!("job {id}'s nodes_resume: {e}"))?;
+            let nodes = slurm_model::expand_hostlist(nodes).map_err(|e| format!("job {id}'s nodes_resume: {e}"))?;
             jobs.push((id, nodes));
         }
         Ok(ResumeJobs { jobs })

@@ -46,7 +46,7 @@ pub enum StaticAction {
 /// `state` is Slurm's (`IDLE+CLOUD+POWERED_DOWN`, ...); `has_instance`: a pending or running
 /// instance is tagged with the node.
 pub fn static_action(state: &str, has_instance: bool) -> Option<StaticAction> {
-    let flag = |f: &str| state.split('+').any(|s| s == f);
+    let flag = |f: &str| slurm_model::node_state_has(state, f);
     if flag("POWERING_UP") || flag("POWERING_DOWN") || flag("POWER_DOWN") {
         return None; // on its way: Slurm or the sweep's provision timeout deals with it
     }

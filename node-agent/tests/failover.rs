@@ -119,7 +119,7 @@ async fn partition(aws: &Aws, emu: &Emulator) -> PartitionDoc {
 }
 
 fn nodes(list: &str) -> Vec<String> {
-    hpc_node::hostlist::expand(list).expect("host list")
+    slurm_model::expand_hostlist(list).expect("host list")
 }
 
 /// Publishes a partition of cluster `c`, as the provider does.

@@ -71,13 +71,15 @@ mod validate;
 mod tests;
 
 pub use error::ModelError;
-pub use hostlist::{hostlist, node_name};
+pub use hostlist::{expand_hostlist, hostlist, node_name};
 pub use keys::{cluster_extra_keys, partition_extra_keys};
 pub use model::{
     Accounting, Cluster, InstanceShape, NodeLocation, NodeSet, Partition, PartitionSettings, PowerSave, SlurmVersion,
     Storage,
 };
-pub use node::{gpu_type_name, os_memory_allowance_mib, real_memory_mib, OS_MEMORY_BASE_MIB, OS_MEMORY_PERCENT};
+pub use node::{
+    gpu_type_name, node_state_has, os_memory_allowance_mib, real_memory_mib, OS_MEMORY_BASE_MIB, OS_MEMORY_PERCENT,
+};
 pub use partition::default_mem_per_cpu_mib;
 pub use slurm_conf::DEFAULT_HEALTH_CHECK_INTERVAL_S;
 pub use slurmdbd_conf::{check_storage_password, slurmdbd_conf, try_slurmdbd_conf, LOCAL_DATABASE};

@@ -33,6 +33,12 @@ pub fn real_memory_mib(shape: &InstanceShape) -> u64 {
         .saturating_sub(os_memory_allowance_mib(shape.memory_mib))
 }
 
+/// Whether a node state as `scontrol show node` prints it (`IDLE+CLOUD+POWERED_DOWN`) carries
+/// `flag` (`POWERED_DOWN`), as its base state or one of its flags.
+pub fn node_state_has(state: &str, flag: &str) -> bool {
+    state.split('+').any(|f| f == flag)
+}
+
 /// The GRES type (and node feature) of an EC2 GPU model: lowercase, with every run of
 /// characters other than ASCII letters and digits turned into one `-`.
 ///
@@ -112,6 +118,14 @@ impl NodeSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_state_flags_are_whole_words() {
+        assert!(node_state_has("IDLE+CLOUD+POWERED_DOWN", "POWERED_DOWN"));
+        assert!(node_state_has("DOWN+CLOUD", "DOWN"));
+        assert!(!node_state_has("IDLE+CLOUD+POWER_DOWN", "DOWN"));
+        assert!(!node_state_has("IDLE+CLOUD+POWERED_DOWN", "POWER_DOWN"));
+    }
 
     #[test]
     fn memory_allowance_formula() {

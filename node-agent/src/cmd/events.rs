@@ -18,7 +18,7 @@ use hpc_aws::events::{self, Ec2Event, Events};
 use hpc_aws::Aws;
 use hpc_desired_state::{events_route, PartitionDoc};
 
-use super::{reset_lost_node, scontrol, slurm_state, spot};
+use super::{reset_lost_node, set_node_state, slurm_state, spot};
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Result};
 use crate::host::log;
@@ -160,12 +160,7 @@ fn act(node: &str, event: &Ec2Event) -> bool {
     );
     let done = match event {
         // The instance still runs for EC2's two minutes: its slurmd ends the jobs' steps.
-        Ec2Event::SpotInterruption { .. } => scontrol(&[
-            "update".to_string(),
-            format!("nodename={node}"),
-            "state=power_down_force".to_string(),
-            format!("reason={reason}"),
-        ]),
+        Ec2Event::SpotInterruption { .. } => set_node_state(node, "power_down_force", &reason),
         Ec2Event::StateChange { .. } => reset_lost_node(node, &reason),
     };
     if !done {
@@ -186,7 +181,7 @@ fn act(node: &str, event: &Ec2Event) -> bool {
 /// that ended under it is set down unless that was done already.
 pub fn reason(event: &Ec2Event, slurm_state: Option<&str>) -> Option<String> {
     let state = slurm_state?;
-    let flag = |f: &str| state.split('+').any(|s| s == f);
+    let flag = |f: &str| slurm_model::node_state_has(state, f);
     let on_its_way = flag("POWERING_UP") || flag("POWERING_DOWN") || flag("POWERED_DOWN");
     let asked = flag("POWER_DOWN");
     let settled = match event {

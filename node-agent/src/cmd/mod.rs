@@ -80,14 +80,19 @@ pub fn scontrol(args: &[String]) -> bool {
 /// when either step failed: a node left down and not powered down is never resumed by Slurm,
 /// so the caller must try again.
 pub fn reset_lost_node(node: &str, reason: &str) -> bool {
-    ["down", "power_down_force"].iter().all(|state| {
-        scontrol(&[
-            "update".to_string(),
-            format!("nodename={node}"),
-            format!("state={state}"),
-            format!("reason={reason}"),
-        ])
-    })
+    ["down", "power_down_force"]
+        .iter()
+        .all(|state| set_node_state(node, state, reason))
+}
+
+/// `scontrol update nodename=<node> state=<state> reason=<reason>`; false when Slurm refused.
+pub fn set_node_state(node: &str, state: &str, reason: &str) -> bool {
+    scontrol(&[
+        "update".to_string(),
+        format!("nodename={node}"),
+        format!("state={state}"),
+        format!("reason={reason}"),
+    ])
 }
 
 /// slurmctld's one-line record of a node (None when scontrol cannot say).

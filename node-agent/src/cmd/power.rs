@@ -11,7 +11,6 @@ use super::{scontrol, spot, Regions};
 use crate::cli::{ClusterArgs, HostsArgs};
 use crate::error::{Context as _, Result};
 use crate::guardrail::Budget;
-use crate::hostlist;
 use crate::nodemap::{self, Carrier, NodeMap};
 use crate::published::{cluster_doc, partitions};
 use crate::resume::{
@@ -20,7 +19,7 @@ use crate::resume::{
 };
 
 pub async fn resume(args: &HostsArgs, aws: &Aws) -> Result<()> {
-    let nodes = hostlist::expand(&args.hosts)?;
+    let nodes = slurm_model::expand_hostlist(&args.hosts)?;
     let docs = partitions(aws, &args.cluster.cluster).await?;
     let mut cooldowns = Cooldowns::load(&args.cluster.state_dir.join("cooldowns.json"));
     // Without the jobs (an unreadable file) every node launches alone, as under best effort.
@@ -330,7 +329,7 @@ struct RegionEnding {
 }
 
 pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
-    let nodes: BTreeSet<String> = hostlist::expand(&args.hosts)?.into_iter().collect();
+    let nodes: BTreeSet<String> = slurm_model::expand_hostlist(&args.hosts)?.into_iter().collect();
     let docs = partitions(aws, &args.cluster.cluster).await?;
     let state = &args.cluster.state_dir;
     let mut cooldowns = Cooldowns::load(&state.join("cooldowns.json"));

@@ -20,7 +20,7 @@ use crate::sweep::StaticAction;
 /// not: SuspendProgram is coming for its instance, and cools its pool down when the node was
 /// interrupted, which the sweep would not.
 fn slurm_powered_down(node: &str) -> Option<bool> {
-    slurm_state(node).map(|s| s.split('+').any(|f| f == "POWERED_DOWN"))
+    slurm_state(node).map(|s| slurm_model::node_state_has(&s, "POWERED_DOWN"))
 }
 
 /// Terminates the cluster's compute instances Slurm has no use for.
