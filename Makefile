@@ -9,13 +9,17 @@ EMULATOR := acceptance-tests/emulator
 VENV := $(EMULATOR)/.venv
 PYTHON ?= python3
 
-.PHONY: release bench bench-provider bench-resume bench-image bench-boot bench-cluster bench-build all build test unit acceptance emulator-test tf-check docs docs-check emulator-venv emulator demo demo-destroy fmt lint clean
+.PHONY: build-arm64 release bench bench-provider bench-resume bench-image bench-boot bench-cluster bench-build all build test unit acceptance emulator-test tf-check docs docs-check emulator-venv emulator demo demo-destroy fmt lint clean
 
 all: build
 
 ## build: the provider and the other binaries (debug)
 build:
 	$(CARGO) build --workspace
+
+## build-arm64: the provider for linux_arm64 (debug), packaged beside linux_amd64 by the install test (needs `rustup target add aarch64-unknown-linux-gnu` and Debian's gcc-aarch64-linux-gnu)
+build-arm64:
+	scripts/cross-build.sh aarch64-unknown-linux-gnu -p terraform-provider-hpc
 
 ## emulator-venv: the local AWS emulator's Python environment (moto, pinned)
 emulator-venv: $(VENV)/.installed
@@ -25,13 +29,13 @@ $(VENV)/.installed: $(EMULATOR)/requirements.txt
 	touch $@
 
 ## test: unit tests, emulator tests, terraform fmt/validate, docs up to date, acceptance tests (real terraform + emulator)
-test: emulator-venv build tf-check docs-check
+test: emulator-venv build build-arm64 tf-check docs-check
 	scripts/run-tests.sh $(PROVIDER_DIR)
 
 unit:
 	$(CARGO) test --workspace --lib --bins
 
-acceptance: emulator-venv build
+acceptance: emulator-venv build build-arm64
 	HPC_PROVIDER_DIR=$(PROVIDER_DIR) $(CARGO) test -p acceptance-tests
 
 emulator-test: emulator-venv

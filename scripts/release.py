@@ -212,6 +212,35 @@ def update_mirror(version, rel, out):
     return mirror
 
 
+# What each platform's binaries are: (magic at offset 0, offset of the machine field, its size,
+# the machine per architecture). ELF's e_machine and Mach-O's cputype; Windows' PE is not read.
+EXECUTABLE_FORMATS = {
+    "linux": (b"\x7fELF", 18, 2, {"amd64": 0x3E, "arm64": 0xB7, "386": 0x03, "arm": 0x28}),
+    "freebsd": (b"\x7fELF", 18, 2, {"amd64": 0x3E, "arm64": 0xB7, "386": 0x03, "arm": 0x28}),
+    "darwin": (b"\xcf\xfa\xed\xfe", 4, 4, {"amd64": 0x01000007, "arm64": 0x0100000C}),
+}
+
+
+def check_architecture(platform, path):
+    """Refuses a binary built for another platform than the one it would be published as: a
+    package under the wrong name installs everywhere and starts nowhere."""
+    os_name, arch = platform.split("_", 1)
+    fmt = EXECUTABLE_FORMATS.get(os_name)
+    if fmt is None:
+        return
+    magic, offset, size, machines = fmt
+    with open(path, "rb") as f:
+        head = f.read(offset + size)
+    if not head.startswith(magic) or len(head) < offset + size:
+        raise ReleaseError(f"--binary {platform}={path}: not a {os_name} executable")
+    machine = int.from_bytes(head[offset:offset + size], "little")
+    names = {v: k for k, v in machines.items()}
+    if machine != machines.get(arch):
+        built = names.get(machine, f"machine {machine:#x}")
+        raise ReleaseError(f"--binary {platform}={path}: built for {os_name}_{built}, not {platform}; "
+                           f"build it with the platform's Rust target (PLATFORMS={platform} make release)")
+
+
 def parse_binaries(specs):
     binaries = {}
     for spec in specs:
@@ -222,6 +251,7 @@ def parse_binaries(specs):
             raise ReleaseError(f"--binary {spec!r}: {path} is not an executable file")
         if platform in binaries:
             raise ReleaseError(f"--binary: {platform} is given twice")
+        check_architecture(platform, path)
         binaries[platform] = path
     return binaries
 

@@ -36,6 +36,28 @@ pub fn repo_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".."))
 }
 
+/// The provider built for linux_arm64 by `make build-arm64`, beside the host's build:
+/// `$HPC_PROVIDER_ARM64`, else `<target>/aarch64-unknown-linux-gnu/debug/` next to
+/// [`provider_dir`]'s `<target>/debug/`.
+pub fn arm64_provider() -> PathBuf {
+    let path = std::env::var_os("HPC_PROVIDER_ARM64")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            provider_dir()
+                .parent()
+                .unwrap_or(provider_dir())
+                .join("aarch64-unknown-linux-gnu/debug/terraform-provider-hpc")
+        });
+    assert!(
+        path.is_file(),
+        "{} is missing: build the provider for linux_arm64 with `make build-arm64` (it needs \
+         `rustup target add aarch64-unknown-linux-gnu` and `apt-get install gcc-aarch64-linux-gnu \
+         libc6-dev-arm64-cross qemu-user`), or set HPC_PROVIDER_ARM64 to one",
+        path.display()
+    );
+    path
+}
+
 /// The folder holding a freshly built terraform-provider-hpc (built once per test run).
 pub fn provider_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -119,17 +141,24 @@ pub fn missing_root_and_tools(why_root: &str, tools: &[(&str, &str)]) -> Vec<Str
     missing
 }
 
-/// Packages `binary` as release `version` of the provider with scripts/release.py (what
-/// `make release` calls) into `dist/release/` and the provider mirror `dist/mirror/`; signed
-/// with `signing` (GNUPGHOME, key id) or unsigned. Returns the mirror folder.
-pub fn package_release(dist: &Path, version: &str, binary: &Path, signing: Option<(&Path, &str)>) -> PathBuf {
+/// Packages `binaries` (platform such as `linux_amd64`, built provider) as release `version` of
+/// the provider with scripts/release.py (what `make release` calls) into `dist/release/` and the
+/// provider mirror `dist/mirror/`; signed with `signing` (GNUPGHOME, key id) or unsigned.
+/// Returns the mirror folder.
+pub fn package_release(
+    dist: &Path,
+    version: &str,
+    binaries: &[(&str, &Path)],
+    signing: Option<(&Path, &str)>,
+) -> PathBuf {
     let mut cmd = Command::new("python3");
     cmd.arg(repo_root().join("scripts/release.py"))
         .args(["--version", version])
-        .arg("--binary")
-        .arg(format!("linux_amd64={}", binary.display()))
         .arg("--out")
         .arg(dist);
+    for (platform, binary) in binaries {
+        cmd.arg("--binary").arg(format!("{platform}={}", binary.display()));
+    }
     match signing {
         Some((gnupg, key)) => cmd.env("GNUPGHOME", gnupg).args(["--gpg-key", key]),
         None => cmd.arg("--unsigned"),

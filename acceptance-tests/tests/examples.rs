@@ -821,7 +821,7 @@ fn modules_install_from_their_git_source_validate_and_plan() {
     let mirror = package_release(
         &scratch_dir("modules-release"),
         env!("CARGO_PKG_VERSION"),
-        &provider_dir().join("terraform-provider-hpc"),
+        &[("linux_amd64", &provider_dir().join("terraform-provider-hpc"))],
         None,
     );
     let examples: [(&str, Vec<(&str, String)>); 2] = [
@@ -867,7 +867,7 @@ fn modules_install_from_the_registry_package_validate_and_plan() {
     let mirror = package_release(
         &dist,
         env!("CARGO_PKG_VERSION"),
-        &provider_dir().join("terraform-provider-hpc"),
+        &[("linux_amd64", &provider_dir().join("terraform-provider-hpc"))],
         None,
     );
     // The module registry protocol over HTTPS on loopback, as a registry serves the package.

@@ -1,13 +1,17 @@
 //! Installing the provider as users do: `terraform init` from the provider mirror that
 //! `scripts/release.py` (what `make release` calls) writes, with the CLI configuration the README
 //! shows. The network mirror is served over HTTPS on loopback; the filesystem mirror is the same
-//! folder. Two releases (0.1.0, then 0.2.0 added to the mirror) and a tampered package.
+//! folder. Two releases (0.1.0, then 0.2.0 added to the mirror) for two platforms (linux_amd64,
+//! and linux_arm64 cross-built and run under qemu-user), and a tampered package.
 
+use std::io::{BufRead, BufReader};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use acceptance_tests::{
-    missing_tools, output_text, package_release, provider_dir, repo_root, scratch_dir, Emulator, HttpsFiles, Workspace,
+    arm64_provider, missing_tools, output_text, package_release, provider_dir, repo_root, scratch_dir, Emulator,
+    HttpsFiles, Workspace,
 };
 use serde_json::Value;
 
@@ -15,9 +19,16 @@ const ADDRESS: &str = "registry.terraform.io/hpcforge/hpc";
 /// The placeholders in the README's two CLI configuration blocks.
 const README_MIRROR_URL: &str = "https://terraform-mirror.example.com/";
 const README_MIRROR_PATH: &str = "/shared/terraform-mirror";
+/// The platforms every release is packaged for.
+const PLATFORMS: [&str; 2] = ["linux_amd64", "linux_arm64"];
 
 fn require_tools() {
-    let missing = missing_tools(&[("gpg", "gnupg"), ("openssl", "openssl"), ("python3", "python3")]);
+    let missing = missing_tools(&[
+        ("gpg", "gnupg"),
+        ("openssl", "openssl"),
+        ("python3", "python3"),
+        ("qemu-aarch64", "qemu-user"),
+    ]);
     assert!(missing.is_empty(), "the install test needs: {}", missing.join(", "));
 }
 
@@ -58,12 +69,12 @@ fn signing_key(dir: &Path) -> (PathBuf, String) {
 fn assert_release_layout(dist: &Path, version: &str, gnupg: &Path) {
     let rel = dist.join("release").join(version);
     let name = |suffix: &str| format!("terraform-provider-hpc_{version}_{suffix}");
-    for f in [
-        name("linux_amd64.zip"),
-        name("manifest.json"),
-        name("SHA256SUMS"),
-        name("SHA256SUMS.sig"),
-    ] {
+    let zips = PLATFORMS.map(|p| name(&format!("{p}.zip")));
+    for f in zips
+        .iter()
+        .cloned()
+        .chain([name("manifest.json"), name("SHA256SUMS"), name("SHA256SUMS.sig")])
+    {
         assert!(rel.join(&f).is_file(), "{f} is missing from {}", rel.display());
     }
     let manifest: Value =
@@ -76,7 +87,7 @@ fn assert_release_layout(dist: &Path, version: &str, gnupg: &Path) {
     );
     let sums = std::fs::read_to_string(rel.join(name("SHA256SUMS"))).expect("sums");
     assert!(
-        sums.contains(&name("linux_amd64.zip")) && sums.contains(&name("manifest.json")),
+        zips.iter().all(|z| sums.contains(z)) && sums.contains(&name("manifest.json")),
         "{sums}"
     );
     run(Command::new("sha256sum")
@@ -134,14 +145,25 @@ fn locked_version(ws: &Workspace) -> (String, Vec<String>) {
     (version, hashes)
 }
 
-/// The h1 hash the mirror publishes for `version`.
-fn mirror_hash(mirror: &Path, version: &str) -> String {
+/// The h1 hash the mirror publishes for `version` on `platform`.
+fn mirror_hash(mirror: &Path, version: &str, platform: &str) -> String {
     let doc: Value =
         serde_json::from_str(&std::fs::read_to_string(mirror.join(format!("{version}.json"))).expect("version index"))
             .expect("the version index is JSON");
-    doc["archives"]["linux_amd64"]["hashes"][0]
+    doc["archives"][platform]["hashes"][0]
         .as_str()
         .unwrap_or_else(|| panic!("no hash in {doc}"))
+        .to_string()
+}
+
+/// The README's one-line shell command starting with `prefix`.
+fn readme_command(prefix: &str) -> String {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
+    readme
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("README.md shows no command starting with {prefix:?}"))
         .to_string()
 }
 
@@ -161,18 +183,101 @@ fn plan_quickstart(ws: &Workspace) {
     );
 }
 
+/// Packages release `version` for every platform: the host's build and the linux_arm64 one.
+fn package_both(dist: &Path, version: &str, signing: (&Path, &str)) {
+    let (amd64, arm64) = (provider_dir().join("terraform-provider-hpc"), arm64_provider());
+    package_release(
+        dist,
+        version,
+        &[("linux_amd64", &amd64), ("linux_arm64", &arm64)],
+        Some(signing),
+    );
+    assert_release_layout(dist, version, signing.0);
+}
+
+/// The linux_arm64 package's provider, unzipped from the mirror and started under qemu-user as
+/// Terraform starts a plugin, answers the handshake for protocol 6 and listens where it says.
+fn assert_arm64_package_serves(mirror: &Path, version: &str, dir: &Path) {
+    let zip = mirror.join(format!("terraform-provider-hpc_{version}_linux_arm64.zip"));
+    let out = dir.join(format!("arm64-{version}"));
+    run(Command::new("python3")
+        .args(["-m", "zipfile", "-e"])
+        .arg(&zip)
+        .arg(&out));
+    let binary = out.join(format!("terraform-provider-hpc_v{version}"));
+    // A zip keeps no file modes: Terraform makes what it unpacks executable, and so does this.
+    run(Command::new("chmod").arg("755").arg(&binary));
+    let head = std::fs::read(&binary).unwrap_or_else(|e| panic!("{}: {e}", binary.display()));
+    assert_eq!(
+        head.get(18..20),
+        Some(&[0xB7, 0][..]),
+        "the linux_arm64 package is not an aarch64 binary"
+    );
+    let mut child = Command::new("qemu-aarch64")
+        .args(["-L", "/usr/aarch64-linux-gnu"])
+        .arg(&binary)
+        .env(tfplugin::serve::MAGIC_COOKIE_KEY, tfplugin::serve::MAGIC_COOKIE_VALUE)
+        .env("PLUGIN_PROTOCOL_VERSIONS", "6")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the linux_arm64 provider under qemu-aarch64");
+    let mut line = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        let _ = BufReader::new(stdout).read_line(&mut line);
+    }
+    let listening = line
+        .strip_prefix("1|6|tcp|")
+        .and_then(|rest| rest.split('|').next())
+        .map(|addr| TcpStream::connect(addr).is_ok());
+    let _ = child.kill();
+    let mut stderr = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut err, &mut stderr);
+    }
+    let _ = child.wait();
+    assert_eq!(
+        listening,
+        Some(true),
+        "the linux_arm64 provider under qemu did not answer Terraform's handshake: {line:?}\n{stderr}"
+    );
+}
+
+/// A binary of another architecture is refused under a platform's name, and nothing is written.
+fn assert_wrong_architecture_refused(dir: &Path) {
+    let dist = dir.join("wrong-arch");
+    let out = Command::new("python3")
+        .arg(repo_root().join("scripts/release.py"))
+        .args(["--version", "0.3.0", "--unsigned", "--out"])
+        .arg(&dist)
+        .arg("--binary")
+        .arg(format!(
+            "linux_arm64={}",
+            provider_dir().join("terraform-provider-hpc").display()
+        ))
+        .output()
+        .expect("running scripts/release.py");
+    let text = output_text(&out);
+    assert!(
+        !out.status.success(),
+        "an x86_64 binary was packaged as linux_arm64:\n{text}"
+    );
+    assert!(text.contains("built for linux_amd64, not linux_arm64"), "{text}");
+    assert!(!dist.exists(), "a refused release wrote {}", dist.display());
+}
+
 #[test]
 fn the_provider_installs_from_its_release_mirror_upgrades_and_refuses_a_tampered_package() {
     require_tools();
     let emu = Emulator::start();
     let dir = scratch_dir("install");
     let dist = dir.join("dist");
-    let binary = provider_dir().join("terraform-provider-hpc");
     let (gnupg, key) = signing_key(&dir);
-    package_release(&dist, "0.1.0", &binary, Some((&gnupg, &key)));
-    assert_release_layout(&dist, "0.1.0", &gnupg);
+    assert_wrong_architecture_refused(&dir);
+    package_both(&dist, "0.1.0", (&gnupg, &key));
     let mirror_root = dist.join("mirror");
     let mirror = mirror_root.join(ADDRESS);
+    assert_arm64_package_serves(&mirror, "0.1.0", &dir);
     let https = HttpsFiles::serve(&mirror_root, &dir);
 
     // Installed from the network mirror with the README's configuration, pinned in the lock file.
@@ -182,7 +287,7 @@ fn the_provider_installs_from_its_release_mirror_upgrades_and_refuses_a_tampered
     let (version, hashes) = locked_version(&ws);
     assert_eq!(version, "0.1.0");
     assert!(
-        hashes.contains(&mirror_hash(&mirror, "0.1.0")),
+        hashes.contains(&mirror_hash(&mirror, "0.1.0", "linux_amd64")),
         "lock hashes {hashes:?}"
     );
     let installed = ws
@@ -193,9 +298,21 @@ fn the_provider_installs_from_its_release_mirror_upgrades_and_refuses_a_tampered
     assert!(installed.is_file(), "{} is not installed", installed.display());
     plan_quickstart(&ws);
 
+    // A team working on both platforms locks both from the mirror, as the README shows.
+    let lock = readme_command("terraform providers lock").replace(README_MIRROR_URL, &https.url);
+    let args: Vec<&str> = lock.split_whitespace().skip(1).collect();
+    ws.ok(&args);
+    let (version, hashes) = locked_version(&ws);
+    assert_eq!(version, "0.1.0");
+    for platform in PLATFORMS {
+        assert!(
+            hashes.contains(&mirror_hash(&mirror, "0.1.0", platform)),
+            "the lock file lacks {platform}'s hash: {hashes:?}"
+        );
+    }
+
     // A second release lands in the mirror: init keeps the locked one, init -upgrade takes it.
-    package_release(&dist, "0.2.0", &binary, Some((&gnupg, &key)));
-    assert_release_layout(&dist, "0.2.0", &gnupg);
+    package_both(&dist, "0.2.0", (&gnupg, &key));
     ws.ok(&["init", "-input=false", "-no-color"]);
     assert_eq!(
         locked_version(&ws).0,
@@ -206,7 +323,7 @@ fn the_provider_installs_from_its_release_mirror_upgrades_and_refuses_a_tampered
     let (version, hashes) = locked_version(&ws);
     assert_eq!(version, "0.2.0");
     assert!(
-        hashes.contains(&mirror_hash(&mirror, "0.2.0")),
+        hashes.contains(&mirror_hash(&mirror, "0.2.0", "linux_amd64")),
         "lock hashes {hashes:?}"
     );
     plan_quickstart(&ws);
@@ -220,9 +337,9 @@ fn the_provider_installs_from_its_release_mirror_upgrades_and_refuses_a_tampered
     // Someone replaces 0.2.0 in the mirror with another, self-consistent package: a checkout that
     // carries the lock file refuses it.
     let other = provider_dir().join("hpc-node");
-    package_release(&dist, "0.2.0", &other, None);
+    package_release(&dist, "0.2.0", &[("linux_amd64", &other)], None);
     assert_ne!(
-        mirror_hash(&mirror, "0.2.0"),
+        mirror_hash(&mirror, "0.2.0", "linux_amd64"),
         hashes[0],
         "the tampered package has the same hash"
     );
