@@ -23,6 +23,19 @@ pub struct Carrier {
     pub instance_id: String,
     /// When resume recorded it (unix seconds).
     pub recorded_at: u64,
+    /// Where resume launched it from; None in an older agent's records. It lets an interrupted
+    /// spot pool cool down after EC2 stopped listing the instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+}
+
+/// The capacity pool a node's instance was launched from: the cool-down key's parts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    pub partition: String,
+    /// The pool's index in the partition's published pools.
+    pub pool: usize,
+    pub instance_type: String,
 }
 
 /// Node name → the instance carrying it.
@@ -104,6 +117,7 @@ mod tests {
                 Carrier {
                     instance_id: "i-1".into(),
                     recorded_at: 5,
+                    origin: None,
                 },
             )
         })
@@ -125,6 +139,13 @@ mod tests {
         assert_eq!(node_of(&index, &mapped), Some("gpu-1"));
         assert_eq!(node_of(&index, &tagged), Some("gpu-2"));
         assert_eq!(node_of(&index, &neither), None);
+        // An older agent's record, without an origin, still reads.
+        std::fs::write(
+            dir.join("nodes.json"),
+            r#"{"gpu-3":{"instance_id":"i-3","recorded_at":7}}"#,
+        )
+        .expect("old map");
+        assert_eq!(map.read().expect("old map")["gpu-3"].origin, None);
         std::fs::write(dir.join("nodes.json"), "{").expect("corrupt");
         assert!(map.read().is_err(), "a damaged map is an error, not an empty map");
         let _ = std::fs::remove_dir_all(dir);

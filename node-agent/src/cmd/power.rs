@@ -11,7 +11,7 @@ use super::{scontrol, spot, Regions};
 use crate::cli::{ClusterArgs, HostsArgs};
 use crate::error::{Context as _, Result};
 use crate::guardrail::Budget;
-use crate::nodemap::{self, Carrier, NodeMap};
+use crate::nodemap::{self, Carrier, Carriers, NodeMap, Origin};
 use crate::published::{cluster_doc, partitions};
 use crate::resume::{
     group_nodes, launch_group, launched_from, now_s, Attempt, Cooldowns, Group, Placement, PoolClients as _,
@@ -56,19 +56,46 @@ async fn cool_interrupted_pools(
     let carriers = NodeMap::at(&args.state_dir)
         .read()
         .context(|| format!("reading the agent's node map in {}", args.state_dir.display()))?;
-    let index = nodemap::by_instance(&carriers);
     let now = now_s();
+    let unrecorded = cool_recorded(docs, &carriers, &interrupted, cooldowns, now);
+    if unrecorded.is_empty() {
+        return Ok(());
+    }
+    let index = nodemap::by_instance(&carriers);
     for (region, ec2) in cluster_regions(aws, docs) {
         for instance in ec2.instances_tagged(tag::CLUSTER, &args.cluster).await? {
-            match nodemap::node_of(&index, &instance) {
-                Some(node) if interrupted.contains(node) => {
-                    cool_pool(docs, &region, node, &instance, cooldowns, now);
-                }
-                _ => {}
+            if let Some(node) = nodemap::node_of(&index, &instance).filter(|n| unrecorded.contains(*n)) {
+                cool_listed(docs, &region, node, &instance, cooldowns, now);
             }
         }
     }
     Ok(())
+}
+
+/// Cools down the spot pools the node map records for `interrupted` nodes; returns the nodes
+/// it has no origin for (not in the map, or an older agent's record): only EC2 can say where
+/// their instances came from.
+fn cool_recorded<'n>(
+    docs: &[PartitionDoc],
+    carriers: &Carriers,
+    interrupted: &'n BTreeSet<String>,
+    cooldowns: &mut Cooldowns,
+    now: u64,
+) -> BTreeSet<&'n str> {
+    let mut unrecorded = BTreeSet::new();
+    for node in interrupted {
+        match carriers.get(node) {
+            Some(Carrier {
+                instance_id,
+                origin: Some(origin),
+                ..
+            }) => cool_pool(docs, node, instance_id, origin, cooldowns, now),
+            _ => {
+                unrecorded.insert(node.as_str());
+            }
+        }
+    }
+    unrecorded
 }
 
 /// The nodes Slurm records as interrupted (their reason names EC2's notice), from one
@@ -249,12 +276,17 @@ async fn record_and_address(
     // Recorded first: an instance the map does not name is an orphan to the sweep.
     let now = now_s();
     map.update(|m| {
-        for p in placed.iter().flat_map(|(_, p)| p) {
+        for (doc, p) in placed.iter().flat_map(|(doc, p)| p.iter().map(move |p| (doc, p))) {
             m.insert(
                 p.node.clone(),
                 Carrier {
                     instance_id: p.instance.id.clone(),
                     recorded_at: now,
+                    origin: Some(Origin {
+                        partition: doc.name.clone(),
+                        pool: p.pool,
+                        instance_type: p.instance.instance_type.clone(),
+                    }),
                 },
             );
         }
@@ -339,8 +371,10 @@ pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
         .context(|| format!("reading the agent's node map in {}", state.display()))?;
     let index = nodemap::by_instance(&carriers);
     // One call for every node's reason, not one per node ended.
-    let interrupted = interrupted_nodes();
+    let interrupted: BTreeSet<String> = interrupted_nodes().intersection(&nodes).cloned().collect();
     let now = now_s();
+    // From the map first: it still knows a pool whose instance EC2 no longer lists.
+    let unrecorded = cool_recorded(&docs, &carriers, &interrupted, &mut cooldowns, now);
     let mut ending: Vec<RegionEnding> = Vec::new();
     for (region, ec2) in cluster_regions(aws, &docs) {
         let running = ec2.instances_tagged(tag::CLUSTER, &args.cluster.cluster).await?;
@@ -352,8 +386,8 @@ pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
             })
             .collect();
         for (node, instance) in &mine {
-            if interrupted.contains(node) {
-                cool_pool(&docs, &region, node, instance, &mut cooldowns, now);
+            if unrecorded.contains(node.as_str()) {
+                cool_listed(&docs, &region, node, instance, &mut cooldowns, now);
             }
         }
         ending.push(RegionEnding { ec2, region, mine });
@@ -385,9 +419,9 @@ pub async fn suspend(args: &HostsArgs, aws: &Aws) -> Result<()> {
     saved
 }
 
-/// Cools down the spot pool `instance` (carrying `node`, powered down on EC2's interruption
-/// notice) was launched from, as after no capacity, so the requeued job launches from the next pool.
-fn cool_pool(
+/// Cools down the pool EC2 shows `instance` (carrying `node`, whose record has no origin) was
+/// launched from: its region and subnet.
+fn cool_listed(
     docs: &[PartitionDoc],
     region: &str,
     node: &str,
@@ -396,20 +430,42 @@ fn cool_pool(
     now: u64,
 ) {
     let subnet = instance.subnet_id.as_deref().unwrap_or_default();
-    let Some((doc, pool)) = launched_from(docs, node, region, subnet) else {
+    if let Some((doc, pool)) = launched_from(docs, node, region, subnet) {
+        let origin = Origin {
+            partition: doc.name.clone(),
+            pool,
+            instance_type: instance.instance_type.clone(),
+        };
+        cool_pool(docs, node, &instance.id, &origin, cooldowns, now);
+    }
+}
+
+/// Cools down the spot pool `origin` names (where the instance `instance_id` carrying `node`,
+/// powered down on EC2's interruption notice, came from), as after no capacity, so the requeued
+/// job launches from the next pool.
+fn cool_pool(
+    docs: &[PartitionDoc],
+    node: &str,
+    instance_id: &str,
+    origin: &Origin,
+    cooldowns: &mut Cooldowns,
+    now: u64,
+) {
+    let Some(doc) = docs.iter().find(|d| d.name == origin.partition) else {
         return;
     };
+    let pool = origin.pool;
     // Spot pools only: a node's reason lasts until it registers again, and by then the map may
     // record its successor, from an on-demand pool.
     if doc.pools.get(pool).is_none_or(|p| p.capacity_type != "spot") {
         return;
     }
     eprintln!(
-        "hpc-node: {node} ({}) was interrupted: pool {pool} of {} cools down for {}s",
-        instance.id, doc.name, doc.ice_cooldown_s
+        "hpc-node: {node} ({instance_id}) was interrupted: pool {pool} of {} cools down for {}s",
+        doc.name, doc.ice_cooldown_s
     );
     cooldowns.start(
-        Cooldowns::key(&doc.name, pool, &instance.instance_type),
+        Cooldowns::key(&doc.name, pool, &origin.instance_type),
         now,
         u64::from(doc.ice_cooldown_s),
     );
@@ -417,7 +473,63 @@ fn cool_pool(
 
 #[cfg(test)]
 mod tests {
-    use super::interrupted_in;
+    use super::*;
+
+    fn pool(capacity_type: &str) -> hpc_desired_state::PoolDoc {
+        hpc_desired_state::PoolDoc {
+            region: "us-east-1".into(),
+            subnet_ids: vec!["subnet-a".into()],
+            capacity_type: capacity_type.into(),
+            capacity_reservation_id: None,
+            launch_templates: BTreeMap::new(),
+            placement_group: None,
+        }
+    }
+
+    fn carrier(instance_id: &str, origin: Option<(usize, &str)>) -> Carrier {
+        Carrier {
+            instance_id: instance_id.into(),
+            recorded_at: 1,
+            origin: origin.map(|(pool, instance_type)| Origin {
+                partition: "burst".into(),
+                pool,
+                instance_type: instance_type.into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn an_interrupted_spot_pool_cools_down_from_the_node_map_without_ec2() {
+        let docs = [PartitionDoc {
+            name: "burst".into(),
+            pools: vec![pool("spot"), pool("on-demand")],
+            ice_cooldown_s: 600,
+            ..PartitionDoc::default()
+        }];
+        let carriers: Carriers = [
+            ("burst-c7i-l-1", carrier("i-1", Some((0, "c7i.large")))),
+            ("burst-c7i-l-2", carrier("i-2", Some((1, "c7i.large")))),
+            ("burst-c7i-l-3", carrier("i-3", None)),
+        ]
+        .into_iter()
+        .map(|(n, c)| (n.to_string(), c))
+        .collect();
+        let interrupted: BTreeSet<String> = ["burst-c7i-l-1", "burst-c7i-l-2", "burst-c7i-l-3", "burst-c7i-l-4"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let mut cooldowns = Cooldowns::default();
+        let unrecorded = cool_recorded(&docs, &carriers, &interrupted, &mut cooldowns, 100);
+        // The spot pool cools; the on-demand one (a successor's, say) does not.
+        assert!(cooldowns.active(&Cooldowns::key("burst", 0, "c7i.large"), 101));
+        assert!(!cooldowns.active(&Cooldowns::key("burst", 1, "c7i.large"), 101));
+        assert!(!cooldowns.active(&Cooldowns::key("burst", 0, "c7i.large"), 701));
+        // An older agent's record and a node the map lost are left for EC2 to place.
+        assert_eq!(
+            unrecorded.into_iter().collect::<Vec<_>>(),
+            ["burst-c7i-l-3", "burst-c7i-l-4"]
+        );
+    }
 
     #[test]
     fn interrupted_nodes_are_those_whose_reason_names_the_notice() {
