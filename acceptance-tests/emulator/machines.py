@@ -385,6 +385,23 @@ class MachineManager:
             except OSError:
                 pass
 
+    def fail(self, instance_id: str) -> dict[str, Any]:
+        """The host under a running machine fails: every process on it dies at once, without a
+        shutdown (nothing on it reports anything), and EC2 ends the instance as after an
+        internal error (``shutting-down``, then ``terminated``, each sent to EventBridge)."""
+        machine = self.machines.get(instance_id)
+        process = machine.process if machine is not None else None
+        if machine is None or machine.done.is_set() or process is None or process.poll() is not None:
+            raise LookupError(f"instance {instance_id} has no running machine")
+        # Killing the container's init ends its whole PID namespace at once; then nspawn.
+        for child in _children(_nspawn_pid(machine)):
+            try:
+                os.kill(child, signal.SIGKILL)
+            except OSError:
+                pass
+        self._kill(machine)
+        return {"InstanceId": instance_id, "failed": True}
+
     def interrupt(self, instance_id: str, delay_s: float) -> dict[str, Any]:
         """A spot interruption: the notice on IMDS and EventBridge's warning now, termination
         ``delay_s`` later."""
@@ -465,6 +482,17 @@ def _nspawn_pid(machine: Machine) -> int | None:
             return int(handle.read().strip())
     except (OSError, ValueError):
         return None
+
+
+def _children(pid: int | None) -> list[int]:
+    """The direct children of ``pid`` (none when it is gone)."""
+    if pid is None:
+        return []
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="utf-8") as handle:
+            return [int(p) for p in handle.read().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def _template_data(instance: Any) -> dict[str, Any]:

@@ -477,7 +477,8 @@ def _peek_json(environ: dict[str, Any]) -> dict[str, Any]:
 
 
 def _instances(method: str, route: str, environ: dict[str, Any]) -> tuple[int, Any]:
-    """Boot mode's read-outs: the machines, one instance's IMDS requests; and spot interruptions."""
+    """Boot mode's read-outs: the machines, one instance's IMDS requests; spot interruptions and
+    failures of the host under an instance."""
     import boot
 
     if boot.MANAGER is None:
@@ -497,6 +498,11 @@ def _instances(method: str, route: str, environ: dict[str, Any]) -> tuple[int, A
             raise ControlError(400, "delay_s must be a non-negative number of seconds")
         try:
             return 200, boot.MANAGER.interrupt(parts[0], float(delay))
+        except LookupError as err:
+            raise ControlError(404, str(err)) from err
+    if len(parts) == 2 and parts[1] == "fail" and method == "POST":
+        try:
+            return 200, boot.MANAGER.fail(parts[0])
         except LookupError as err:
             raise ControlError(404, str(err)) from err
     raise ControlError(404, f"no control endpoint {method} {CONTROL_PREFIX}{route}")

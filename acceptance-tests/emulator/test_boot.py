@@ -426,6 +426,16 @@ def test_boot_faults_a_machine_that_dies_and_a_spot_interruption(boot: dict[str,
     finally:
         control(boot["endpoint"], "DELETE", "/faults")
 
+    # The host under a running instance fails: no shutdown runs on it, and EC2 ends it.
+    (failing,) = vpc.launch([group], image_id=boot["image_id"])
+    address = vpc.wait_state(failing, "running")["PrivateIpAddress"]
+    vpc.wait_ssh(address)
+    assert control(boot["endpoint"], "POST", f"/instances/{failing}/fail")["failed"] is True
+    failed = vpc.wait_state(failing, "terminated", timeout=30)
+    assert failed["StateReason"]["Code"] == "Server.InternalError"
+    gone = control(boot["endpoint"], "POST", f"/instances/{failing}/fail", expect=404)
+    assert "no running machine" in json.dumps(gone), gone
+
     sqs, events = client(boot["endpoint"], "sqs"), client(boot["endpoint"], "events")
     interruptions = event_queue(sqs, events, "boot-interruptions", INTERRUPTION_RULES)
     everything = event_queue(sqs, events, "boot-ec2-events", ALL_EC2_EVENTS)

@@ -423,6 +423,12 @@ impl Emulator {
         );
     }
 
+    /// Boot mode: the host under `instance` fails; its machine dies at once, without a shutdown,
+    /// and EC2 ends the instance (`Server.InternalError`).
+    pub fn fail(&self, instance: &str) {
+        self.control("POST", &format!("/_emulator/instances/{instance}/fail"), &Value::Null);
+    }
+
     pub fn clear_faults(&self) {
         self.control("DELETE", "/_emulator/faults", &Value::Null);
     }

@@ -682,10 +682,11 @@ fn events_log(key: &SshKey, head_ip: &str) -> String {
     ))
 }
 
-/// A node's instance ends with no warning while it runs a job (terminated outside the
-/// cluster): EC2's event reaches the head node's agent through the partition's queue, the
-/// agent powers the node down at once, and Slurm requeues the job then, not when slurmd has
-/// not answered for SlurmdTimeout (300 s).
+/// A node's instance ends with no warning while it runs a job (the host under it fails, so
+/// nothing on it reports the job's end): EC2's event reaches the head node's agent through the
+/// partition's queue, the agent sets the node down and powers it down at once, and Slurm
+/// requeues the job then, and lets it go of the lost node, not when slurmd has not answered
+/// for SlurmdTimeout (300 s).
 fn instance_ends_out_of_band(emu: &Emulator, key: &SshKey, head_ip: &str, login_ip: &str) {
     let job = submitted(key, login_ip, "-p spot -N1 -o ended.out --wrap 'sleep 20; hostname'");
     let job_state = || text(&ssh_as(key, USER, login_ip, &format!("scontrol show job {job} -o")));
@@ -703,7 +704,8 @@ fn instance_ends_out_of_band(emu: &Emulator, key: &SshKey, head_ip: &str, login_
         .to_string();
     let instance = carrying(emu, key, head_ip, &node);
     assert_eq!(instance.len(), 1, "{node}: {instance:?}");
-    emu.ec2(&format!("Action=TerminateInstances&InstanceId.1={}", instance[0]));
+    // The host under it fails: no slurmd on it says anything more, so only EC2's event tells.
+    emu.fail(&instance[0]);
     eventually(
         "the job is requeued well before SlurmdTimeout",
         Duration::from_secs(150),
