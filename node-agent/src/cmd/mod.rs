@@ -73,12 +73,14 @@ pub fn scontrol(args: &[String]) -> bool {
     }
 }
 
-/// Lets Slurm go of a node whose instance is gone, in ParallelCluster's order for resetting a
-/// cloud node: down first, so that slurmctld requeues its jobs and stops waiting for the lost
-/// instance's epilog (else they stay completing until SlurmdTimeout), then powered down, which
-/// runs SuspendProgram, clears the down state and frees the name for the next launch. False
-/// when either step failed: a node left down and not powered down is never resumed by Slurm,
-/// so the caller must try again.
+/// Lets Slurm go of a node whose instance is gone: down first, so that slurmctld requeues its
+/// jobs and ends their hold on the lost node at once, then powered down, which runs
+/// SuspendProgram, clears the down state and frees the name for the next launch. (Since Slurm
+/// 21.08 `POWER_DOWN_FORCE` alone also requeues the jobs, and in two booted runs without the
+/// down step the job let go of the lost node within a minute; down first is meant against a
+/// requeued job once seen completing for minutes under CI's load, which was not reproduced.)
+/// False when either step failed: a node left down and not powered down is never resumed by
+/// Slurm, so the caller must try again.
 pub fn reset_lost_node(node: &str, reason: &str) -> bool {
     ["down", "power_down_force"]
         .iter()
