@@ -11,7 +11,7 @@ use super::power::{cluster_regions, resume_nodes};
 use super::{reset_lost_node, scontrol, slurm_state};
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Result};
-use crate::nodemap::{self, NodeMap};
+use crate::nodemap::{self, Carriers, NodeMap};
 use crate::published::partitions;
 use crate::resume::{launched_from, now_s, Cooldowns};
 use crate::sweep::StaticAction;
@@ -38,6 +38,7 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
     let mut carried: BTreeSet<String> = BTreeSet::new();
     let mut live: BTreeSet<String> = BTreeSet::new();
     let mut ended: BTreeSet<String> = BTreeSet::new();
+    let listed_at = now_s();
     for (region, ec2) in cluster_regions(aws, &docs) {
         let instances = ec2.instances_tagged(tag::CLUSTER, &args.cluster).await?;
         let mut orphans = Vec::new();
@@ -82,6 +83,13 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
         )
         .await?;
     }
+    // A resume beside this pass (a static node powered up by the last one) may have launched
+    // and recorded an instance after the map was read and EC2 listed: the map, read again,
+    // knows it, so a node that just registered is not taken for one whose instance is gone.
+    let recorded = map
+        .read()
+        .context(|| format!("reading the agent's node map in {}", args.state_dir.display()))?;
+    carried.extend(launched_since(&recorded, listed_at.saturating_sub(1), &ended));
     keep_static_nodes(&docs, &carried);
     cooldowns
         .save(now_s())
@@ -99,6 +107,15 @@ fn forget_ended(map: &NodeMap, live: &BTreeSet<String>, ended: &BTreeSet<String>
                 && (live.contains(&c.instance_id) || now.saturating_sub(c.recorded_at) < grace)
         })
     })
+}
+
+/// The nodes whose instance the map records as launched at `since` or later, bar those this
+/// pass ended.
+fn launched_since(map: &Carriers, since: u64, ended: &BTreeSet<String>) -> Vec<String> {
+    map.iter()
+        .filter(|(_, c)| c.recorded_at >= since && !ended.contains(&c.instance_id))
+        .map(|(node, _)| node.clone())
+        .collect()
 }
 
 /// A compute node Slurm still sees powering up after its partition's provision_timeout:
@@ -143,5 +160,29 @@ fn keep_static_nodes(docs: &[PartitionDoc], carried: &BTreeSet<String>) {
             }
             None => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nodemap::Carrier;
+
+    #[test]
+    fn a_launch_recorded_after_the_listing_counts_as_carried() {
+        let carrier = |id: &str, at: u64| Carrier {
+            instance_id: id.into(),
+            recorded_at: at,
+            origin: None,
+        };
+        let map: Carriers = [
+            ("small-1".to_string(), carrier("i-new", 100)),
+            ("small-2".to_string(), carrier("i-old", 50)),
+            ("small-3".to_string(), carrier("i-ended", 120)),
+        ]
+        .into_iter()
+        .collect();
+        let ended: BTreeSet<String> = ["i-ended".to_string()].into_iter().collect();
+        assert_eq!(launched_since(&map, 99, &ended), ["small-1"]);
     }
 }
