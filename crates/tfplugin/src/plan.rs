@@ -53,6 +53,34 @@ pub fn plan_resource(schema: &Schema, prior: &Value, proposed: &Value, config: &
     }
 }
 
+/// Fills in the defaults a stored state lacks. An attribute with a default is never null in a
+/// state this schema planned, so a null one was written before the attribute existed: read with
+/// its default, a provider release that adds it plans no change. Single and list blocks only
+/// (a set's elements are identified by their whole value).
+pub fn fill_defaults(block: &Block, value: &mut Value) {
+    if !matches!(value, Value::Object(_)) {
+        return;
+    }
+    for a in &block.attributes {
+        if let (Some(default), Some(v)) = (&a.default, value.attr_mut(&a.name)) {
+            if v.is_null() {
+                *v = default.clone();
+            }
+        }
+    }
+    for b in &block.blocks {
+        match (b.nesting, value.attr_mut(&b.name)) {
+            (BlockNesting::Single | BlockNesting::Group, Some(v)) => fill_defaults(&b.block, v),
+            (BlockNesting::List, Some(Value::List(elems))) => {
+                for e in elems {
+                    fill_defaults(&b.block, e);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 fn child(path: &AttributePath, name: &str) -> AttributePath {
     path.clone().attr(name)
 }
@@ -302,6 +330,27 @@ mod tests {
             }
         }
         p
+    }
+
+    #[test]
+    fn a_stored_state_from_before_an_attribute_with_a_default_reads_with_the_default() {
+        let mut older = state(1200, "a");
+        older.set_attr("kind", Value::Null);
+        older.set_attr(
+            "repo",
+            Value::List(vec![obj(&[("path", Value::string("/a")), ("chunk", Value::Null)])]),
+        );
+        fill_defaults(&schema().block, &mut older);
+        assert_eq!(older, state(1200, "a"));
+        let c = config(1200, "a");
+        let p = plan_resource(&schema(), &older, &propose(&older, &c), &c);
+        assert_eq!(p.planned, older, "no change planned");
+        // Nothing else is filled: a computed attribute without a default stays null.
+        let mut no_zone = state(1200, "a");
+        no_zone.set_attr("zone", Value::Null);
+        let before = no_zone.clone();
+        fill_defaults(&schema().block, &mut no_zone);
+        assert_eq!(no_zone, before);
     }
 
     #[test]

@@ -176,7 +176,8 @@ pub trait Resource: Send + Sync + 'static {
     }
 
     /// Upgrades stored state of an older schema version to the current one. The default
-    /// decodes state of the current version.
+    /// decodes state of the current version, with the defaults of attributes added since it was
+    /// written ([`crate::plan::fill_defaults`]).
     async fn upgrade_state(&self, req: UpgradeRequest) -> Result<Value, Diagnostics> {
         let schema = self.schema();
         if req.version != schema.version {
@@ -191,8 +192,10 @@ pub trait Resource: Send + Sync + 'static {
             )
             .into());
         }
-        crate::json::decode(&req.json, &schema.ty(), true)
-            .map_err(|e| Diagnostic::error("Stored state cannot be read", e.message).into())
+        let mut state = crate::json::decode(&req.json, &schema.ty(), true)
+            .map_err(|e| Diagnostic::error("Stored state cannot be read", e.message))?;
+        crate::plan::fill_defaults(&schema.block, &mut state);
+        Ok(state)
     }
 }
 
