@@ -426,13 +426,21 @@ def test_boot_faults_a_machine_that_dies_and_a_spot_interruption(boot: dict[str,
     finally:
         control(boot["endpoint"], "DELETE", "/faults")
 
-    # The host under a running instance fails: no shutdown runs on it, and EC2 ends it.
+    # The host under a running instance fails: no shutdown runs on it, and EC2 ends it, letting
+    # go of its data volume (available again, for the instance that replaces it).
     (failing,) = vpc.launch([group], image_id=boot["image_id"])
-    address = vpc.wait_state(failing, "running")["PrivateIpAddress"]
+    running = vpc.wait_state(failing, "running")
+    address = running["PrivateIpAddress"]
+    zone = running["Placement"]["AvailabilityZone"]
+    data = vpc.ec2.create_volume(AvailabilityZone=zone, Size=1, Encrypted=True)["VolumeId"]
+    vpc.ec2.attach_volume(VolumeId=data, InstanceId=failing, Device="/dev/sdf")
     vpc.wait_ssh(address)
     assert control(boot["endpoint"], "POST", f"/instances/{failing}/fail")["failed"] is True
     failed = vpc.wait_state(failing, "terminated", timeout=30)
     assert failed["StateReason"]["Code"] == "Server.InternalError"
+    volume = vpc.ec2.describe_volumes(VolumeIds=[data])["Volumes"][0]
+    assert (volume["State"], volume["Attachments"]) == ("available", []), volume
+    vpc.ec2.delete_volume(VolumeId=data)
     gone = control(boot["endpoint"], "POST", f"/instances/{failing}/fail", expect=404)
     assert "no running machine" in json.dumps(gone), gone
 

@@ -332,6 +332,12 @@ def machine_ended(manager: Any, machine: Any, terminated: bool) -> None:
     manager.volumes.unplug_all(machine, forget=terminated)
     if not terminated:
         return
+    if not getattr(machine.instance, "_hpcemu_terminating", False):
+        # It ended by itself (its host failed, it died at boot, it shut down to terminate): EC2
+        # lets go of its volumes as after TerminateInstances (data volumes available again,
+        # volumes deleted on termination gone); the devices went with the machine above.
+        machine.instance._hpcemu_terminating = True
+        machine.instance.teardown_defaults()
     # Free, not detached: moto describes a terminated instance through its first interface.
     for eni in list(machine.instance.nics.values()):
         if eni.instance is machine.instance and not eni.delete_on_termination:
