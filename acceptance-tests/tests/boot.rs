@@ -1818,3 +1818,188 @@ fn a_running_cluster_upgrades_slurm_from_24_11_to_26_05_in_slurms_order_keeping_
         .collect();
     assert!(live.is_empty(), "machines left after destroy: {live:?}");
 }
+
+/// The backup controller's cluster: one partition on Debian 13 (Slurm 24.11; 22.05 is refused),
+/// `head_node.backup_controller = true`.
+fn backup_config(ami: &str, profile: &str, key: &str, wait: bool) -> String {
+    one_partition_cluster(&OnePartition {
+        name: "backup",
+        cidr: "10.6.0.0/16",
+        version: "24.11",
+        accounting: "local",
+        head_ami: ami,
+        node_ami: ami,
+        profile,
+        key,
+        wait,
+        others: "",
+        cluster_lines: "",
+        more_pools: "",
+    })
+    .replacen("  head_node {\n", "  head_node {\n    backup_controller    = true\n", 1)
+    // A node is given up after this long; the backup's first launch may be slower than the
+    // head's on a busy host.
+    .replacen("provision_timeout    = \"90s\"", "provision_timeout    = \"4m\"", 1)
+}
+
+/// `head_node.backup_controller`: a second slurmctld on shared state keeps scheduling when the
+/// head node fails. The cluster comes up with both controllers, the head in charge. The head's
+/// host fails (no shutdown runs on it): the backup takes over, keeps the held job, and a job
+/// submitted to it runs on a compute node it launches (ResumeProgram runs where slurmctld
+/// does). The next apply relaunches the head on its kept interface and volume; it takes over
+/// again on the shared state, and accounting has every job (the backup's records reached
+/// slurmdbd when the head was back). Then the plan is empty, and destroy leaves nothing.
+#[test]
+fn a_backup_controller_keeps_scheduling_when_the_head_node_fails() {
+    boot::require_prerequisites();
+    let _turn = one_at_a_time();
+    // The head, the backup, a compute node, its successor and the head's successor.
+    let emu = boot::booting_emulator(5);
+    let ami = boot::publish_test_image_of(&emu, "trixie");
+    let key = key_pair(&emu, "backup");
+    let profile = node_role(&emu, "backup-node");
+    let ws = Workspace::new("boot-backup", &emu);
+    let user_key = public_key(&key);
+    ws.write(&backup_config(&ami, &profile, &user_key, false));
+    ws.ok(&["apply", "-auto-approve", "-target=hpc_cluster.main"]);
+    grant_node_policy_to(&emu, &ws, "backup-node");
+    ws.write(&backup_config(&ami, &profile, &user_key, true));
+    ws.apply();
+    let before = ws.resource("hpc_cluster.main");
+    let field = |v: &Value, name: &str| v[name].as_str().unwrap_or_default().to_string();
+    let (head_ip, backup_ip) = (
+        field(&before, "head_node_private_ip"),
+        field(&before, "backup_controller_private_ip"),
+    );
+    assert!(
+        field(&before, "controller_state_file_system_id").starts_with("fs-"),
+        "{before}"
+    );
+    assert!(!backup_ip.is_empty() && backup_ip != head_ip, "{before}");
+    wait_ssh_as(&key, &head_ip);
+    wait_ssh_as(&key, &backup_ip);
+    let on = |host: &str, command: &str| text(&ssh_as(&key, USER, host, command));
+    let machines = || format!("machines: {:?}", emu.machines());
+    let ping = |host: &str| on(host, "scontrol ping");
+    eventually(
+        "both controllers answer, the head first",
+        Duration::from_secs(120),
+        || {
+            let p = ping(&head_ip);
+            p.contains("Slurmctld(primary) at ") && p.matches(" is UP").count() == 2
+        },
+        || ping(&head_ip),
+    );
+    assert!(
+        ping(&head_ip).contains("at slurmctld-backup is UP"),
+        "{}",
+        ping(&head_ip)
+    );
+    let done = job_completes(
+        &key,
+        &head_ip,
+        "-o before.out --wrap hostname",
+        Duration::from_secs(300),
+        machines,
+    );
+    let held = submitted(&key, &head_ip, "--hold -o held.out --wrap hostname");
+
+    // The head's host fails.
+    let head_id = field(&before, "head_node_instance_id");
+    emu.fail(&head_id);
+    eventually(
+        "the head is down and the backup answers",
+        Duration::from_secs(120),
+        || {
+            let p = ping(&backup_ip);
+            p.contains(" is DOWN") && p.contains("at slurmctld-backup is UP")
+        },
+        || ping(&backup_ip),
+    );
+    // It takes over once the head has not answered for SlurmctldTimeout (120 s); until then
+    // the commands find no controller in charge.
+    eventually(
+        "the backup controller takes over",
+        Duration::from_secs(300),
+        || ssh_as(&key, USER, &backup_ip, "sinfo -h").status.success(),
+        || {
+            on(
+                &backup_ip,
+                "scontrol ping; sinfo; sudo tail -n 30 /var/log/slurm/slurmctld.log",
+            )
+        },
+    );
+    let during = job_completes(
+        &key,
+        &backup_ip,
+        "-o during.out --wrap hostname",
+        Duration::from_secs(600),
+        || {
+            format!(
+                "{}\n{}\n{}",
+                on(&backup_ip, "scontrol ping; squeue; sinfo -N"),
+                on(&backup_ip, "sudo tail -n 60 /var/log/slurm/slurmctld.log"),
+                machines()
+            )
+        },
+    );
+    let queued = on(&backup_ip, &format!("squeue -h -j {held} -o '%T %r'"));
+    assert_eq!(
+        queued.trim(),
+        "PENDING JobHeldUser",
+        "the held job on the backup: {queued}"
+    );
+
+    // The next apply relaunches the head, which takes over again on the shared state.
+    ws.apply();
+    let after = ws.resource("hpc_cluster.main");
+    assert_ne!(after["head_node_instance_id"], before["head_node_instance_id"]);
+    for kept in [
+        "head_node_private_ip",
+        "state_volume_id",
+        "backup_controller_instance_id",
+        "controller_state_file_system_id",
+        "munge_key_secret_arn",
+    ] {
+        assert_eq!(after[kept], before[kept], "{kept}");
+    }
+    wait_ssh_as(&key, &head_ip);
+    eventually(
+        "the head is in charge again",
+        Duration::from_secs(300),
+        || ping(&head_ip).matches(" is UP").count() == 2,
+        || ping(&head_ip),
+    );
+    let sacct = || {
+        on(
+            &head_ip,
+            &format!("sacct -n -X -P -j {done},{during},{held} -o JobID,State"),
+        )
+    };
+    eventually(
+        "every job is accounted",
+        Duration::from_secs(300),
+        || {
+            let rows = sacct();
+            rows.contains(&format!("{done}|COMPLETED"))
+                && rows.contains(&format!("{during}|COMPLETED"))
+                && rows.contains(&format!("{held}|PENDING"))
+        },
+        || {
+            format!(
+                "{}\n{}",
+                sacct(),
+                on(&head_ip, "squeue; sudo tail -n 40 /var/log/slurm/slurmctld.log")
+            )
+        },
+    );
+    ws.assert_no_changes();
+
+    ws.destroy();
+    let live: Vec<Value> = emu
+        .machines()
+        .into_iter()
+        .filter(|m| m["State"] != "terminated")
+        .collect();
+    assert!(live.is_empty(), "machines left after destroy: {live:?}");
+}

@@ -84,9 +84,12 @@ pub struct SpotWatchArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct StateMountArgs {
-    /// The cluster's state volume (EBS volume id).
+    /// The cluster's state volume (EBS volume id), on the head node.
+    #[arg(long, required_unless_present = "controller_efs")]
+    pub volume: Option<String>,
+    /// The EFS file system both controllers keep slurmctld's state on (a backup controller).
     #[arg(long)]
-    pub volume: String,
+    pub controller_efs: Option<String>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -112,6 +115,8 @@ pub enum Command {
     Events(ClusterArgs),
     /// Boot the head node: munge key, Slurm's files and directories, slurmctld, the agent's units.
     HeadInit(ClusterArgs),
+    /// Boot the backup controller: the head's steps but accounting, on the shared state.
+    BackupInit(ClusterArgs),
     /// Boot a login node: munge key, users, Slurm client configuration from the head node.
     LoginInit(ClusterArgs),
     /// Boot a compute node: munge key, its Slurm node name, configless slurmd.
@@ -120,8 +125,9 @@ pub enum Command {
     Sync(ClusterArgs),
     /// A spot node: on EC2's interruption notice, requeue the node's jobs and power it down.
     SpotWatch(SpotWatchArgs),
-    /// The head node, at every boot before its daemons: mount the cluster's state volume and
-    /// bind its directories (waits for the disk; fails rather than let them start without it).
+    /// A controller, at every boot before its daemons: mount the cluster's state volume and the
+    /// shared controller state, and bind their directories (waits for them; fails rather than
+    /// let the daemons start without them).
     StateMount(StateMountArgs),
 }
 
@@ -139,6 +145,7 @@ impl Command {
             | Command::Evict(c)
             | Command::Events(c)
             | Command::HeadInit(c)
+            | Command::BackupInit(c)
             | Command::LoginInit(c)
             | Command::Sync(c) => c,
         }
@@ -168,7 +175,7 @@ mod tests {
 
     #[test]
     fn every_user_data_the_provider_renders_parses_as_a_boot_command() {
-        for role in [Role::Head, Role::Login, Role::Compute] {
+        for role in [Role::Head, Role::Backup, Role::Login, Role::Compute] {
             let partition = (role == Role::Compute).then_some("gpu");
             let script = user_data(role, "research", "eu-west-1", partition, Some("echo extra"));
             let words = exec_words(&script);
@@ -178,7 +185,9 @@ mod tests {
             assert_eq!(cluster.cluster, "research");
             assert_eq!(cluster.region.as_deref(), Some("eu-west-1"));
             match (role, &cli.command) {
-                (Role::Head, Command::HeadInit(_)) | (Role::Login, Command::LoginInit(_)) => {}
+                (Role::Head, Command::HeadInit(_))
+                | (Role::Backup, Command::BackupInit(_))
+                | (Role::Login, Command::LoginInit(_)) => {}
                 (Role::Compute, Command::NodeInit(n)) => assert_eq!(n.partition, "gpu"),
                 (role, other) => panic!("{role:?} parsed as {other:?}"),
             }

@@ -8,7 +8,8 @@
 //!   failover within one invocation and a cool-down for pools without capacity.
 //! - [`sweep`], [`health`], [`guardrail`]: orphans and late nodes, node health, the run-time
 //!   cost guardrail.
-//! - [`published`]: reading the published desired state.
+//! - [`published`]: reading the published desired state; [`controller`]: which of two
+//!   controllers is in charge.
 //! - [`host`]: files, accounts and systemd on this machine.
 
 pub mod associations;
@@ -16,6 +17,7 @@ pub mod blocks;
 pub mod boot;
 pub mod cli;
 pub mod cmd;
+pub mod controller;
 pub mod error;
 pub mod guardrail;
 pub mod health;

@@ -316,6 +316,10 @@ fn controller_listening(model: &Cluster) -> bool {
 
 /// Writes what was applied (or the error) where the provider and people can read it.
 async fn report(aws: &Aws, cluster: &str, versions: &StatusDoc, error: Option<&str>) -> Result<(), String> {
+    // One status per cluster: a backup controller standing by leaves it to the head.
+    if !crate::controller::in_charge() {
+        return Ok(());
+    }
     let status = StatusDoc {
         error: error.map(str::to_string),
         at: crate::resume::now_s(),

@@ -14,6 +14,8 @@ pub const AGENT: &str = "/usr/local/bin/hpc-node";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     Head,
+    /// The second slurmctld (`head_node.backup_controller`).
+    Backup,
     Login,
     Compute,
 }
@@ -23,6 +25,7 @@ impl Role {
     pub fn command(self) -> &'static str {
         match self {
             Role::Head => "head-init",
+            Role::Backup => "backup-init",
             Role::Login => "login-init",
             Role::Compute => "node-init",
         }
@@ -32,6 +35,7 @@ impl Role {
     pub fn tag(self) -> &'static str {
         match self {
             Role::Head => "head",
+            Role::Backup => "backup",
             Role::Login => "login",
             Role::Compute => "compute",
         }
@@ -40,6 +44,7 @@ impl Role {
     fn describe(self) -> &'static str {
         match self {
             Role::Head => "head node",
+            Role::Backup => "backup controller",
             Role::Login => "login node",
             Role::Compute => "compute node",
         }
@@ -77,6 +82,11 @@ pub fn user_data(role: Role, cluster: &str, region: &str, partition: Option<&str
 /// The head node's boot report parameter.
 pub fn head_param(cluster: &str) -> String {
     format!("{}/head", cluster_prefix(cluster))
+}
+
+/// The backup controller's boot report parameter.
+pub fn backup_param(cluster: &str) -> String {
+    format!("{}/backup", cluster_prefix(cluster))
 }
 
 /// A login node's boot report parameter (the provider deletes it with the node).

@@ -14,7 +14,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 pub use slurm_model::PartitionSettings;
-use slurm_model::{Accounting, Cluster, InstanceShape, NodeSet, Partition, PowerSave, SlurmVersion, Storage};
+use slurm_model::{
+    Accounting, BackupController, Cluster, InstanceShape, NodeSet, Partition, PowerSave, SlurmVersion, Storage,
+};
 
 /// Slurm's power-saving and health programs as slurm.conf names them; hpc-image's hpc-node and
 /// health-checks components install exactly these paths.
@@ -336,6 +338,27 @@ pub struct HeadNodeDoc {
     /// The state volume (`vol-...`), attached to each head node as [`STATE_DEVICE`].
     #[serde(default)]
     pub state_volume_id: Option<String>,
+    /// The second slurmctld (`head_node.backup_controller`); None: the head is the only one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_controller: Option<BackupControllerDoc>,
+}
+
+/// The backup controller: an instance of the head's image and type named [`BACKUP_HOST`], on
+/// an interface the cluster keeps, sharing slurmctld's saved state with the head on an EFS file
+/// system both mount. Its address and the file system are unknown until the first apply.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupControllerDoc {
+    pub address: Option<String>,
+    pub state_efs_id: Option<String>,
+}
+
+/// The backup controller's host name (the second `SlurmctldHost`). Compute node names always
+/// end in a number, so no node can take it.
+pub const BACKUP_HOST: &str = "slurmctld-backup";
+
+/// The creation token of the EFS file system holding the controllers' shared state.
+pub fn controller_state_efs_token(cluster: &str) -> String {
+    format!("hpcforge-{cluster}-controller-state")
 }
 
 /// The device name the head's state volume is attached as (EC2 `AttachVolume`); Nitro
@@ -627,6 +650,10 @@ impl ClusterDoc {
             version,
             controller_host: "head".into(),
             controller_addr: None,
+            backup_controller: self.head_node.backup_controller.as_ref().map(|b| BackupController {
+                host: BACKUP_HOST.into(),
+                addr: b.address.clone(),
+            }),
             slurm_user: SLURM_USER.into(),
             state_dir: "/var/spool/slurmctld".into(),
             spool_dir: "/var/spool/slurmd".into(),

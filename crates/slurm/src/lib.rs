@@ -74,8 +74,8 @@ pub use error::ModelError;
 pub use hostlist::{expand_hostlist, hostlist, node_name};
 pub use keys::{cluster_extra_keys, partition_extra_keys};
 pub use model::{
-    Accounting, Cluster, InstanceShape, NodeLocation, NodeSet, Partition, PartitionSettings, PowerSave, SlurmVersion,
-    Storage,
+    Accounting, BackupController, Cluster, InstanceShape, NodeLocation, NodeSet, Partition, PartitionSettings,
+    PowerSave, SlurmVersion, Storage,
 };
 pub use node::{
     gpu_type_name, node_state_has, os_memory_allowance_mib, real_memory_mib, OS_MEMORY_BASE_MIB, OS_MEMORY_PERCENT,

@@ -220,6 +220,15 @@ pub struct PowerSave {
     pub suspend_rate: u32,
 }
 
+/// The backup controller: `SlurmctldHost=<host>(<addr>)`, the second such line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupController {
+    /// Its short host name (what `hostname -s` prints on it).
+    pub host: String,
+    /// Its address; `None` leaves the name to be resolved.
+    pub addr: Option<String>,
+}
+
 /// A whole Slurm cluster: controller, daemons, accounting, power saving, partitions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cluster {
@@ -231,6 +240,9 @@ pub struct Cluster {
     pub controller_host: String,
     /// Optional controller address (`SlurmctldHost=<host>(<addr>)`).
     pub controller_addr: Option<String>,
+    /// A second `SlurmctldHost`, after the controller's: it stands by on the same
+    /// `StateSaveLocation` (shared storage) and takes over when the first stops answering.
+    pub backup_controller: Option<BackupController>,
     /// `SlurmUser=` (also slurmdbd's user and, for local storage, the database user).
     pub slurm_user: String,
     /// `StateSaveLocation=`.

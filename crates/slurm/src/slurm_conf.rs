@@ -59,14 +59,22 @@ fn static_nodes(c: &Cluster) -> Option<String> {
     (!lists.is_empty()).then(|| lists.join(","))
 }
 
+/// `SlurmctldHost`'s value: `<host>` or `<host>(<addr>)`.
+fn host_and_addr(host: &str, addr: Option<&str>) -> String {
+    match addr {
+        Some(addr) => format!("{host}({addr})"),
+        None => host.to_string(),
+    }
+}
+
 fn control(c: &Cluster) -> Section {
     let mut s = Section::new("Controller and authentication");
     s.set("ClusterName", c.name.as_str());
-    let host = match &c.controller_addr {
-        Some(addr) => format!("{}({addr})", c.controller_host),
-        None => c.controller_host.clone(),
-    };
+    let host = host_and_addr(&c.controller_host, c.controller_addr.as_deref());
     s.set("SlurmctldHost", host);
+    if let Some(backup) = &c.backup_controller {
+        s.set("SlurmctldHost", host_and_addr(&backup.host, backup.addr.as_deref()));
+    }
     s.set("SlurmUser", c.slurm_user.as_str());
     if let Some((ctld, slurmd)) = c.ports {
         s.set("SlurmctldPort", ctld.to_string());

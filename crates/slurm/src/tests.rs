@@ -135,6 +135,7 @@ pub(crate) fn example(version: SlurmVersion) -> Cluster {
         version,
         controller_host: "head".into(),
         controller_addr: Some("10.0.0.10".into()),
+        backup_controller: None,
         slurm_user: "slurm".into(),
         state_dir: "/var/spool/slurmctld".into(),
         spool_dir: "/var/spool/slurmd".into(),
@@ -580,6 +581,35 @@ fn paths_use_node_name_substitution() {
         "AuthInfo=socket=/run/munge/munge.socket.2",
     ] {
         assert!(conf.contains(&format!("\n{line}\n")), "missing {line}");
+    }
+}
+
+#[test]
+fn a_backup_controller_is_the_second_slurmctld_host() {
+    let mut c = example(SlurmVersion::V24_11);
+    c.backup_controller = Some(BackupController {
+        host: "slurmctld-backup".into(),
+        addr: Some("10.0.0.11".into()),
+    });
+    let conf = render(&c).expect("valid").slurm_conf;
+    assert!(
+        conf.contains("\nSlurmctldHost=head(10.0.0.10)\nSlurmctldHost=slurmctld-backup(10.0.0.11)\n"),
+        "{conf}"
+    );
+    for (host, addr, field) in [
+        ("head", "10.0.0.11", "host"),
+        ("bad_name", "10.0.0.11", "host"),
+        ("b", "a b", "addr"),
+    ] {
+        c.backup_controller = Some(BackupController {
+            host: host.into(),
+            addr: Some(addr.into()),
+        });
+        let errors = render(&c).expect_err("refused");
+        assert!(
+            errors.iter().any(|e| e.path.last().map(String::as_str) == Some(field)),
+            "{host} {addr}: {errors:?}"
+        );
     }
 }
 

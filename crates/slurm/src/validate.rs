@@ -7,7 +7,9 @@ use std::net::IpAddr;
 use crate::error::ModelError;
 use crate::hostlist::digits;
 use crate::keys::{classify_cluster_key, classify_partition_key, defunct_list_item, KeyClass, PARTITION_DEF_MEM};
-use crate::model::{Accounting, Cluster, InstanceShape, NodeSet, Partition, PartitionSettings, SlurmVersion, Storage};
+use crate::model::{
+    Accounting, BackupController, Cluster, InstanceShape, NodeSet, Partition, PartitionSettings, SlurmVersion, Storage,
+};
 use crate::node::{gpu_type_name, os_memory_allowance_mib};
 use crate::text::unsafe_value;
 use crate::time::TimeLimit;
@@ -117,6 +119,27 @@ impl Validator {
         });
     }
 
+    fn backup_controller(&mut self, base: &[String], c: &Cluster, backup: &BackupController) {
+        if !is_hostname(&backup.host) || backup.host == c.controller_host {
+            self.err(
+                path(base, ["backup_controller", "host"]),
+                "invalid backup controller host name",
+                format!(
+                    "{:?} must be a short host name (letters, digits and '-') other than the \
+                     controller's ({:?}).",
+                    backup.host, c.controller_host
+                ),
+            );
+        }
+        if let Some(addr) = backup.addr.as_ref().filter(|a| !is_host_or_ip(a)) {
+            self.err(
+                path(base, ["backup_controller", "addr"]),
+                "invalid backup controller address",
+                format!("{addr:?} is neither an IP address nor a host name."),
+            );
+        }
+    }
+
     fn cluster(&mut self, c: &Cluster) {
         let base = vec!["cluster".to_string()];
         self.cluster_name(&c.name);
@@ -139,6 +162,9 @@ impl Validator {
                     format!("{addr:?} is neither an IP address nor a host name."),
                 );
             }
+        }
+        if let Some(backup) = &c.backup_controller {
+            self.backup_controller(&base, c, backup);
         }
         if !is_unix_user(&c.slurm_user) {
             self.err(

@@ -142,6 +142,7 @@ impl Env {
             version,
             controller_host: "localhost".into(),
             controller_addr: Some("127.0.0.1".into()),
+            backup_controller: None,
             slurm_user: "root".into(),
             state_dir: self.path("state"),
             spool_dir: self.path("spool"),

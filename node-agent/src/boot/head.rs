@@ -5,12 +5,18 @@
 //! (written to the layout the reconcile unit uses), the first reconcile pass (which checks the
 //! configuration on a throwaway controller before installing it), slurmctld, then the agent's
 //! units. Each step is reported in the head's boot report; the provider waits on it.
+//!
+//! `hpc-node backup-init` boots the backup controller through the same steps, as the second
+//! `SlurmctldHost`: its host name is [`BACKUP_HOST`], it waits for the head and names it as the
+//! first controller, keeps no volume (the shared EFS holds slurmctld's state) and runs no
+//! accounting (slurmdbd stays on the head; while the head is away slurmctld queues its records).
 
 use std::path::Path;
 use std::time::Duration;
 
 use hpc_aws::Aws;
-use hpc_desired_state::boot::{head_param, Phase, Role};
+use hpc_desired_state::boot::{backup_param, head_param, Phase, Role};
+use hpc_desired_state::BACKUP_HOST;
 
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Result};
@@ -42,22 +48,29 @@ const DIRECTORIES: &[(&str, u32, &str)] = &[
 const TMPFILES: &str = "/etc/tmpfiles.d/hpcforge-slurm.conf";
 
 pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
+    run_as(args, aws, Role::Head).await
+}
+
+/// Boots a controller: `role` is [`Role::Head`] or [`Role::Backup`].
+pub async fn run_as(args: &ClusterArgs, aws: &Aws, role: Role) -> Result<()> {
     let identity = hpc_aws::imds::identity(aws).await?;
+    let param = match role {
+        Role::Backup => {
+            super::node::hostname(BACKUP_HOST, &identity.private_ip)?;
+            backup_param(&args.cluster)
+        }
+        _ => head_param(&args.cluster),
+    };
     let host = system::short_hostname()?;
-    let param = head_param(&args.cluster);
-    let mut reporter = Reporter::new(aws, Role::Head.command(), param, &identity, &host);
+    let mut reporter = Reporter::new(aws, role.command(), param, &identity, &host);
     reporter.step("starting", Phase::Booting, None).await;
     let (mut step, mut warnings) = ("starting", Vec::new());
-    let result = steps(
-        args,
-        aws,
-        &host,
-        &identity.private_ip,
-        &mut reporter,
-        &mut step,
-        &mut warnings,
-    )
-    .await;
+    let me = Controller {
+        role,
+        host: &host,
+        addr: &identity.private_ip,
+    };
+    let result = steps(args, aws, me, &mut reporter, &mut step, &mut warnings).await;
     match &result {
         // Ready with what did not mount: the head schedules; the provider shows the warning.
         Ok(()) => {
@@ -65,29 +78,46 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
             reporter.step("ready", Phase::Ready, warning).await
         }
         Err(e) => {
-            log("head-init", &format!("failed at {step}: {e}"));
+            log(role.command(), &format!("failed at {step}: {e}"));
             reporter.step(step, Phase::Failed, Some(e.to_string())).await;
         }
     }
     result
 }
 
+/// The controller booting: its role, host name and address.
+#[derive(Debug, Clone, Copy)]
+struct Controller<'a> {
+    role: Role,
+    host: &'a str,
+    addr: &'a str,
+}
+
 async fn steps(
     args: &ClusterArgs,
     aws: &Aws,
-    host: &str,
-    addr: &str,
+    me: Controller<'_>,
     reporter: &mut Reporter<'_>,
     step: &mut &'static str,
     warnings: &mut Vec<String>,
 ) -> Result<()> {
+    let (host, addr) = (me.host, me.addr);
     *step = "desired state";
-    let booted = super::begin(args, aws, Role::Head, None).await?;
+    let booted = super::begin(args, aws, me.role, None).await?;
     *step = "slurm release";
-    super::slurm_release(&booted.doc, Role::Head)?;
+    super::slurm_release(&booted.doc, me.role)?;
+    // The backup names the head first: its slurmctld stands by while the head's answers.
+    let (controller_host, controller_addr) = if me.role == Role::Backup {
+        *step = "head node";
+        reporter.step(step, Phase::Booting, None).await;
+        let head = super::ready_head(aws, &args.cluster).await?;
+        (head.host, head.addr)
+    } else {
+        (host.to_string(), addr.to_string())
+    };
     *step = "state volume";
     reporter.step(step, Phase::Booting, None).await;
-    super::state::mount(&booted.doc, args).await?;
+    super::state::mount(&booted.doc, args, me.role).await?;
     *step = "munge key";
     reporter.step(step, Phase::Booting, None).await;
     super::munge(aws, &booted.doc).await?;
@@ -100,13 +130,13 @@ async fn steps(
     *step = "slurm directories";
     slurm_directories()?;
     let layout = Layout {
-        controller_host: Some(host.to_string()),
-        controller_addr: Some(addr.to_string()),
+        controller_host: Some(controller_host),
+        controller_addr: Some(controller_addr),
         // A cluster's partitions come after it: the reconcile unit starts slurmctld with the first.
         start_command: Some(START_SLURMCTLD.iter().map(|s| s.to_string()).collect()),
         ..Layout::default()
     };
-    if booted.doc.accounting.enabled() {
+    if booted.doc.accounting.enabled() && me.role == Role::Head {
         *step = "accounting";
         reporter.step(step, Phase::Booting, None).await;
         super::accounting::start(aws, &booted.doc, &layout).await?;
@@ -138,8 +168,8 @@ async fn steps(
     enable.extend(AGENT_UNITS);
     system::systemctl(&enable)?;
     log(
-        "head-init",
-        &format!("the controller of {} is {host} ({addr})", args.cluster),
+        me.role.command(),
+        &format!("a controller of {} is {host} ({addr})", args.cluster),
     );
     Ok(())
 }

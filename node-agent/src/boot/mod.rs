@@ -6,6 +6,7 @@
 //! and shared file systems; [`crate::host`] is the host plumbing below them.
 
 pub mod accounting;
+pub mod backup;
 pub mod head;
 pub mod login;
 pub mod mfa;
@@ -120,14 +121,16 @@ pub fn slurm_release(doc: &ClusterDoc, role: Role) -> Result<()> {
         release_series(&line).ok_or_else(|| Error::new(format!("cannot read Slurm's release from {line:?}")))?;
     let (node, wanted) = (line.trim(), &doc.slurm_version);
     let release = slurm_model::node_release(&series, wanted);
+    // Either controller reads the other's saved state: both run the cluster's release.
+    let controller = matches!(role, Role::Head | Role::Backup);
     let fits = match release {
         slurm_model::NodeRelease::Same => true,
-        slurm_model::NodeRelease::Older => role != Role::Head,
+        slurm_model::NodeRelease::Older => !controller,
         slurm_model::NodeRelease::Newer | slurm_model::NodeRelease::Unfit => false,
     };
     if !fits {
         let name = &doc.name;
-        return Err(Error::new(if role == Role::Head {
+        return Err(Error::new(if controller {
             format!(
                 "this image has Slurm {node} but cluster {name} is configured for slurm.version = \"{wanted}\": \
                  use a head node image baked with Slurm {wanted} (or, on a new cluster, set slurm {{ version = \"{series}\" }})"
@@ -394,12 +397,16 @@ pub async fn ready_head(aws: &Aws, cluster: &str) -> Result<BootReport> {
 pub fn client_conf(doc: &ClusterDoc, head: &BootReport) -> String {
     let mut conf = format!(
         "# hpcforge: Slurm client configuration (written by hpc-node; slurmctld holds the rest)\n\
-         ClusterName={}\nSlurmctldHost={}({})\nSlurmUser={}\nAuthType=auth/munge\n",
-        doc.name,
-        head.host,
-        head.addr,
-        hpc_desired_state::SLURM_USER
+         ClusterName={}\nSlurmctldHost={}({})\n",
+        doc.name, head.host, head.addr,
     );
+    if let Some(addr) = backup_addr(doc) {
+        conf.push_str(&format!("SlurmctldHost={}({addr})\n", hpc_desired_state::BACKUP_HOST));
+    }
+    conf.push_str(&format!(
+        "SlurmUser={}\nAuthType=auth/munge\n",
+        hpc_desired_state::SLURM_USER
+    ));
     // sacct and sacctmgr ask slurmdbd, which runs beside slurmctld on the head node.
     if doc.accounting.enabled() {
         conf.push_str(&format!(
@@ -410,12 +417,26 @@ pub fn client_conf(doc: &ClusterDoc, head: &BootReport) -> String {
     conf
 }
 
+/// The backup controller's address, when the cluster has one.
+pub fn backup_addr(doc: &ClusterDoc) -> Option<&str> {
+    doc.head_node.backup_controller.as_ref()?.address.as_deref()
+}
+
+/// Where a configless slurmd fetches its configuration (`--conf-server`): the head, then the
+/// backup controller, which answers while the head is away.
+pub fn conf_servers(doc: &ClusterDoc, head: &BootReport) -> String {
+    match backup_addr(doc) {
+        Some(backup) => format!("{},{backup}", head.addr),
+        None => head.addr.clone(),
+    }
+}
+
 /// NFS options for EFS as AWS documents them for the Linux NFS client.
-const EFS_OPTIONS: &str = "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport";
+pub(crate) const EFS_OPTIONS: &str = "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport";
 /// Lustre client options as AWS documents them for FSx for Lustre.
 const LUSTRE_OPTIONS: &str = "relatime,flock";
 /// How long a mount may take before the boot goes on without it.
-const MOUNT_TIMEOUT_S: &str = "90";
+pub(crate) const MOUNT_TIMEOUT_S: &str = "90";
 
 /// What `mount -t lustre` mounts for a `storage` block: `<dns name>@tcp:/<mount name>`.
 pub fn lustre_source(m: &MountDoc) -> Result<String> {

@@ -49,10 +49,11 @@ pub async fn run(args: &NodeInitArgs, aws: &Aws) -> Result<()> {
     log("node-init", &format!("this instance is {name}"));
     hostname(&name, &ip)?;
     crate::host::systemctl(&["enable", "--now", super::SYNC_TIMER])?;
-    slurmd(&name, &head.addr)?;
+    let servers = super::conf_servers(&booted.doc, &head);
+    slurmd(&name, &servers)?;
     log(
         "node-init",
-        &format!("slurmd of {name} started (configuration from {})", head.addr),
+        &format!("slurmd of {name} started (configuration from {servers})"),
     );
     if hpc_aws::imds::life_cycle(aws).await? == "spot" {
         spot_watch(args, &name)?;
@@ -110,7 +111,7 @@ pub fn node_at(listing: &str, ip: &str) -> Option<String> {
 }
 
 /// The node's host name is its Slurm name (as in ParallelCluster), kept across reboots.
-fn hostname(name: &str, ip: &str) -> Result<()> {
+pub(super) fn hostname(name: &str, ip: &str) -> Result<()> {
     write_file(Path::new("/etc/hostname"), format!("{name}\n").as_bytes(), 0o644, None)?;
     write_file(
         Path::new("/etc/cloud/cloud.cfg.d/90-hpcforge-hostname.cfg"),

@@ -12,10 +12,17 @@
 //! (An fstab entry would wait for udev's device unit, and with `nofail` let the binds go ahead
 //! without the volume.) Room the provider adds to the volume (ModifyVolume) is taken by the
 //! head's periodic sync, online, and before each mount.
+//!
+//! With a backup controller (`head_node.backup_controller`) both controllers must see one
+//! slurmctld state: slurmctld's StateSaveLocation and the agent's records (node map, pool
+//! cool-downs) are on the cluster's controller-state EFS file system instead, mounted by both;
+//! MariaDB stays on the head's volume (InnoDB wants a block device, and slurmdbd runs on the
+//! head only).
 
 use std::path::Path;
 use std::time::Duration;
 
+use hpc_desired_state::boot::Role;
 use hpc_desired_state::{ebs_by_id, ClusterDoc, STATE_DEVICE};
 
 use crate::cli::ClusterArgs;
@@ -24,6 +31,10 @@ use crate::host::{self as system, log};
 
 /// Where the state volume is mounted.
 pub const STATE_MOUNT: &str = "/var/lib/hpcforge-state";
+/// Where the controllers' shared state (EFS) is mounted, with a backup controller.
+pub const SHARED_MOUNT: &str = "/var/lib/hpcforge-controller";
+/// How long a controller waits for the shared state's mount target to answer.
+const SHARED_WAIT: Duration = Duration::from_secs(600);
 const FSTAB: &str = "/etc/fstab";
 const LABEL: &str = "hpc-state";
 /// How long the head waits for the provider's attachment to show up as a disk.
@@ -41,6 +52,8 @@ struct Kept {
     /// shutdown the bind is undone while slurmctld saves its state, which then lands on the
     /// dying root disk).
     units: &'static [&'static str],
+    /// Both controllers use it: on the shared EFS when the cluster has a backup controller.
+    shared: bool,
 }
 
 const AGENT_UNITS: &[&str] = &[
@@ -59,6 +72,7 @@ const KEPT: &[Kept] = &[
         mode: 0o700,
         owner: "slurm",
         units: &["slurmctld.service"],
+        shared: true,
     },
     Kept {
         path: "/var/lib/mysql",
@@ -66,6 +80,7 @@ const KEPT: &[Kept] = &[
         mode: 0o755,
         owner: "mysql",
         units: &["mariadb.service"],
+        shared: false,
     },
     Kept {
         path: "/var/lib/hpc-node",
@@ -73,6 +88,7 @@ const KEPT: &[Kept] = &[
         mode: 0o700,
         owner: "slurm",
         units: AGENT_UNITS,
+        shared: true,
     },
 ];
 /// The drop-in that ties a unit to the state volume's mounts.
@@ -81,24 +97,121 @@ const DROP_IN: &str = "hpcforge-state.conf";
 /// The unit that mounts the state volume at each boot, before the units that keep state on it.
 const UNIT: &str = "hpcforge-state.service";
 
-/// Mounts the cluster's state volume and binds its directories, and makes every later boot do
-/// the same first; a cluster published without one (an older provider) keeps its state on the
-/// root disk, as before.
-pub async fn mount(doc: &ClusterDoc, args: &ClusterArgs) -> Result<()> {
-    let Some(volume) = doc.head_node.state_volume_id.as_deref() else {
+/// Where a controller's state lives: the head's volume (the backup has none) and the EFS both
+/// controllers share (none without a backup controller).
+#[derive(Debug, Clone, Copy)]
+pub struct Places<'a> {
+    pub volume: Option<&'a str>,
+    pub shared: Option<&'a str>,
+    pub region: &'a str,
+}
+
+impl<'a> Places<'a> {
+    /// This role's places per the published document.
+    pub fn of(doc: &'a ClusterDoc, role: Role) -> Self {
+        Places {
+            volume: doc.head_node.state_volume_id.as_deref().filter(|_| role == Role::Head),
+            shared: shared_efs(doc),
+            region: &doc.region,
+        }
+    }
+
+    /// Where `kept` lives, if it is kept here.
+    fn of_kept(&self, kept: &Kept) -> Option<&'static str> {
+        match (kept.shared && self.shared.is_some(), self.volume) {
+            (true, _) => Some(SHARED_MOUNT),
+            (false, Some(_)) => Some(STATE_MOUNT),
+            (false, None) => None,
+        }
+    }
+}
+
+/// The controllers' shared state file system, when the cluster has a backup controller.
+pub fn shared_efs(doc: &ClusterDoc) -> Option<&str> {
+    doc.head_node.backup_controller.as_ref()?.state_efs_id.as_deref()
+}
+
+/// Mounts the cluster's state (volume, shared EFS) and binds its directories, and makes every
+/// later boot do the same first; a cluster published without either (an older provider) keeps
+/// its state on the root disk, as before.
+pub async fn mount(doc: &ClusterDoc, args: &ClusterArgs, role: Role) -> Result<()> {
+    let places = Places::of(doc, role);
+    if places.volume.is_none() && places.shared.is_none() {
         log(
             "state",
             "no state volume published: the head keeps its state on its root disk",
         );
         return Ok(());
-    };
-    mount_volume(volume).await?;
-    at_every_boot(volume, args)
+    }
+    mount_places(places).await?;
+    at_every_boot(places, args)
 }
 
-/// Waits for the volume's disk, formats it the first time (grows it into added room), mounts
-/// it and binds the kept directories over theirs; what is already mounted stays.
-pub async fn mount_volume(volume: &str) -> Result<()> {
+/// Mounts the volume and the shared EFS (what is already mounted stays) and binds each kept
+/// directory from where it lives.
+pub async fn mount_places(places: Places<'_>) -> Result<()> {
+    if let Some(volume) = places.volume {
+        mount_volume(volume).await?;
+    }
+    if let Some(fs) = places.shared {
+        mount_shared(fs, places.region).await?;
+    }
+    for kept in KEPT {
+        if let Some(from) = places.of_kept(kept) {
+            if system::account(kept.owner).is_ok() {
+                bind(kept, from)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Mounts the controllers' shared EFS, waiting for its mount target (made with the cluster,
+/// it may still be coming up).
+async fn mount_shared(fs: &str, region: &str) -> Result<()> {
+    if mounted_at(SHARED_MOUNT) {
+        return Ok(());
+    }
+    system::directory(SHARED_MOUNT, 0o755, "root")?;
+    let source = format!("{}:/", hpc_aws::efs::dns_name(fs, region));
+    system::wait_for(
+        &format!("the controllers' shared state {source}"),
+        SHARED_WAIT,
+        Duration::from_secs(5),
+        || async {
+            let tried = system::run(
+                "timeout",
+                &[
+                    super::MOUNT_TIMEOUT_S,
+                    "mount",
+                    "-t",
+                    "nfs4",
+                    "-o",
+                    super::EFS_OPTIONS,
+                    &source,
+                    SHARED_MOUNT,
+                ],
+            );
+            match tried {
+                Ok(_) => Ok(Some(())),
+                Err(e) => {
+                    log("state", &format!("mounting {source}: {e}; trying again"));
+                    Ok(None)
+                }
+            }
+        },
+    )
+    .await?;
+    log(
+        "state",
+        &format!("the controllers' shared state is {source} at {SHARED_MOUNT}"),
+    );
+    Ok(())
+}
+
+/// Waits for the volume's disk, formats it the first time (grows it into added room) and
+/// mounts it.
+async fn mount_volume(volume: &str) -> Result<()> {
     let device = system::wait_for(
         &format!("the state volume {volume} as a disk"),
         DEVICE_WAIT,
@@ -116,11 +229,6 @@ pub async fn mount_volume(volume: &str) -> Result<()> {
         system::directory(STATE_MOUNT, 0o755, "root")?;
         system::run("mount", &[&device, STATE_MOUNT])?;
     }
-    for kept in KEPT {
-        if system::account(kept.owner).is_ok() {
-            bind(kept)?;
-        }
-    }
     log(
         "state",
         &format!("the cluster's state is on {volume} ({device}) at {STATE_MOUNT}"),
@@ -130,17 +238,28 @@ pub async fn mount_volume(volume: &str) -> Result<()> {
 
 /// The boot unit, and each kept directory's units made to require it (and to stop before the
 /// binds go at shutdown).
-fn at_every_boot(volume: &str, args: &ClusterArgs) -> Result<()> {
+fn at_every_boot(places: Places, args: &ClusterArgs) -> Result<()> {
     let region = args
         .region
         .as_deref()
         .map(|r| format!(" --region {r}"))
         .unwrap_or_default();
+    let mut what = Vec::new();
+    let mut options = String::new();
+    if let Some(volume) = places.volume {
+        what.push(format!("state volume {volume}"));
+        options.push_str(&format!(" --volume {volume}"));
+    }
+    if let Some(fs) = places.shared {
+        what.push(format!("shared controller state {fs}"));
+        options.push_str(&format!(" --controller-efs {fs}"));
+    }
+    let what = what.join(", ");
     let unit = format!(
-        "# hpcforge: the cluster's state volume, before the daemons that keep state on it (hpc-node head-init)\n\
-         [Unit]\nDescription=hpcforge state volume {volume}\n\n\
+        "# hpcforge: the cluster's state, before the daemons that keep state on it (hpc-node head-init, backup-init)\n\
+         [Unit]\nDescription=hpcforge {what}\n\n\
          [Service]\nType=oneshot\nRemainAfterExit=yes\n\
-         ExecStart={agent} state-mount --volume {volume} --cluster {cluster}{region}\n\
+         ExecStart={agent} state-mount{options} --cluster {cluster}{region}\n\
          StandardOutput=journal+console\nStandardError=journal+console\n\n\
          [Install]\nWantedBy=multi-user.target\n",
         agent = hpc_desired_state::boot::AGENT,
@@ -153,7 +272,10 @@ fn at_every_boot(volume: &str, args: &ClusterArgs) -> Result<()> {
         None,
     )?;
     let mut needs: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
-    for kept in KEPT.iter().filter(|k| system::account(k.owner).is_ok()) {
+    for kept in KEPT
+        .iter()
+        .filter(|k| places.of_kept(k).is_some() && system::account(k.owner).is_ok())
+    {
         for unit in kept.units {
             needs.entry(unit).or_default().push(kept.path);
         }
@@ -284,13 +406,14 @@ fn mounted_at(path: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// The volume's copy of `kept` bound over its path: made from what the image has there the
-/// first time, owned by the image's user each time (a new image may number it differently).
-fn bind(kept: &Kept) -> Result<()> {
+/// The copy of `kept` under `mount` (the volume's or the shared one) bound over its path: made
+/// from what the image has there the first time, owned by the image's user each time (a new
+/// image may number it differently).
+fn bind(kept: &Kept, mount: &str) -> Result<()> {
     if mounted_at(kept.path) {
         return Ok(());
     }
-    let on_volume = format!("{STATE_MOUNT}/{}", kept.on_volume);
+    let on_volume = format!("{mount}/{}", kept.on_volume);
     if !Path::new(&on_volume).exists() {
         let staging = format!("{on_volume}.new");
         let _ = std::fs::remove_dir_all(&staging);
@@ -300,7 +423,7 @@ fn bind(kept: &Kept) -> Result<()> {
         }
         // Complete or absent: a head that dies mid-copy starts the copy again.
         std::fs::rename(&staging, &on_volume).map_err(|e| Error::new(format!("renaming {staging}: {e}")))?;
-        log("state", &format!("{} moved to the state volume", kept.path));
+        log("state", &format!("{} moved to {mount}", kept.path));
     }
     let (uid, gid) = system::account(kept.owner)?;
     system::run("chown", &["-R", &format!("{uid}:{gid}"), &on_volume])?;

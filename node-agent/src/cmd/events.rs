@@ -44,6 +44,11 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
     );
     let mut found: BTreeMap<(String, String), Queue> = BTreeMap::new();
     loop {
+        // The backup controller reads no message while the head is in charge (each is read once).
+        if !crate::controller::in_charge() {
+            tokio::time::sleep(Duration::from_secs(RETRY_S)).await;
+            continue;
+        }
         if let Err(e) = pass(args, aws, &mut found).await {
             log("events", &format!("{e}; trying again in {RETRY_S}s"));
             tokio::time::sleep(Duration::from_secs(RETRY_S)).await;

@@ -25,6 +25,9 @@ fn usage_percent(path: &str) -> Result<i64> {
 /// hpc_lustre_fs), when usage passes the threshold, start a task that releases files not
 /// accessed for the policy's days from the file system (they stay in S3).
 pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
+    if crate::controller::standing_by("evict") {
+        return Ok(());
+    }
     let Some(doc) = cluster_doc(aws, &args.cluster).await? else {
         return Err(Error::new(format!(
             "cluster {} has no published desired state",

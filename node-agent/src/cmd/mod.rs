@@ -28,11 +28,19 @@ pub async fn run(command: &Command, aws: &Aws) -> Result<()> {
         Command::Evict(c) => evict::run(c, aws).await,
         Command::Events(c) => events::run(c, aws).await,
         Command::HeadInit(c) => crate::boot::head::run(c, aws).await,
+        Command::BackupInit(c) => crate::boot::backup::run(c, aws).await,
         Command::LoginInit(c) => crate::boot::login::run(c, aws).await,
         Command::NodeInit(n) => crate::boot::node::run(n, aws).await,
         Command::Sync(c) => crate::boot::sync(c, aws).await,
         Command::SpotWatch(s) => spot::watch(s, aws).await,
-        Command::StateMount(s) => crate::boot::state::mount_volume(&s.volume).await,
+        Command::StateMount(s) => {
+            crate::boot::state::mount_places(crate::boot::state::Places {
+                volume: s.volume.as_deref(),
+                shared: s.controller_efs.as_deref(),
+                region: &aws.region,
+            })
+            .await
+        }
     }
 }
 

@@ -25,6 +25,10 @@ fn slurm_powered_down(node: &str) -> Option<bool> {
 
 /// Terminates the cluster's compute instances Slurm has no use for.
 pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
+    if crate::controller::standing_by("sweep") {
+        return Ok(());
+    }
+    crate::controller::save_tres_for_backup();
     let docs = partitions(aws, &args.cluster).await?;
     let known = crate::sweep::known_nodes(&docs);
     let now = i64::try_from(now_s()).unwrap_or(i64::MAX);

@@ -79,6 +79,7 @@ impl Resource for HpcCluster {
         if let Some(head) = config.head_node.known() {
             head_checks(head, &mut diags);
             checks::head_node(head, &mut diags);
+            checks::backup_controller(head, config.slurm_version(), &mut diags);
         }
         crate::resources::checks::tags(config.tags.known(), AttributePath::root("tags"), &mut diags);
         if let Some(login) = config.login_nodes.known() {
@@ -176,6 +177,7 @@ impl Resource for HpcCluster {
             record(&mut state, |m| m.munge_key_secret_arn = known(&munge))?;
             let password_arn = store_password(clients, &name, &req.config, &tags).await?;
             head::ensure_kept(clients, &mut state, &name, &sgs, &tags).await?;
+            head::ensure_backup_kept(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
             ensure_home(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
             publish(clients, &mut state, &munge, password_arn).await?;
             head::launch(&req.ctx, clients, &mut state, &name, &tags, false, timeout).await?;
@@ -184,7 +186,9 @@ impl Resource for HpcCluster {
                 sgs: &sgs,
                 tags: &tags,
             };
-            nodes_ready(&req.ctx, clients, &mut state, &owner, timeout).await
+            let mut warnings = nodes_ready(&req.ctx, clients, &mut state, &owner, timeout).await?;
+            warnings.extend(head::launch_backup(&req.ctx, clients, &mut state, &name, &tags, false, timeout).await?);
+            Ok(warnings)
         }
         .await;
         let outcome = match result {
@@ -237,6 +241,17 @@ impl Resource for HpcCluster {
             (None, _) => m.desired_state_version = Field::Unset,
             (Some(_), None) => m.head_node_instance_id = Field::Unset,
         })?;
+        // A backup controller lost outside Terraform: the plan launches its successor.
+        if let Some(id) = Computed::of(&s)?.backup_controller_instance_id.known() {
+            let found = clients
+                .ec2
+                .find_instance_viewed(tag::ROLE, id)
+                .await
+                .map_err(|e| aws_diag("Cannot read the backup controller", &e))?;
+            if found.is_none() {
+                record(&mut s, |m| m.backup_controller_instance_id = Field::Unset)?;
+            }
+        }
         // Login nodes lost or failed drop out; the plan then launches their successors.
         if let Some((ids, ips)) = login::refreshed(clients, &s, &name).await? {
             record(&mut s, |m| {
@@ -270,6 +285,7 @@ impl Resource for HpcCluster {
             let munge = prior.munge_key_secret_arn.as_str().unwrap_or_default();
             let password_arn = store_password(clients, &name, &req.config, &tags).await?;
             head::ensure_kept(clients, &mut state, &name, &sgs, &tags).await?;
+            head::ensure_backup_kept(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
             head::grow_state(&req.ctx, clients, &req.prior, &state, timeout).await?;
             ensure_home(&req.ctx, clients, &mut state, &name, &sgs, &tags, timeout).await?;
             publish(clients, &mut state, munge, password_arn).await?;
@@ -285,7 +301,14 @@ impl Resource for HpcCluster {
                 sgs: &sgs,
                 tags: &tags,
             };
-            nodes_ready(&req.ctx, clients, &mut state, &owner, timeout).await
+            let mut warnings = nodes_ready(&req.ctx, clients, &mut state, &owner, timeout).await?;
+            // The backup follows a new head (the same image and type), or comes back when lost.
+            let backup_missing = Computed::of(&state)?.backup_controller_instance_id.known().is_none();
+            if replace || backup_missing {
+                let backup = head::launch_backup(&req.ctx, clients, &mut state, &name, &tags, replace, timeout).await?;
+                warnings.extend(backup);
+            }
+            Ok(warnings)
         }
         .await;
         let outcome = match result {
@@ -315,6 +338,7 @@ impl Resource for HpcCluster {
             }
             clients.ssm.delete(&desired_state::status_param(&name)).await?;
             clients.ssm.delete(&desired_state::boot::head_param(&name)).await?;
+            clients.ssm.delete(&desired_state::boot::backup_param(&name)).await?;
             let nodes = clients.ec2.instances_tagged(tag::CLUSTER, &name).await?;
             let ids: Vec<String> = nodes.into_iter().map(|i| i.id).collect();
             or_stop(
@@ -340,7 +364,7 @@ impl Resource for HpcCluster {
                 )
                 .await?;
             }
-            for role in [Role::Head, Role::Login] {
+            for role in [Role::Head, Role::Backup, Role::Login] {
                 clients
                     .ec2
                     .delete_launch_template(&launch_template_name(&name, role))
@@ -417,7 +441,11 @@ impl Resource for HpcCluster {
                 .map_err(|e| aws_diag("Cannot read head node", &e))?;
             model.head_node_private_ip = info.and_then(|i| i.private_ip);
         }
-        model.head_node_network_interface_id = head::kept_interface(clients, name).await?;
+        model.head_node_network_interface_id = head::kept_interface(clients, name, Role::Head).await?;
+        if doc.head_node.backup_controller.is_some() {
+            model.backup_controller_instance_id = role_instances(clients, name, Role::Backup).await?.first().cloned();
+            model.backup_controller_network_interface_id = head::kept_interface(clients, name, Role::Backup).await?;
+        }
         model.login_node_ids = Some(logins);
         model.login_node_private_ips = Some(ips);
         model.slurm_conf = render(&doc).ok();
@@ -742,7 +770,7 @@ async fn nodes_ready(
 ) -> Result<Diagnostics, Diagnostics> {
     let roll_out = Computed::of(state)?.login_node_ids.is_unknown();
     let logins = login::start(ctx, clients, state, owner, roll_out, timeout).await?;
-    let warnings = head::ready(ctx, clients, state, owner.name, timeout).await?;
+    let warnings = head::ready(ctx, clients, state, owner.name, Role::Head, timeout).await?;
     login::finish(ctx, clients, owner.name, logins, timeout).await?;
     Ok(warnings)
 }

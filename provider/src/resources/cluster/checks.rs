@@ -385,6 +385,23 @@ pub(super) fn mount_points(storage: &[StorageConfig], diags: &mut Diagnostics) {
     }
 }
 
+/// A backup controller needs Slurm 24.11 or later. In 22.05 the backup's main scheduling
+/// thread, started while it stands by, ends at the takeover and is never started again
+/// (`sched_g_init` returns early once it has run): only backfill runs after a takeover, and
+/// only when something wakes it. 23.11 moved the scheduler's start and stop into the
+/// controller's main path.
+pub(super) fn backup_controller(head: &HeadConfig, version: Option<&str>, diags: &mut Diagnostics) {
+    if head.backup_controller.known() == Some(&true) && version == Some("22.05") {
+        diags.error_at(
+            AttributePath::root("head_node").attr("backup_controller"),
+            "a backup controller needs Slurm 24.11 or later",
+            "Slurm 22.05's backup controller stops its main scheduler when it takes over, so jobs would wait \
+             until the head is back. Set slurm { version = \"24.11\" } (the default) with images baked with it, \
+             or leave backup_controller off.",
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -423,5 +440,18 @@ mod tests {
             assert_eq!(count(|d| mount_points(&[m(bad)], d)), 1, "{bad}");
         }
         assert_eq!(count(|d| mount_points(&[m("/fsx"), m("/fsx")], d)), 1);
+    }
+
+    #[test]
+    fn a_backup_controller_is_refused_only_with_slurm_22_05() {
+        let head = |on: bool| HeadConfig {
+            backup_controller: Field::Known(on),
+            ..HeadConfig::default()
+        };
+        assert_eq!(count(|d| backup_controller(&head(true), Some("22.05"), d)), 1);
+        for version in [Some("24.11"), Some("26.05"), None] {
+            assert_eq!(count(|d| backup_controller(&head(true), version, d)), 0, "{version:?}");
+        }
+        assert_eq!(count(|d| backup_controller(&head(false), Some("22.05"), d)), 0);
     }
 }

@@ -7,6 +7,11 @@
 //! accounting database) is attached after the launch. Replacing the head terminates the old
 //! one first and waits until it is gone: the interface and the volume are free only then, so
 //! two controllers never run on one state.
+//!
+//! A backup controller (`head_node.backup_controller`) is an instance of the head's image and
+//! type on a second kept interface, launched once the head reports ready and replaced after
+//! each new head. Both mount the cluster's controller-state EFS, which holds slurmctld's saved
+//! state: the backup takes over on it when the head stops answering.
 
 use std::time::Duration;
 
@@ -67,6 +72,72 @@ pub async fn ensure_kept(
     if made.head_node_network_interface_id.known().is_some() && made.state_volume_id.known().is_some() {
         return Ok(());
     }
+    ensure_head_kept(clients, state, name, sgs, tags).await
+}
+
+/// The backup controller's interface and the controllers' shared state EFS (with a mount
+/// target in the cluster subnet's zone, reached through the cluster group), made the first time
+/// or found again by their tag and token; nothing without a backup controller.
+pub async fn ensure_backup_kept(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    state: &mut Value,
+    name: &str,
+    sgs: &[String],
+    tags: &[(String, String)],
+    timeout: Duration,
+) -> Result<(), Diagnostics> {
+    let cluster = Cluster::read(state)?;
+    if !cluster.head_node.backup_controller {
+        return Ok(());
+    }
+    let made = Computed::of(state)?;
+    if made.backup_controller_network_interface_id.known().is_none() {
+        let eni = clients
+            .ec2
+            .ensure_network_interface(
+                &cluster.subnet_id,
+                sgs,
+                &format!("hpcforge {name} backup controller (kept across backup controllers)"),
+                &tags_for(tags, "backup-interface"),
+            )
+            .await
+            .map_err(|e| aws_diag("Cannot create the backup controller's network interface", &e))?;
+        record(state, |m| {
+            m.backup_controller_network_interface_id = known(&eni.id);
+            m.backup_controller_private_ip = known(&eni.private_ip);
+        })?;
+    }
+    if made.controller_state_file_system_id.known().is_none() {
+        let subnet = cluster.subnet_id.clone();
+        let fs = or_stop(ctx, "making the controllers' shared state", async {
+            let mut fs_tags = tags_for(tags, "controller-state");
+            fs_tags.push(("Name".into(), format!("hpc-{name}-controller-state")));
+            let fs = clients
+                .efs
+                .ensure_file_system(&desired_state::controller_state_efs_token(name), &fs_tags, timeout)
+                .await?;
+            let zones = clients.ec2.subnet_zones(std::slice::from_ref(&subnet)).await?;
+            clients
+                .efs
+                .ensure_mount_targets(&fs, &zones, sgs.get(..1).unwrap_or_default(), timeout)
+                .await?;
+            Ok::<String, hpc_aws::AwsError>(fs)
+        })
+        .await
+        .map_err(|e| aws_diag("Cannot make the EFS file system for the controllers' state", &e))?;
+        record(state, |m| m.controller_state_file_system_id = known(&fs))?;
+    }
+    Ok(())
+}
+
+async fn ensure_head_kept(
+    clients: &Clients,
+    state: &mut Value,
+    name: &str,
+    sgs: &[String],
+    tags: &[(String, String)],
+) -> Result<(), Diagnostics> {
     let cluster = Cluster::read(state)?;
     let subnet = cluster.subnet_id;
     let eni = clients
@@ -138,12 +209,12 @@ pub async fn grow_state(
     .map_err(|e| aws_diag("Cannot grow the head node's state volume", &e))
 }
 
-/// The cluster's kept head interface, found by its tags (import).
-pub async fn kept_interface(clients: &Clients, name: &str) -> Result<Option<String>, Diagnostics> {
+/// The cluster's kept interface of the head or the backup controller, found by its tags (import).
+pub async fn kept_interface(clients: &Clients, name: &str, role: Role) -> Result<Option<String>, Diagnostics> {
     let tags = [(crate::desired_state::tag::CLUSTER.to_string(), name.to_string())];
     clients
         .ec2
-        .network_interface_tagged(&tags_for(&tags, "head-interface"))
+        .network_interface_tagged(&tags_for(&tags, &format!("{}-interface", role.tag())))
         .await
         .map(|i| i.map(|i| i.id))
         .map_err(|e| aws_diag("Cannot find the head node's network interface", &e))
@@ -157,7 +228,95 @@ pub async fn delete_kept(clients: &Clients, prior: &super::Cluster, timeout: Dur
     if let Some(volume) = &prior.state_volume_id {
         clients.ec2.delete_volume(volume, timeout).await?;
     }
+    if let Some(eni) = &prior.backup_controller_network_interface_id {
+        clients.ec2.delete_network_interface(eni, timeout).await?;
+    }
+    if let Some(fs) = &prior.controller_state_file_system_id {
+        clients.efs.delete(fs, timeout).await?;
+    }
     Ok(())
+}
+
+/// Which controller to launch, on which kept interface; with `replace`, the running one is
+/// terminated first (and waited for).
+#[derive(Debug, Clone, Copy)]
+struct Launch<'a> {
+    role: Role,
+    eni: &'a str,
+    replace: bool,
+}
+
+/// What an error calls a controller of `role`.
+fn what(role: Role) -> &'static str {
+    match role {
+        Role::Backup => "backup controller",
+        _ => "head node",
+    }
+}
+
+/// Launches a controller (the head's image and type) on its kept interface, or adopts the one
+/// an interrupted run already launched; its id and address once it runs.
+async fn launch_on(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    state: &Value,
+    name: &str,
+    tags: &[(String, String)],
+    launch: Launch<'_>,
+    timeout: Duration,
+) -> Result<(String, Option<String>), Diagnostics> {
+    let head = Cluster::read(state)?.head_node;
+    let what = what(launch.role);
+    // The interface carries the security groups: a launch naming both is refused.
+    let spec = template(
+        &head,
+        name,
+        launch.role,
+        head.instance_type.clone(),
+        &[],
+        tags,
+        desired_state::boot::user_data(launch.role, name, &clients.aws.region, None, None),
+    );
+    let (lt, _) = clients
+        .ec2
+        .ensure_launch_template(&spec)
+        .await
+        .map_err(|e| aws_diag(&format!("Cannot create the {what} launch template"), &e))?;
+    let mut existing = role_instances(clients, name, launch.role).await?;
+    if launch.replace {
+        let old = std::mem::take(&mut existing);
+        or_stop(
+            ctx,
+            &format!("stopping the old {what}"),
+            clients.ec2.terminate(&old, timeout),
+        )
+        .await
+        .map_err(|e| aws_diag(&format!("Cannot stop the old {what}"), &e))?;
+    }
+    let id = match existing.first() {
+        Some(id) => id.clone(),
+        None => or_stop(
+            ctx,
+            &format!("launching the {what}"),
+            clients.ec2.run_instance_on(
+                &lt,
+                launch.eni,
+                &format!("{name}-{}-{}", launch.role.tag(), uuid::Uuid::new_v4()),
+                &spec.tags,
+                timeout,
+            ),
+        )
+        .await
+        .map_err(|e| aws_diag(&format!("Cannot launch the {what}"), &e))?,
+    };
+    let info = or_stop(
+        ctx,
+        &format!("waiting for the {what}"),
+        clients.ec2.wait_instance_running(&id, timeout),
+    )
+    .await
+    .map_err(|e| aws_diag(&format!("The {what} did not start"), &e))?;
+    Ok((id, info.private_ip))
 }
 
 /// Launches the head node on the kept interface and attaches the state volume, or adopts the
@@ -172,56 +331,18 @@ pub async fn launch(
     replace: bool,
     timeout: Duration,
 ) -> Result<(), Diagnostics> {
-    let head = Cluster::read(state)?.head_node;
-    // The interface carries the security groups: a launch naming both is refused.
-    let spec = template(
-        &head,
-        name,
-        Role::Head,
-        head.instance_type.clone(),
-        &[],
-        tags,
-        desired_state::boot::user_data(Role::Head, name, &clients.aws.region, None, None),
-    );
-    let (lt, _) = clients
-        .ec2
-        .ensure_launch_template(&spec)
-        .await
-        .map_err(|e| aws_diag("Cannot create the head node launch template", &e))?;
-    let mut existing = role_instances(clients, name, Role::Head).await?;
-    if replace {
-        let old = std::mem::take(&mut existing);
-        or_stop(ctx, "stopping the old head node", clients.ec2.terminate(&old, timeout))
-            .await
-            .map_err(|e| aws_diag("Cannot stop the old head node", &e))?;
-    }
     let kept = Computed::of(state)?;
     let eni = kept.head_node_network_interface_id.as_str().unwrap_or_default();
-    let id = match existing.first() {
-        Some(id) => id.clone(),
-        None => or_stop(
-            ctx,
-            "launching the head node",
-            clients.ec2.run_instance_on(
-                &lt,
-                eni,
-                &format!("{name}-head-{}", uuid::Uuid::new_v4()),
-                &spec.tags,
-                timeout,
-            ),
-        )
-        .await
-        .map_err(|e| aws_diag("Cannot launch the head node", &e))?,
+    let launch = Launch {
+        role: Role::Head,
+        eni,
+        replace,
     };
-    record(state, |m| m.head_node_instance_id = known(&id))?;
-    let info = or_stop(
-        ctx,
-        "waiting for the head node",
-        clients.ec2.wait_instance_running(&id, timeout),
-    )
-    .await
-    .map_err(|e| aws_diag("The head node did not start", &e))?;
-    record(state, |m| m.head_node_private_ip = info.private_ip.into())?;
+    let (id, ip) = launch_on(ctx, clients, state, name, tags, launch, timeout).await?;
+    record(state, |m| {
+        m.head_node_instance_id = known(&id);
+        m.head_node_private_ip = ip.into();
+    })?;
     if let Some(volume) = kept.state_volume_id.known() {
         or_stop(
             ctx,
@@ -234,39 +355,77 @@ pub async fn launch(
     Ok(())
 }
 
-/// Waits until the head node (this instance) reports slurmctld ready, unless
-/// `wait_for_ready = false`. A failure or a timeout is an error with the head's own reason and
-/// its console's last lines; a ready head with a warning (a mount that failed) is a warning.
+/// Launches the backup controller (after the head reports ready: the backup names it as the
+/// first controller) and waits until it reports; with `replace`, the old backup ends first.
+/// Nothing without a backup controller.
+pub async fn launch_backup(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    state: &mut Value,
+    name: &str,
+    tags: &[(String, String)],
+    replace: bool,
+    timeout: Duration,
+) -> Result<Diagnostics, Diagnostics> {
+    if !Cluster::read(state)?.head_node.backup_controller {
+        return Ok(Diagnostics::new());
+    }
+    let kept = Computed::of(state)?;
+    let eni = kept.backup_controller_network_interface_id.as_str().unwrap_or_default();
+    let launch = Launch {
+        role: Role::Backup,
+        eni,
+        replace,
+    };
+    let (id, _) = launch_on(ctx, clients, state, name, tags, launch, timeout).await?;
+    record(state, |m| m.backup_controller_instance_id = known(&id))?;
+    ready(ctx, clients, state, name, Role::Backup, timeout).await
+}
+
+/// Waits until the head node or the backup controller (`role`; this instance) reports
+/// slurmctld ready, unless `wait_for_ready = false`. A failure or a timeout is an error with
+/// its own reason and its console's last lines; a ready one with a warning (a mount that
+/// failed) is a warning.
 pub async fn ready(
     ctx: &tfplugin::Ctx,
     clients: &Clients,
     state: &Value,
     name: &str,
+    role: Role,
     timeout: Duration,
 ) -> Result<Diagnostics, Diagnostics> {
     if !Cluster::read(state)?.wait_for_ready {
         return Ok(Diagnostics::new());
     }
     let made = Computed::of(state)?;
-    let id = made.head_node_instance_id.as_str().unwrap_or_default();
-    let param = desired_state::boot::head_param(name);
-    match reported(ctx, clients, "the head node", &param, id, timeout).await {
+    let (id, param) = match role {
+        Role::Backup => (
+            made.backup_controller_instance_id.as_str(),
+            desired_state::boot::backup_param(name),
+        ),
+        _ => (
+            made.head_node_instance_id.as_str(),
+            desired_state::boot::head_param(name),
+        ),
+    };
+    let (id, what) = (id.unwrap_or_default(), what(role));
+    match reported(ctx, clients, &format!("the {what}"), &param, id, timeout).await {
         Ok(r) if r.phase == Phase::Ready => {
             let mut d = Diagnostics::new();
             if let Some(w) = r.error {
                 d.push(Diagnostic::warning(
-                    format!("The head node of {name} is ready with a problem"),
+                    format!("The {what} of {name} is ready with a problem"),
                     w,
                 ));
             }
             Ok(d)
         }
         Ok(r) => Err(Diagnostics::from(Diagnostic::error(
-            format!("The head node of {name} failed at {}", r.step),
+            format!("The {what} of {name} failed at {}", r.step),
             format!("{}\n\n{}", r.error.unwrap_or_default(), console_tail(clients, id).await),
         ))),
         Err(e) => Err(Diagnostics::from(Diagnostic::error(
-            format!("The head node of {name} did not report ready"),
+            format!("The {what} of {name} did not report ready"),
             format!("{e}\n\n{}", console_tail(clients, id).await),
         ))),
     }

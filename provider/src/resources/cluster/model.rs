@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use tfplugin::model::{Field, Model, ModelError};
 use tfplugin::{Number, Value};
 
-use crate::desired_state::{self, AccountingDoc, ClusterDoc, HeadNodeDoc, MountDoc, UserDoc, SCHEMA};
+use crate::desired_state::{
+    self, AccountingDoc, BackupControllerDoc, ClusterDoc, HeadNodeDoc, MountDoc, UserDoc, SCHEMA,
+};
 
 tfplugin::model! {
     /// An `hpc_cluster`: every attribute and block of its schema.
@@ -24,6 +26,10 @@ tfplugin::model! {
         pub head_node_private_ip: Option<String>,
         pub head_node_network_interface_id: Option<String>,
         pub state_volume_id: Option<String>,
+        pub backup_controller_instance_id: Option<String>,
+        pub backup_controller_private_ip: Option<String>,
+        pub backup_controller_network_interface_id: Option<String>,
+        pub controller_state_file_system_id: Option<String>,
         pub home_file_system_id: Option<String>,
         pub login_node_ids: Option<Vec<String>>,
         pub login_node_private_ips: Option<Vec<String>>,
@@ -61,14 +67,17 @@ tfplugin::model! {
         pub instance_profile_arn: Option<String>,
         pub node_role_arns: Option<Vec<String>>,
         pub state_volume_size: i64,
+        pub backup_controller: bool,
     }
 }
 
 tfplugin::model! {
-    /// The part of `head_node` a cost depends on, known before the rest of the block may be.
+    /// The part of `head_node` a cost depends on, known before the rest of the block may be:
+    /// its type, and whether a backup controller of that type runs beside it.
     #[derive(Debug, Clone)]
     pub struct InstanceType {
         pub instance_type: String,
+        pub backup_controller: bool,
     }
 }
 
@@ -316,6 +325,10 @@ impl Cluster {
                 node_role_arns: h.node_role_arns.clone().unwrap_or_default(),
                 state_volume_size: h.state_volume_size,
                 state_volume_id: self.state_volume_id.clone(),
+                backup_controller: h.backup_controller.then(|| BackupControllerDoc {
+                    address: self.backup_controller_private_ip.clone(),
+                    state_efs_id: self.controller_state_file_system_id.clone(),
+                }),
             },
             login_count: u32::try_from(self.login_nodes.count).unwrap_or(0),
             login_instance_type: self.login_nodes.instance_type.clone(),
@@ -345,6 +358,10 @@ impl Cluster {
             head_node_private_ip: None,
             head_node_network_interface_id: None,
             state_volume_id: h.state_volume_id.clone(),
+            backup_controller_instance_id: None,
+            backup_controller_private_ip: h.backup_controller.as_ref().and_then(|b| b.address.clone()),
+            backup_controller_network_interface_id: None,
+            controller_state_file_system_id: h.backup_controller.as_ref().and_then(|b| b.state_efs_id.clone()),
             home_file_system_id: doc.home_efs_id.clone(),
             login_node_ids: None,
             login_node_private_ips: None,
@@ -402,6 +419,7 @@ impl HeadNode {
             } else {
                 super::DEFAULT_STATE_VOLUME_GIB
             },
+            backup_controller: h.backup_controller.is_some(),
         }
     }
 }
@@ -463,6 +481,7 @@ tfplugin::model! {
         pub head_node_instance_id: Field<String>,
         pub head_node_network_interface_id: Field<String>,
         pub state_volume_id: Field<String>,
+        pub backup_controller_instance_id: Field<String>,
         pub login_node_ids: Field<Vec<String>>,
         pub home_file_system_id: Field<String>,
         pub subnet_id: Field<String>,
@@ -515,6 +534,10 @@ tfplugin::model! {
         pub state_volume_id: Field<String>,
         pub head_node_instance_id: Field<String>,
         pub head_node_private_ip: Field<String>,
+        pub backup_controller_instance_id: Field<String>,
+        pub backup_controller_private_ip: Field<String>,
+        pub backup_controller_network_interface_id: Field<String>,
+        pub controller_state_file_system_id: Field<String>,
         pub home_file_system_id: Field<String>,
         pub login_node_ids: Field<Vec<String>>,
         pub login_node_private_ips: Field<Vec<String>>,
@@ -571,6 +594,7 @@ tfplugin::model! {
         pub node_role_arns: Field<Vec<String>>,
         pub allowed_ssh_cidrs: Field<Vec<String>>,
         pub state_volume_size: Field<i64>,
+        pub backup_controller: Field<bool>,
     }
 }
 

@@ -88,8 +88,12 @@ pub(super) fn fixed_cost(v: &Value, overrides: &[(String, f64)]) -> Field<Number
         return Field::Unknown;
     };
     let count = u32::try_from(login.count).unwrap_or(0);
+    let controllers = if head.backup_controller { 2 } else { 1 };
     let usage = pricing::max_usage(
-        &[(head.instance_type, 1, 0, 0), (login.instance_type, count, 0, 0)],
+        &[
+            (head.instance_type, controllers, 0, 0),
+            (login.instance_type, count, 0, 0),
+        ],
         overrides,
     );
     usage
@@ -237,6 +241,35 @@ pub(super) async fn plan_reads(clients: &Clients, req: &PlanRequest) -> Diagnost
 
 /// What apply computes or launches becomes unknown: /home's file system, a new head node, the
 /// login nodes, the document's version; a state volume cannot shrink.
+/// The backup controller on an update: set when the cluster is created (turning it on or off
+/// would move slurmctld's state between the head's volume and the shared EFS, which is not
+/// built); relaunched with a new head (the same image and type) or when it was lost.
+fn backup_plan(req: &mut PlanRequest, prior: &ClusterConfig, planned: &ClusterConfig, head_relaunch: bool) {
+    let backup = |c: &ClusterConfig| c.head().and_then(|h| h.backup_controller.known().copied());
+    let (Some(was), Some(now)) = (backup(prior), backup(planned)) else {
+        return;
+    };
+    if was != now {
+        let name = planned.name.as_str().unwrap_or_default();
+        req.diagnostics.push(
+            Diagnostic::error(
+                "backup_controller is set when the cluster is created",
+                format!(
+                    "Cluster {name} was created with backup_controller = {was}. Turning the backup controller on \
+                     or off on a running cluster would move slurmctld's saved state between the head's volume and \
+                     a shared file system, which hpcforge does not do yet. Keep backup_controller = {was}, or create \
+                     a new cluster with backup_controller = {now}."
+                ),
+            )
+            .at(AttributePath::root("head_node").attr("backup_controller")),
+        );
+        return;
+    }
+    if now && (head_relaunch || !prior.backup_controller_instance_id.is_set()) {
+        mark(req, |m| m.backup_controller_instance_id = Field::Unknown);
+    }
+}
+
 pub(super) fn plan_unknowns(req: &mut PlanRequest) {
     let (Ok(planned), Ok(prior)) = (
         ClusterConfig::of_state(&req.planned),
@@ -294,6 +327,7 @@ pub(super) fn plan_unknowns(req: &mut PlanRequest) {
             );
         }
     }
+    backup_plan(req, &prior, &planned, relaunch);
     // Login nodes share the head's image, key, profile and root volume: a change rolls them.
     // A node lost or failed (dropped by the refresh) is replaced.
     let count = |v: &Value| view::<Logins>(v).map(|l| l.login_nodes.count).ok();

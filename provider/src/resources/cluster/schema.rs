@@ -69,6 +69,27 @@ fn attributes() -> Vec<Attribute> {
             "EBS volume with the cluster's state, attached to each head node.",
         ),
         Attribute::computed_kept(
+            "backup_controller_instance_id",
+            Type::String,
+            "The backup controller's instance (`head_node.backup_controller`).",
+        ),
+        Attribute::computed_kept(
+            "backup_controller_private_ip",
+            Type::String,
+            "The backup controller's address (the second SlurmctldHost): its kept network interface's.",
+        ),
+        Attribute::computed_kept(
+            "backup_controller_network_interface_id",
+            Type::String,
+            "Network interface every backup controller of the cluster is launched on.",
+        ),
+        Attribute::computed_kept(
+            "controller_state_file_system_id",
+            Type::String,
+            "EFS file system (encrypted) both controllers keep slurmctld's saved state and the agent's capacity \
+                 records on, with a backup controller; deleted with the cluster.",
+        ),
+        Attribute::computed_kept(
             "home_file_system_id",
             Type::String,
             "EFS file system every node mounts at /home: `home.efs_id`, or the one the provider made \
@@ -158,6 +179,16 @@ fn head_block() -> Block {
                 DEFAULT_STATE_VOLUME_GIB
             ))
             .default(Value::int(DEFAULT_STATE_VOLUME_GIB)),
+        Attribute::optional("backup_controller", Type::Bool)
+            .description(
+                "Run a second slurmctld (`slurmctld-backup`, the head's image and type, on its own kept \
+                 interface) on shared state: slurmctld's saved state moves to an encrypted EFS file system both \
+                 controllers mount, and the backup takes over scheduling when the head stops answering (after \
+                 SlurmctldTimeout, 120 s by default), until the head is back (the next apply relaunches a lost \
+                 one). Accounting stays on the head: the backup queues its records until slurmdbd is back. Set \
+                 when the cluster is created; needs Slurm 24.11 or later. Default false.",
+            )
+            .default(Value::Bool(false)),
     ])
 }
 
