@@ -283,6 +283,17 @@ fn decode_base64(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// `terraform destroy`, then no machine of the emulator is left running.
+fn destroy_leaving_no_machine(ws: &Workspace, emu: &Emulator) {
+    ws.destroy();
+    let live: Vec<Value> = emu
+        .machines()
+        .into_iter()
+        .filter(|m| m["State"] != "terminated")
+        .collect();
+    assert!(live.is_empty(), "machines left after destroy: {live:?}");
+}
+
 /// Waits for `what` to hold, showing `context()` when it never does.
 fn eventually(what: &str, limit: Duration, mut check: impl FnMut() -> bool, context: impl Fn() -> String) {
     let deadline = Instant::now() + limit;
@@ -589,13 +600,7 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     // The head node changes and fails without losing the queue, the accounting or the nodes.
     head_survives(&emu, &ws, &key, &login_ip, &job, &changed, &ami);
 
-    ws.destroy();
-    let live: Vec<Value> = emu
-        .machines()
-        .into_iter()
-        .filter(|m| m["State"] != "terminated")
-        .collect();
-    assert!(live.is_empty(), "machines left after destroy: {live:?}");
+    destroy_leaving_no_machine(&ws, &emu);
 }
 
 /// A spot node gets EC2's interruption notice while it runs a job: the node requeues the job
@@ -1634,13 +1639,7 @@ fn a_job_fails_over_to_a_pool_in_another_region_and_runs_there_through_the_peeri
     );
     ws.assert_no_changes();
 
-    ws.destroy();
-    let live: Vec<Value> = emu
-        .machines()
-        .into_iter()
-        .filter(|m| m["State"] != "terminated")
-        .collect();
-    assert!(live.is_empty(), "machines left after destroy: {live:?}");
+    destroy_leaving_no_machine(&ws, &emu);
 }
 
 fn upgrade_config(version: &str, head_ami: &str, node_ami: &str, profile: &str, key: &str, wait: bool) -> String {
@@ -1810,13 +1809,7 @@ fn a_running_cluster_upgrades_slurm_from_24_11_to_26_05_in_slurms_order_keeping_
     );
 
     ws.write(&upgrade_config("26.05", &new, &old, &profile, &user_key, true));
-    ws.destroy();
-    let live: Vec<Value> = emu
-        .machines()
-        .into_iter()
-        .filter(|m| m["State"] != "terminated")
-        .collect();
-    assert!(live.is_empty(), "machines left after destroy: {live:?}");
+    destroy_leaving_no_machine(&ws, &emu);
 }
 
 /// The backup controller's cluster: one partition on Debian 13 (Slurm 24.11; 22.05 is refused),
@@ -1837,10 +1830,22 @@ fn backup_config(ami: &str, profile: &str, key: &str, wait: bool) -> String {
         more_pools: "",
     })
     .replacen("  head_node {\n", "  head_node {\n    backup_controller    = true\n", 1)
+    // The backup takes over after 30 s without the head, not Slurm's default 120 s.
+    .replacen(
+        "    resume_timeout     = \"5m\"\n",
+        "    resume_timeout     = \"5m\"\n    extra              = { SlurmctldTimeout = \"30\" }\n",
+        1,
+    )
     // A node is given up after this long; the backup's first launch may be slower than the
     // head's on a busy host.
     .replacen("provision_timeout    = \"90s\"", "provision_timeout    = \"4m\"", 1)
 }
+
+/// What a controller shows when the backup test fails there.
+const BACKUP_LOGS: &str = "scontrol ping; squeue; sinfo -N; sudo ls -la /var/spool/slurmctld; \
+     sudo grep -m2 'started on cluster' /var/log/slurm/slurmctld.log; \
+     sudo tail -n 60 /var/log/slurm/slurmctld.log; \
+     sudo journalctl -b --no-pager -n 40 -u slurmctld -u hpc-node-sweep -u hpcforge-state";
 
 /// `head_node.backup_controller`: a second slurmctld on shared state keeps scheduling when the
 /// head node fails. The cluster comes up with both controllers, the head in charge. The head's
@@ -1881,6 +1886,8 @@ fn a_backup_controller_keeps_scheduling_when_the_head_node_fails() {
     let on = |host: &str, command: &str| text(&ssh_as(&key, USER, host, command));
     let machines = || format!("machines: {:?}", emu.machines());
     let ping = |host: &str| on(host, "scontrol ping");
+    // As the image's user, who may sudo.
+    let admin = |host: &str, command: &str| text(&boot::ssh(&key, host, command));
     eventually(
         "both controllers answer, the head first",
         Duration::from_secs(120),
@@ -1903,7 +1910,31 @@ fn a_backup_controller_keeps_scheduling_when_the_head_node_fails() {
         machines,
     );
     let held = submitted(&key, &head_ip, "--hold -o held.out --wrap hostname");
+    // The head fails with nothing in flight: slurmctld saves its state a few seconds after each
+    // change, and what changed in those seconds (a job just submitted, a node just started) is
+    // not in the state the backup takes over (see the README). The idle node powers down.
+    eventually(
+        "the idle node powers down and the head has saved the held job",
+        Duration::from_secs(300),
+        || {
+            on(&head_ip, "sinfo -h -N -o '%N %t'").trim() == "cpu-c7i-large-1 idle~"
+                && admin(
+                    &head_ip,
+                    "sudo grep -q held.out /var/spool/slurmctld/job_state && echo saved",
+                )
+                .contains("saved")
+        },
+        || format!("{}\n{}", on(&head_ip, "sinfo -N"), machines()),
+    );
 
+    // What a backup needs to take over with slurmdbd away: the head saves it soon after it
+    // starts, not minutes later (the reconcile unit asks for it).
+    eventually(
+        "the head saves its TRES for the backup",
+        Duration::from_secs(120),
+        || admin(&head_ip, "sudo test -e /var/spool/slurmctld/last_tres && echo saved").contains("saved"),
+        || admin(&head_ip, BACKUP_LOGS),
+    );
     // The head's host fails.
     let head_id = field(&before, "head_node_instance_id");
     emu.fail(&head_id);
@@ -1916,18 +1947,13 @@ fn a_backup_controller_keeps_scheduling_when_the_head_node_fails() {
         },
         || ping(&backup_ip),
     );
-    // It takes over once the head has not answered for SlurmctldTimeout (120 s); until then
+    // It takes over once the head has not answered for SlurmctldTimeout (30 s here); until then
     // the commands find no controller in charge.
     eventually(
         "the backup controller takes over",
         Duration::from_secs(300),
         || ssh_as(&key, USER, &backup_ip, "sinfo -h").status.success(),
-        || {
-            on(
-                &backup_ip,
-                "scontrol ping; sinfo; sudo tail -n 30 /var/log/slurm/slurmctld.log",
-            )
-        },
+        || admin(&backup_ip, BACKUP_LOGS),
     );
     let during = job_completes(
         &key,
@@ -1938,7 +1964,7 @@ fn a_backup_controller_keeps_scheduling_when_the_head_node_fails() {
             format!(
                 "{}\n{}\n{}",
                 on(&backup_ip, "scontrol ping; squeue; sinfo -N"),
-                on(&backup_ip, "sudo tail -n 60 /var/log/slurm/slurmctld.log"),
+                admin(&backup_ip, BACKUP_LOGS),
                 machines()
             )
         },
@@ -1985,21 +2011,9 @@ fn a_backup_controller_keeps_scheduling_when_the_head_node_fails() {
                 && rows.contains(&format!("{during}|COMPLETED"))
                 && rows.contains(&format!("{held}|PENDING"))
         },
-        || {
-            format!(
-                "{}\n{}",
-                sacct(),
-                on(&head_ip, "squeue; sudo tail -n 40 /var/log/slurm/slurmctld.log")
-            )
-        },
+        || format!("{}\n{}", sacct(), admin(&head_ip, BACKUP_LOGS)),
     );
     ws.assert_no_changes();
 
-    ws.destroy();
-    let live: Vec<Value> = emu
-        .machines()
-        .into_iter()
-        .filter(|m| m["State"] != "terminated")
-        .collect();
-    assert!(live.is_empty(), "machines left after destroy: {live:?}");
+    destroy_leaving_no_machine(&ws, &emu);
 }

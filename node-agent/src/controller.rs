@@ -9,8 +9,10 @@ use std::process::Command;
 
 /// Where slurm.conf is on the controllers.
 const SLURM_CONF: &str = "/etc/slurm/slurm.conf";
-/// Set once this boot asked slurmctld to save its TRES (see [`save_tres_for_backup`]).
-const TRES_ASKED: &str = "/run/hpc-node/tres-saved";
+/// When this controller last asked slurmctld to save its TRES (see [`save_tres_for_backup`]).
+const TRES_ASKED: &str = "/run/hpc-node/tres-asked";
+/// How long after asking it asks again while the TRES are still missing.
+const TRES_ASK_AGAIN: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// The controllers `scontrol ping` lists (`Slurmctld(primary) at head is UP`), in
 /// `SlurmctldHost` order, and whether each answered.
@@ -80,14 +82,20 @@ pub fn tres_missing(conf: &str) -> Option<String> {
     (!file.exists()).then(|| file.display().to_string())
 }
 
-/// On the controller in charge: when the saved TRES are missing, a reconfigure saves them now
-/// (once a boot; Slurm saves them again on its own from then on).
+/// On the controller in charge (the reconcile unit's passes): when the saved TRES are missing,
+/// a reconfigure saves them now, not minutes later (at most every ten minutes while they stay
+/// missing; Slurm saves them on its own from then on).
 pub fn save_tres_for_backup() {
     let conf = std::fs::read_to_string(SLURM_CONF).unwrap_or_default();
     let Some(file) = tres_missing(&conf) else {
         return;
     };
-    if Path::new(TRES_ASKED).exists() {
+    let asked_recently = std::fs::metadata(TRES_ASKED)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age < TRES_ASK_AGAIN);
+    if asked_recently || !in_charge() {
         return;
     }
     crate::host::log(

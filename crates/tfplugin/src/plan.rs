@@ -56,7 +56,9 @@ pub fn plan_resource(schema: &Schema, prior: &Value, proposed: &Value, config: &
 /// Fills in the defaults a stored state lacks. An attribute with a default is never null in a
 /// state this schema planned, so a null one was written before the attribute existed: read with
 /// its default, a provider release that adds it plans no change. Single and list blocks only
-/// (a set's elements are identified by their whole value).
+/// (a set's elements are identified by their whole value). Unlike
+/// [`crate::schema::Block::with_defaults`], an absent block stays absent: the state must stay
+/// what was planned.
 pub fn fill_defaults(block: &Block, value: &mut Value) {
     if !matches!(value, Value::Object(_)) {
         return;

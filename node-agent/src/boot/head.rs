@@ -37,6 +37,19 @@ const AGENT_UNITS: &[&str] = &[
 ];
 const SLURMCTLD_PORT: u16 = 6817;
 const START_SLURMCTLD: &[&str] = &["systemctl", "enable", "--now", "slurmctld.service"];
+/// The backup's start does not wait: its slurmctld may start only once the head's has (below).
+const START_BACKUP_SLURMCTLD: &[&str] = &["systemctl", "enable", "--now", "--no-block", "slurmctld.service"];
+/// The backup's slurmctld starts once the head's has named the cluster in the shared state:
+/// slurmctld reads the cluster's id (`clustername`, which the head writes with the id slurmdbd
+/// gives it) only when it starts, and a backup without it cannot take over while slurmdbd is
+/// away ("Still don't know my ClusterID"). Until then its start fails and systemd tries again.
+const BACKUP_DROP_IN: &str = "/etc/systemd/system/slurmctld.service.d/hpcforge-backup.conf";
+const BACKUP_UNIT: &str =
+    "# hpcforge: the backup controller starts after the head named the cluster (hpc-node backup-init)\n\
+    [Service]\nExecStartPre=/bin/sh -c 'test -s /var/spool/slurmctld/clustername'\n\
+    Restart=on-failure\nRestartSec=5\n";
+/// How long a controller's first start may take (the backup's waits for the head's).
+const START_WAIT: Duration = Duration::from_secs(300);
 /// Slurm's directories on the head node: path, mode, owner.
 const DIRECTORIES: &[(&str, u32, &str)] = &[
     ("/var/spool/slurmctld", 0o700, "slurm"),
@@ -129,11 +142,18 @@ async fn steps(
     super::users(&booted.doc.users)?;
     *step = "slurm directories";
     slurm_directories()?;
+    let start: &[&str] = if me.role == Role::Backup {
+        system::write_file(Path::new(BACKUP_DROP_IN), BACKUP_UNIT.as_bytes(), 0o644, None)?;
+        system::systemctl(&["daemon-reload"])?;
+        START_BACKUP_SLURMCTLD
+    } else {
+        START_SLURMCTLD
+    };
     let layout = Layout {
         controller_host: Some(controller_host),
         controller_addr: Some(controller_addr),
         // A cluster's partitions come after it: the reconcile unit starts slurmctld with the first.
-        start_command: Some(START_SLURMCTLD.iter().map(|s| s.to_string()).collect()),
+        start_command: Some(start.iter().map(|s| s.to_string()).collect()),
         ..Layout::default()
     };
     if booted.doc.accounting.enabled() && me.role == Role::Head {
@@ -154,10 +174,10 @@ async fn steps(
     } else {
         *step = "slurmctld";
         reporter.step(step, Phase::Booting, None).await;
-        system::systemctl(&START_SLURMCTLD[1..])?;
+        system::systemctl(&start[1..])?;
         system::wait_for(
             "slurmctld accepting connections",
-            Duration::from_secs(60),
+            START_WAIT,
             Duration::from_millis(500),
             || async { Ok(system::listening(addr, SLURMCTLD_PORT).then_some(())) },
         )

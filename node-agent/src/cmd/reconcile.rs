@@ -35,6 +35,7 @@ pub async fn run(args: &ReconcileArgs, aws: &Aws) -> Result<()> {
             ),
             Err(e) => eprintln!("hpc-node: kept the running configuration: {e}"),
         }
+        crate::controller::save_tres_for_backup();
         if args.once {
             return result.map(|_| ()).map_err(Into::into);
         }

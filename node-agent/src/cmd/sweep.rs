@@ -28,7 +28,6 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
     if crate::controller::standing_by("sweep") {
         return Ok(());
     }
-    crate::controller::save_tres_for_backup();
     let docs = partitions(aws, &args.cluster).await?;
     let known = crate::sweep::known_nodes(&docs);
     let now = i64::try_from(now_s()).unwrap_or(i64::MAX);

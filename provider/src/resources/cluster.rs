@@ -625,27 +625,34 @@ async fn ensure_home(
     if let Some(id) = cluster.home.efs_id {
         return record(state, |m| m.home_file_system_id = Field::Known(id));
     }
-    let made = async {
-        let mut fs_tags = tags.to_vec();
-        fs_tags.push(("Name".into(), format!("hpc-{name}-home")));
-        let fs = clients
-            .efs
-            .ensure_file_system(&desired_state::home_efs_token(name), &fs_tags, timeout)
-            .await?;
-        let zones = clients
-            .ec2
-            .subnet_zones(std::slice::from_ref(&cluster.subnet_id))
-            .await?;
-        clients
-            .efs
-            .ensure_mount_targets(&fs, &zones, sgs.get(..1).unwrap_or_default(), timeout)
-            .await?;
-        Ok::<String, hpc_aws::AwsError>(fs)
-    };
+    let mut fs_tags = tags.to_vec();
+    fs_tags.push(("Name".into(), format!("hpc-{name}-home")));
+    let token = desired_state::home_efs_token(name);
+    let made = cluster_efs(clients, &token, &fs_tags, &cluster.subnet_id, sgs, timeout);
     let fs = or_stop(ctx, "making the cluster's /home", made)
         .await
         .map_err(|e| aws_diag("Cannot make the EFS file system for /home", &e))?;
     record(state, |m| m.home_file_system_id = Field::Known(fs))
+}
+
+/// An EFS file system of the cluster (encrypted), made once and found again by its creation
+/// `token` after an interrupted apply, with a mount target in `subnet`'s zone reached through
+/// the cluster security group (the first of `sgs`).
+async fn cluster_efs(
+    clients: &Clients,
+    token: &str,
+    tags: &[(String, String)],
+    subnet: &str,
+    sgs: &[String],
+    timeout: Duration,
+) -> hpc_aws::Result<String> {
+    let fs = clients.efs.ensure_file_system(token, tags, timeout).await?;
+    let zones = clients.ec2.subnet_zones(&[subnet.to_string()]).await?;
+    clients
+        .efs
+        .ensure_mount_targets(&fs, &zones, sgs.get(..1).unwrap_or_default(), timeout)
+        .await?;
+    Ok(fs)
 }
 
 async fn publish(

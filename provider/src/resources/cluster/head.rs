@@ -109,23 +109,13 @@ pub async fn ensure_backup_kept(
         })?;
     }
     if made.controller_state_file_system_id.known().is_none() {
-        let subnet = cluster.subnet_id.clone();
-        let fs = or_stop(ctx, "making the controllers' shared state", async {
-            let mut fs_tags = tags_for(tags, "controller-state");
-            fs_tags.push(("Name".into(), format!("hpc-{name}-controller-state")));
-            let fs = clients
-                .efs
-                .ensure_file_system(&desired_state::controller_state_efs_token(name), &fs_tags, timeout)
-                .await?;
-            let zones = clients.ec2.subnet_zones(std::slice::from_ref(&subnet)).await?;
-            clients
-                .efs
-                .ensure_mount_targets(&fs, &zones, sgs.get(..1).unwrap_or_default(), timeout)
-                .await?;
-            Ok::<String, hpc_aws::AwsError>(fs)
-        })
-        .await
-        .map_err(|e| aws_diag("Cannot make the EFS file system for the controllers' state", &e))?;
+        let mut fs_tags = tags_for(tags, "controller-state");
+        fs_tags.push(("Name".into(), format!("hpc-{name}-controller-state")));
+        let token = desired_state::controller_state_efs_token(name);
+        let made = super::cluster_efs(clients, &token, &fs_tags, &cluster.subnet_id, sgs, timeout);
+        let fs = or_stop(ctx, "making the controllers' shared state", made)
+            .await
+            .map_err(|e| aws_diag("Cannot make the EFS file system for the controllers' state", &e))?;
         record(state, |m| m.controller_state_file_system_id = known(&fs))?;
     }
     Ok(())
