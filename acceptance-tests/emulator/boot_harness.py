@@ -201,7 +201,9 @@ class Vpc:
             assert done.returncode == 0, f"ssh {address} {command!r}: {done.returncode}\n{done.stdout}\n{done.stderr}"
         return done
 
-    def wait_ssh(self, address: str, timeout: float = 90) -> None:
+    def wait_ssh(self, address: str, timeout: float = 180) -> None:
+        # A first boot on a host that also runs the other stream's tests took over 90 s once in
+        # CI (the stop/start test's instance: "No route to host" until the deadline).
         deadline = time.monotonic() + timeout
         while True:
             done = self.ssh(address, "true", check=False, timeout=15)
