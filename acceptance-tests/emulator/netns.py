@@ -6,17 +6,20 @@ so cleaning up after a crashed run removes exactly what that run made and nothin
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import os
 import re
 import socket
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = "/run/netns"
+HOST_ROUTES_LOCK = "/run/hpcemu-host-routes.lock"
 COMMAND_TIMEOUT_S = 30
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -44,6 +47,19 @@ def run(args: list[str], *, ns: str | None = None, check: bool = True, stdin: st
 
 def ip(*args: str, ns: str | None = None, check: bool = True) -> str:
     return run(["ip", *args], ns=ns, check=check)
+
+
+@contextlib.contextmanager
+def host_routes_held() -> Iterator[None]:
+    """Holds the host-wide lock over the host's routes into VPCs: every emulator on this host
+    (each test's own, the demo's) takes it between looking at the host's routes and adding its
+    own, so two VPCs of one CIDR started at once never both decide to route it from the host."""
+    with open(HOST_ROUTES_LOCK, "a", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def create(name: str) -> None:

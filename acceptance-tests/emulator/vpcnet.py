@@ -113,27 +113,30 @@ class Vpc:
     def _connect_client(self, route_host: bool) -> None:
         """Plugs the VPC's client side (its last address, as a client VPN would have) into ``h0``:
         the host itself, or a namespace of its own when the host must not get a route for the
-        CIDR (``route_host`` off, or the CIDR overlaps a network the host uses)."""
-        conflicts = [net for net in host_conflicts() if net.overlaps(self.cidr)] if route_host else []
-        side = None if route_host and not conflicts else self.client_side
-        if side is not None:
-            why = f"it overlaps {', '.join(map(str, conflicts))} on this host" if conflicts else "--no-host-routes"
-            log.warning(
-                "VPC %s (%s) is not routed from the host (%s): reach its instances with 'ip netns exec %s ...'",
-                self.vpc_id, self.cidr, why, side,
-            )
-            netns.create(side)
-        link = self.host_link if side is None else "c0"
-        self.client_address = str(self.cidr.broadcast_address - 1)
-        netns.ip("link", "add", link, "type", "veth", "peer", "name", HOST_SIDE, "netns", self.ns, ns=side)
-        netns.ip("addr", "add", f"{self.client_address}/32", "dev", link, ns=side)
-        netns.ip("link", "set", link, "up", ns=side)
-        netns.ip("link", "set", HOST_SIDE, "up", ns=self.ns)
-        netns.run(["sysctl", "-q", "-w", f"net.ipv4.conf.{HOST_SIDE}.proxy_arp=1"], ns=self.ns)
-        netns.ip("route", "add", f"{self.client_address}/32", "dev", HOST_SIDE, ns=self.ns)
-        netns.ip("route", "add", str(self.cidr), "dev", link, "src", self.client_address, ns=side)
-        self.host_route = side is None
-        self.client_ns = side
+        CIDR (``route_host`` off, or the CIDR overlaps a network the host uses). Emulators started
+        side by side (each test its own, the demo) decide under one host-wide lock, so two VPCs of
+        one CIDR never both get the route."""
+        with netns.host_routes_held():
+            conflicts = [net for net in host_conflicts() if net.overlaps(self.cidr)] if route_host else []
+            side = None if route_host and not conflicts else self.client_side
+            if side is not None:
+                why = f"it overlaps {', '.join(map(str, conflicts))} on this host" if conflicts else "--no-host-routes"
+                log.warning(
+                    "VPC %s (%s) is not routed from the host (%s): reach its instances with 'ip netns exec %s ...'",
+                    self.vpc_id, self.cidr, why, side,
+                )
+                netns.create(side)
+            link = self.host_link if side is None else "c0"
+            self.client_address = str(self.cidr.broadcast_address - 1)
+            netns.ip("link", "add", link, "type", "veth", "peer", "name", HOST_SIDE, "netns", self.ns, ns=side)
+            netns.ip("addr", "add", f"{self.client_address}/32", "dev", link, ns=side)
+            netns.ip("link", "set", link, "up", ns=side)
+            netns.ip("link", "set", HOST_SIDE, "up", ns=self.ns)
+            netns.run(["sysctl", "-q", "-w", f"net.ipv4.conf.{HOST_SIDE}.proxy_arp=1"], ns=self.ns)
+            netns.ip("route", "add", f"{self.client_address}/32", "dev", HOST_SIDE, ns=self.ns)
+            netns.ip("route", "add", str(self.cidr), "dev", link, "src", self.client_address, ns=side)
+            self.host_route = side is None
+            self.client_ns = side
 
     def add_subnet(self, subnet_id: str, cidr: str) -> None:
         with self.lock:
