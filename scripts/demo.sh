@@ -157,9 +157,13 @@ live_slurm() {
 }
 
 # The disk baked from the repo's template, rebaked when an input is newer (shared with the
-# booted tests: /var/tmp/hpcforge-test-image).
+# booted tests: /var/tmp/hpcforge-test-image, under the lock they take, since they may run beside
+# the demo). Called in a command substitution: the lock goes with its subshell.
 image_disk() {
-  local disk="$image_dir/disk.raw"
+  local disk="$image_dir/disk.raw" lock
+  mkdir -p "$(dirname "$image_dir")"
+  exec {lock}>"$image_dir.lock"
+  flock "$lock"
   if [ -f "$disk" ] && [ -z "$(find "$template" "$root/image-builder/components" "$provider_dir/hpc-image" \
       "$provider_dir/hpc-node" -newer "$disk" -print -quit)" ]; then
     echo "$disk"; return

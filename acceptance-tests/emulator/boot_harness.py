@@ -8,6 +8,7 @@ publish`` through the EBS direct APIs: the instances boot exactly what a user wo
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -60,11 +61,18 @@ def image_inputs() -> list[Path]:
 
 def bake_image() -> Path:
     """The repo's template baked (cached layers reused), or the disk of an earlier bake of the
-    same inputs (the Rust boot tests use the same rule and directory); returns the disk."""
-    disk = IMAGE_OUT / "debian" / "disk.raw"
+    same inputs (the Rust boot tests use the same rule and directory); returns the disk. Under
+    ``debian.lock``, as the Rust boot tests and ``scripts/demo.sh`` bake it: they may run beside
+    these tests, and a disk is looked at only when no bake is writing it."""
+    IMAGE_OUT.mkdir(parents=True, exist_ok=True)
+    with open(IMAGE_OUT / "debian.lock", "a", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _bake_unless_fresh(IMAGE_OUT / "debian" / "disk.raw")
+
+
+def _bake_unless_fresh(disk: Path) -> Path:
     if disk.is_file() and all(disk.stat().st_mtime > p.stat().st_mtime for p in image_inputs() if p.is_file()):
         return disk
-    IMAGE_OUT.mkdir(parents=True, exist_ok=True)
     log = IMAGE_OUT / "bake.log"
     with open(log, "w", encoding="utf-8") as out:
         done = subprocess.run(

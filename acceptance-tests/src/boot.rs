@@ -97,8 +97,15 @@ fn bake_once(suite: &str) -> Bake {
     bakes.entry(suite.to_string()).or_default().clone()
 }
 
+/// Bakes under `<out>.lock`, the lock `test_boot.py` and `scripts/demo.sh` take around the same
+/// disk: booted tests run side by side, and a disk is looked at only when no bake is writing it.
 fn bake(suite: &str) -> Result<PathBuf, String> {
     let out = image_dir().join(if suite == "bookworm" { "debian" } else { suite });
+    std::fs::create_dir_all(image_dir()).map_err(|e| format!("creating {}: {e}", image_dir().display()))?;
+    let lock_path = out.with_extension("lock");
+    let lock = std::fs::File::create(&lock_path).map_err(|e| format!("creating {}: {e}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|e| format!("locking {}: {e}", lock_path.display()))?;
     let disk = out.join("disk.raw");
     if let (Some(baked), Some(input)) = (modified(&disk), newest_input()) {
         if baked > input {
@@ -390,3 +397,4 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
