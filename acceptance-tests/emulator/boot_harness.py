@@ -13,13 +13,13 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-from harness import HERE, client, control, read_line
+import harness
+from harness import HERE, client, control
 
 REPO = HERE.parent.parent
 TEMPLATE = REPO / "image-builder" / "templates" / "debian-slurm.pkr.hcl"
@@ -109,26 +109,14 @@ def publish_image(endpoint: str, disk: Path, work: Path) -> str:
     return found.group(0)
 
 
-def start_emulator(
+def start_booting_emulator(
     port_file: Path, budget: int, boot_dir: Path, *options: str
 ) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [
-            str(HERE / "serve"), "--port", "0", "--port-file", str(port_file), "--boot-instances",
-            "--machine-budget", str(budget), "--boot-dir", str(boot_dir),
-            "--snapshot-delay", "0", "--image-delay", "0", *options,
-        ],
-        stdout=subprocess.PIPE, stderr=open(port_file.parent / "emulator.err", "w"), text=True,
+    """A booting emulator: ``budget`` machines, its state under ``boot_dir``."""
+    return harness.start_emulator(
+        port_file, "--boot-instances", "--machine-budget", str(budget), "--boot-dir", str(boot_dir),
+        "--snapshot-delay", "0", "--image-delay", "0", *options,
     )
-    line = read_line(process, timeout=60)
-    found = re.fullmatch(r"emulator listening on (http://127\.0\.0\.1:\d+)\n", line)
-    assert found, f"boot-mode emulator did not start: {line!r}; {(port_file.parent / 'emulator.err').read_text()}"
-    return process, found.group(1)
-
-
-def stop_emulator(process: subprocess.Popen[str]) -> int:
-    process.send_signal(signal.SIGTERM)
-    return process.wait(timeout=120)
 
 
 class Vpc:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
+import signal
+import subprocess
 import threading
 import time
 import urllib.error
@@ -40,6 +43,28 @@ def read_line(process: Popen[str], timeout: float) -> str:
     reader.start()
     reader.join(timeout)
     return lines[0] if lines else ""
+
+
+def start_emulator(port_file: Path, *options: str) -> tuple[Popen[str], str]:
+    """Starts ``./serve`` with ``options`` on a free port written to ``port_file``, its stderr in
+    ``emulator.err`` beside it; returns the process and its endpoint. Every emulator test starts
+    its emulator here (the Rust tests through ``acceptance_tests::Emulator``)."""
+    errors = port_file.parent / "emulator.err"
+    process = subprocess.Popen(
+        [str(HERE / "serve"), "--port", "0", "--port-file", str(port_file), *options],
+        stdout=subprocess.PIPE, stderr=open(errors, "w", encoding="utf-8"), text=True,
+    )
+    line = read_line(process, timeout=60)
+    found = re.fullmatch(r"emulator listening on (http://127\.0\.0\.1:(\d+))\n", line)
+    assert found, f"the emulator did not start: {line!r}; {errors.read_text()}"
+    assert port_file.read_text().strip() == found.group(2)
+    return process, found.group(1)
+
+
+def stop_emulator(process: Popen[str], timeout: float = 120) -> int:
+    """SIGTERM, as a user's Ctrl-C or the demo's teardown; returns the exit code."""
+    process.send_signal(signal.SIGTERM)
+    return process.wait(timeout=timeout)
 
 
 def control(endpoint: str, method: str, path: str, body: Any = None, expect: int = 200) -> Any:

@@ -25,8 +25,7 @@ from boot_harness import (
     machines,
     publish_image,
     require_boot_prerequisites,
-    start_emulator,
-    stop_emulator,
+    start_booting_emulator,
 )
 from harness import (
     ALL_EC2_EVENTS,
@@ -37,6 +36,7 @@ from harness import (
     error_code,
     event_queue,
     instance_states,
+    stop_emulator,
 )
 
 BUDGET = 5
@@ -52,7 +52,7 @@ def boot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     disk = bake_image()
     work = tmp_path_factory.mktemp("boot")
     boot_dir = work / "state"
-    process, endpoint = start_emulator(work / "port", BUDGET, boot_dir)
+    process, endpoint = start_booting_emulator(work / "port", BUDGET, boot_dir)
     try:
         image_id = publish_image(endpoint, disk, work)
         yield {"endpoint": endpoint, "image_id": image_id, "work": work, "boot_dir": boot_dir, "process": process}
@@ -360,7 +360,7 @@ def test_stale_state_of_a_crashed_run_is_removed(boot: dict[str, Any], tmp_path:
     (crashed / "machines").mkdir(parents=True)
     netns.create("hpcemu-999999-v0")
     try:
-        process, _ = start_emulator(tmp_path / "port", 1, state)
+        process, _ = start_booting_emulator(tmp_path / "port", 1, state)
         assert stop_emulator(process) == 0
     finally:
         netns.delete("hpcemu-999999-v0")
@@ -374,7 +374,7 @@ def test_a_vpc_not_routed_from_the_host_is_reached_through_its_client_namespace(
 ) -> None:
     # As on a host whose own network overlaps the VPC's CIDR: no route from the host, the VPC's
     # client side in a namespace of its own, where SSH and the security groups work as from the host.
-    process, endpoint = start_emulator(tmp_path / "port", 1, tmp_path / "state", "--no-host-routes")
+    process, endpoint = start_booting_emulator(tmp_path / "port", 1, tmp_path / "state", "--no-host-routes")
     try:
         image_id = publish_image(endpoint, bake_image(), tmp_path)
         network = Vpc(endpoint, "10.79.0.0/16", tmp_path)
