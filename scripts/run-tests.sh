@@ -3,11 +3,13 @@
 # closing line that counts them all: "summary: N passed, N failed".
 #
 # Two streams run side by side, after one build of every test:
-# - booted: the tests that boot machines (the emulator's test_boot.py, then the Rust boot
-#   suite). Their emulators route VPC networks from the host, so only one runs at a time, and
-#   most of their time is spent waiting for machines, not on the cores.
-# - the rest: every other emulator and workspace test.
-# The rest's output streams live; the booted stream's is printed whole when it ends.
+# - booted: the Rust boot suite (booted clusters), HPCFORGE_BOOTED_AT_ONCE of its tests at a time
+#   (default 2), each with its own emulator. Most of their time is spent waiting for machines,
+#   not on the cores.
+# - the rest: every other emulator and workspace test, then the emulator's own boot tests
+#   (test_boot.py), which start when the rest's heavy part is done.
+# The rest's output streams live; the booted stream's is printed whole when it ends, then each
+# booted test's time and each stream's.
 # Usage: scripts/run-tests.sh <folder holding terraform-provider-hpc>
 set -uo pipefail
 provider_dir=${1:?usage: run-tests.sh PROVIDER_DIR}
@@ -16,6 +18,7 @@ emulator="$root/acceptance-tests/emulator"
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 export HPC_PROVIDER_DIR="$provider_dir" HPCFORGE_BIN_DIR="$provider_dir"
+export HPCFORGE_BOOTED_AT_ONCE="${HPCFORGE_BOOTED_AT_ONCE:-2}" HPCFORGE_BOOTED_TIMES="$logs/booted-times"
 
 # The acceptance tests other than the booted suite, as cargo --test arguments.
 rest_targets=()
@@ -24,34 +27,57 @@ for file in "$root"/acceptance-tests/tests/*.rs; do
   [ "$name" = boot ] || rest_targets+=(--test "$name")
 done
 
-booted() {
-  local status=0
-  (cd "$emulator" && .venv/bin/python -m pytest -q -p no:cacheprovider test_boot.py) || status=1
-  (cd "$root" && cargo test -p acceptance-tests --no-fail-fast --test boot) || status=1
+# timed NAME COMMAND...: runs the command, then notes its wall time for the closing lines.
+timed() {
+  local name=$1 start=$SECONDS status=0
+  shift
+  "$@" || status=1
+  echo "$name: $(( SECONDS - start )) s" >> "$logs/times"
   return $status
+}
+
+booted() {
+  (cd "$root" && cargo test -p acceptance-tests --no-fail-fast --test boot -- --test-threads "$HPCFORGE_BOOTED_AT_ONCE")
+}
+
+emulator_tests() {
+  (cd "$emulator" && .venv/bin/python -m pytest -q -p no:cacheprovider "$@")
+}
+
+workspace_tests() {
+  (cd "$root" && cargo test --workspace --exclude acceptance-tests --no-fail-fast --lib --bins --tests)
+}
+
+acceptance_tests() {
+  (cd "$root" && cargo test -p acceptance-tests --no-fail-fast --lib "${rest_targets[@]}")
 }
 
 rest() {
   local status=0
-  (cd "$emulator" && .venv/bin/python -m pytest -q -p no:cacheprovider --ignore=test_boot.py) || status=1
-  (cd "$root" && cargo test --workspace --exclude acceptance-tests --no-fail-fast --lib --bins --tests) || status=1
-  (cd "$root" && cargo test -p acceptance-tests --no-fail-fast --lib "${rest_targets[@]}") || status=1
+  timed "emulator tests" emulator_tests --ignore=test_boot.py || status=1
+  timed "workspace tests" workspace_tests || status=1
+  timed "acceptance tests" acceptance_tests || status=1
+  timed "emulator boot tests" emulator_tests test_boot.py || status=1
   return $status
 }
 
 status=0
+started=$SECONDS
 (cd "$root" && cargo test --workspace --no-run) 2>&1 | tee "$logs/build"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+echo "test build: $(( SECONDS - started )) s" >> "$logs/times"
 if [ "$status" -eq 0 ]; then
-  echo "booted tests: running beside the rest; their output follows when they end"
-  booted >"$logs/booted" 2>&1 &
+  echo "booted tests: $HPCFORGE_BOOTED_AT_ONCE at a time, beside the rest; their output follows when they end"
+  timed "booted stream" booted >"$logs/booted" 2>&1 &
   booted_pid=$!
-  rest 2>&1 | tee "$logs/rest"
+  timed "rest stream" rest 2>&1 | tee "$logs/rest"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   wait "$booted_pid" || status=1
   echo "---- booted tests ----"
   cat "$logs/booted"
 fi
+echo "---- times ----"
+cat "$logs/times" "$logs/booted-times" 2>/dev/null
 
 # cargo: "test result: ok. 35 passed; 0 failed; ..."   pytest: "38 passed in 21.2s" / "1 failed, 37 passed in ..."
 read -r passed failed < <(cat "$logs"/* | awk '

@@ -398,3 +398,74 @@ pub fn text(o: &Output) -> String {
     )
 }
 
+/// How many booted tests run at once: `HPCFORGE_BOOTED_AT_ONCE`, default 2. Most of a booted
+/// test is waiting for machines, not using the cores; each test has its own emulator, whose VPCs
+/// the host routes only where no other's already are (see the emulator's `vpcnet`).
+pub fn booted_at_once() -> usize {
+    match std::env::var("HPCFORGE_BOOTED_AT_ONCE") {
+        Err(_) => 2,
+        Ok(value) => value
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or_else(|| panic!("HPCFORGE_BOOTED_AT_ONCE={value:?}: a whole number of at least 1")),
+    }
+}
+
+/// A booted test's turn: at most [`booted_at_once`] are held at a time. Dropped, it tells how
+/// long the test held it (on stderr, and as a line in the file `HPCFORGE_BOOTED_TIMES` names, which
+/// `scripts/run-tests.sh` prints at the end of the run).
+pub struct Turn {
+    test: String,
+    started: Instant,
+}
+
+struct Lanes {
+    taken: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+static LANES: Lanes = Lanes {
+    taken: std::sync::Mutex::new(0),
+    freed: std::sync::Condvar::new(),
+};
+
+/// Waits for a free lane, then holds it until the returned turn is dropped.
+pub fn booted_turn() -> Turn {
+    let limit = booted_at_once();
+    let mut taken = LANES.taken.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    while *taken >= limit {
+        taken = LANES
+            .freed
+            .wait(taken)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    }
+    *taken += 1;
+    Turn {
+        test: std::thread::current().name().unwrap_or("a booted test").to_string(),
+        started: Instant::now(),
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let outcome = if std::thread::panicking() { "failed" } else { "passed" };
+        let line = format!("{}: {outcome} in {} s", self.test, self.started.elapsed().as_secs());
+        eprintln!("{line}");
+        if let Ok(path) = std::env::var("HPCFORGE_BOOTED_TIMES") {
+            use std::io::Write;
+            let written = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .and_then(|mut file| writeln!(file, "{line}"));
+            if let Err(e) = written {
+                eprintln!("writing {path}: {e}");
+            }
+        }
+        let mut taken = LANES.taken.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *taken -= 1;
+        LANES.freed.notify_one();
+    }
+}

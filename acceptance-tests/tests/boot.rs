@@ -63,18 +63,16 @@ fn grant_node_policy_to(emu: &Emulator, ws: &Workspace, role: &str) {
     );
 }
 
-/// The booted tests run one at a time: each boots machines that want the 2 cores.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// When the whole suite runs, the first test to ask also starts baking the images only the
-/// upgrade test boots, so that their bakes overlap the turns before it instead of lengthening
-/// its own. (A run of chosen tests does not: a bake outliving the run would go on alone.)
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+/// A booted test's turn ([`boot::booted_turn`]: two at a time by default). When the whole suite
+/// runs, the first test to ask also starts baking the images only the upgrade test boots, so that
+/// their bakes overlap the turns before it instead of lengthening its own. (A run of chosen tests
+/// does not: a bake outliving the run would go on alone.)
+fn turn() -> boot::Turn {
     static BAKES: std::sync::Once = std::sync::Once::new();
     if every_test_runs() {
         BAKES.call_once(|| boot::bake_in_background(&["trixie", "forky"]));
     }
-    ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    boot::booted_turn()
 }
 
 /// No test name filter on the command line (libtest's options that take a value skipped).
@@ -306,7 +304,7 @@ fn eventually(what: &str, limit: Duration, mut check: impl FnMut() -> bool, cont
 #[test]
 fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_second_pool() {
     boot::require_prerequisites();
-    let _turn = one_at_a_time();
+    let _turn = turn();
     // Head, login, the first job's node, a static node and its replacement, two that never
     // arrive beside their replacements, and a spot node and its successor.
     let emu = boot::booting_emulator(11);
@@ -1190,7 +1188,7 @@ fn wait_ssh_as(key: &SshKey, address: &str) {
 #[test]
 fn a_head_node_that_cannot_start_fails_the_apply_with_its_own_reason_then_starts_on_an_external_database() {
     boot::require_prerequisites();
-    let _turn = one_at_a_time();
+    let _turn = turn();
     let emu = boot::booting_emulator(2);
     let ami = boot::publish_test_image(&emu);
     let profile = node_role(&emu, "release-node");
@@ -1370,7 +1368,7 @@ resource "hpc_partition" "cpu" {{
 #[test]
 fn make_demo_boots_the_quickstart_and_runs_the_demo_users_job() {
     boot::require_prerequisites();
-    let _turn = one_at_a_time();
+    let _turn = turn();
     let dir = acceptance_tests::scratch_dir("demo");
     let demo = |action: &str| {
         std::process::Command::new("bash")
@@ -1565,7 +1563,7 @@ resource "hpc_partition" "cpu" {{
 #[test]
 fn a_job_fails_over_to_a_pool_in_another_region_and_runs_there_through_the_peering() {
     boot::require_prerequisites();
-    let _turn = one_at_a_time();
+    let _turn = turn();
     // The head node and the node in us-west-2. No VPC routed from the host, as on a host whose
     // own network overlaps 10.0.0.0/16: SSH goes through the VPC's client namespace.
     let emu = boot::booting_emulator_with(3, &["--no-host-routes"]);
@@ -1673,7 +1671,7 @@ fn upgrade_config(version: &str, head_ami: &str, node_ami: &str, profile: &str, 
 #[test]
 fn a_running_cluster_upgrades_slurm_from_24_11_to_26_05_in_slurms_order_keeping_its_jobs() {
     boot::require_prerequisites();
-    let _turn = one_at_a_time();
+    let _turn = turn();
     // The head, its successor and a compute node from each image (each old one ends first).
     let emu = boot::booting_emulator_with(4, &["--block-store-mib", "2048"]);
     let old = boot::publish_test_image_of(&emu, "trixie");
@@ -1857,7 +1855,7 @@ const BACKUP_LOGS: &str = "scontrol ping; squeue; sinfo -N; sudo ls -la /var/spo
 #[test]
 fn a_backup_controller_keeps_scheduling_when_the_head_node_fails() {
     boot::require_prerequisites();
-    let _turn = one_at_a_time();
+    let _turn = turn();
     // The head, the backup, a compute node, its successor and the head's successor.
     let emu = boot::booting_emulator(5);
     let ami = boot::publish_test_image_of(&emu, "trixie");
