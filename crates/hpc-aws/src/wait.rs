@@ -63,10 +63,18 @@ where
 mod tests {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
+    /// Polls a few milliseconds apart: the tests wait in real time (tokio's paused clock would
+    /// need its test-util feature, and a feature only tests enable rebuilds every crate above
+    /// tokio for `cargo test`).
+    const QUICK: Backoff = Backoff {
+        first: Duration::from_millis(1),
+        max: Duration::from_millis(20),
+    };
+
+    #[tokio::test]
     async fn waits_until_done() {
         let mut n = 0;
-        let got = until("thing", Duration::from_secs(60), Backoff::default(), || {
+        let got = until("thing", Duration::from_secs(60), QUICK, || {
             n += 1;
             let done = n >= 3;
             async move {
@@ -81,20 +89,20 @@ mod tests {
         assert_eq!(got, Ok(3));
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn times_out_naming_the_state() {
         let got: Result<()> = until(
             "file system fs-1",
-            Duration::from_secs(5),
-            Backoff::default(),
+            Duration::from_secs(1),
+            QUICK,
             || async { Ok(Poll::Pending("UPDATING".into())) },
         )
         .await;
         let err = got.expect_err("timeout");
-        assert!(err.to_string().contains("still UPDATING after 5s"), "{err}");
+        assert!(err.to_string().contains("still UPDATING after 1s"), "{err}");
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn errors_stop_the_wait() {
         let got: Result<()> = until("x", Duration::from_secs(60), Backoff::default(), || async {
             Err(AwsError::new("x", Some("FAILED"), "boom"))
