@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 pub mod boot;
+pub mod fixtures;
 
 pub use hpc_test_daemons::{free_port, program, Daemon, MariaDb, Munge};
 
