@@ -20,7 +20,8 @@ trap 'rm -rf "$logs"' EXIT
 export HPC_PROVIDER_DIR="$provider_dir" HPCFORGE_BIN_DIR="$provider_dir"
 export HPCFORGE_BOOTED_AT_ONCE="${HPCFORGE_BOOTED_AT_ONCE:-2}" HPCFORGE_BOOTED_TIMES="$logs/booted-times"
 
-# The acceptance tests other than the booted suite, as cargo --test arguments.
+# The acceptance tests other than the booted suite, as cargo --test arguments (no other package
+# has an integration test of these names; acceptance-tests' own library has no unit tests).
 rest_targets=()
 for file in "$root"/acceptance-tests/tests/*.rs; do
   name=$(basename "$file" .rs)
@@ -36,8 +37,11 @@ timed() {
   return $status
 }
 
+# Every cargo call here selects its targets with --workspace, never -p: cargo resolves features
+# for the packages a call selects, and `-p acceptance-tests` alone resolves fewer, rebuilding tokio
+# and the crates above it (minutes) instead of running what the build step built.
 booted() {
-  (cd "$root" && cargo test -p acceptance-tests --no-fail-fast --test boot -- --test-threads "$HPCFORGE_BOOTED_AT_ONCE")
+  (cd "$root" && cargo test --workspace --no-fail-fast --test boot -- --test-threads "$HPCFORGE_BOOTED_AT_ONCE")
 }
 
 emulator_tests() {
@@ -49,7 +53,7 @@ workspace_tests() {
 }
 
 acceptance_tests() {
-  (cd "$root" && cargo test -p acceptance-tests --no-fail-fast --lib "${rest_targets[@]}")
+  (cd "$root" && cargo test --workspace --no-fail-fast "${rest_targets[@]}")
 }
 
 rest() {
