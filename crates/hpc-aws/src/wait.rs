@@ -91,12 +91,9 @@ mod tests {
 
     #[tokio::test]
     async fn times_out_naming_the_state() {
-        let got: Result<()> = until(
-            "file system fs-1",
-            Duration::from_secs(1),
-            QUICK,
-            || async { Ok(Poll::Pending("UPDATING".into())) },
-        )
+        let got: Result<()> = until("file system fs-1", Duration::from_secs(1), QUICK, || async {
+            Ok(Poll::Pending("UPDATING".into()))
+        })
         .await;
         let err = got.expect_err("timeout");
         assert!(err.to_string().contains("still UPDATING after 1s"), "{err}");
