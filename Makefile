@@ -8,6 +8,9 @@ PROVIDER_DIR := $(TARGET_DIR)/debug
 EMULATOR := acceptance-tests/emulator
 VENV := $(EMULATOR)/.venv
 PYTHON ?= python3
+# The acceptance tests as `--test NAME` arguments. Cargo calls select with --workspace, never
+# `-p acceptance-tests`, whose narrower feature resolution rebuilds tokio and everything above it.
+ACCEPTANCE_TESTS := $(patsubst acceptance-tests/tests/%.rs,--test %,$(wildcard acceptance-tests/tests/*.rs))
 
 .PHONY: build-arm64 release bench bench-provider bench-resume bench-image bench-boot bench-cluster bench-build all build test unit acceptance emulator-test tf-check docs docs-check emulator-venv emulator demo demo-destroy fmt lint clean
 
@@ -36,7 +39,7 @@ unit:
 	$(CARGO) test --workspace --lib --bins
 
 acceptance: emulator-venv build build-arm64
-	HPC_PROVIDER_DIR=$(PROVIDER_DIR) $(CARGO) test -p acceptance-tests
+	HPC_PROVIDER_DIR=$(PROVIDER_DIR) $(CARGO) test --workspace $(ACCEPTANCE_TESTS)
 
 emulator-test: emulator-venv
 	cd $(EMULATOR) && .venv/bin/python -m pytest -q -p no:cacheprovider
