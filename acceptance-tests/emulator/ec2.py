@@ -12,6 +12,8 @@ moto's EC2 handler that adds or replaces these actions:
 - Launch templates that target a capacity reservation or Capacity Block launch into it, up
   to what it has available and only inside its window: see ``ec2_capacity``.
 - RunInstances: fault rules with ``match`` fail it as a whole, as EC2 does.
+- RunInstances and CreateFleet honour ``ClientToken``: a repeated token answers the first call's
+  answer without launching again (another call's parameters: ``IdempotentParameterMismatch``).
 - EC2's launch rate: RunInstances and instant fleets take the instances they launch from a
   token bucket per account and region (``launch_bucket_size``, refilled at
   ``launch_refill_per_s``: 1,000 and 2 a second, as EC2's); a call asking for more than the
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import json
 import math
 import threading
 import time
@@ -144,6 +147,30 @@ class LaunchBucket(BaseBackend):
 
 
 launch_buckets = BackendDict(LaunchBucket, "ec2")
+
+
+class ClientTokens(BaseBackend):
+    """The launches of one account and region by client token. EC2 answers a RunInstances or
+    CreateFleet that repeats a token (a retry after a lost answer) with the first call's answer
+    instead of launching again, and refuses the token with other parameters (EC2 API reference,
+    "Ensuring idempotency"); moto ignored the token and launched twice."""
+
+    def __init__(self, region_name: str, account_id: str) -> None:
+        super().__init__(region_name, account_id)
+        self.answers: dict[str, tuple[str, Any]] = {}
+        self.lock = threading.Lock()
+
+
+client_tokens = BackendDict(ClientTokens, "ec2")
+TOKEN_MISMATCH = FaultError(
+    "IdempotentParameterMismatch",
+    "The client token you have provided is associated with a resource that is already deleted or "
+    "with a request whose parameters differ. Use a different client token.",
+    400,
+)
+TOKEN_TOO_LONG = FaultError(
+    "InvalidParameterValue", "The value of ClientToken is longer than 64 characters.", 400
+)
 # One launch at a time past the faults: a bucket's check and spend, and the capacity and
 # reservations a launch takes, are one step as in EC2, whatever calls are in flight together.
 LAUNCHING = threading.Lock()
@@ -264,6 +291,9 @@ class EmulatorEC2Response(CapacityActions, ImageActions, ec2_peering.PeeringActi
     # --- launches -------------------------------------------------------------------------------
 
     def run_instances(self) -> Any:
+        return self._once_per_client_token(self._run_instances)
+
+    def _run_instances(self) -> Any:
         error = _fault(FAULTS.evaluate("ec2", "RunInstances", self._run_instances_attributes()))
         if error is not None:
             return _error_response(error)
@@ -307,7 +337,28 @@ class EmulatorEC2Response(CapacityActions, ImageActions, ec2_peering.PeeringActi
             "Lifecycle": "spot" if market == "spot" else "on-demand",
         }
 
+    def _once_per_client_token(self, launch: Any) -> Any:
+        """``launch()``, or the answer of the earlier launch with this call's ClientToken."""
+        token = self._get_param("ClientToken")
+        if not token or self._dry_run():
+            return launch()
+        if len(token) > 64:
+            return _error_response(TOKEN_TOO_LONG)
+        asked = json.dumps(sorted((k, v) for k, v in self.querystring.items() if k != "ClientToken"))
+        tokens = client_tokens[self.current_account][self.region]
+        with tokens.lock:
+            if token in tokens.answers:
+                first_asked, answer = tokens.answers[token]
+                return answer if first_asked == asked else _error_response(TOKEN_MISMATCH)
+            answer = launch()
+            if isinstance(answer, ActionResult):
+                tokens.answers[token] = (asked, answer)
+            return answer
+
     def create_fleet(self) -> Any:
+        return self._once_per_client_token(self._create_fleet)
+
+    def _create_fleet(self) -> Any:
         if self._get_param("Type") != "instant":
             return super().create_fleet()
         self.error_on_dryrun()

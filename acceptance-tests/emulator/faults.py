@@ -5,7 +5,10 @@ always, for the first ``count`` matching calls, or with probability ``ratio``
 (drawn from a seeded RNG). A firing rule adds ``latency_ms`` of delay and, when
 it has a ``code``, turns the call into that error.
 
-Rules without ``match`` are applied by the WSGI middleware to whole requests.
+Rules without ``match`` are applied by the WSGI middleware to whole requests. A rule with
+``lost_answer`` lets the call be served, then answers the caller with its error instead: the
+answer lost on the way back (a timeout, a reset connection), after which a client retries a
+call whose work is already done.
 Rules with ``match`` select EC2 launches by placement and are applied inside the
 EC2 handlers: RunInstances answers with an error, an instant CreateFleet reports
 the failed capacity pool in its 200 response's ``Errors`` list. A CreateFleet rule with
@@ -27,7 +30,7 @@ MATCH_KEYS = ("AvailabilityZone", "InstanceType", "SubnetId", "Lifecycle")
 MATCH_ACTIONS = ("RunInstances", "CreateFleet")
 RULE_KEYS = {
     "service", "action", "code", "message", "http_status", "count", "ratio", "latency_ms", "match", "boot", "delay_s",
-    "capacity",
+    "capacity", "lost_answer",
 }
 # Boot faults (boot mode): what happens to the machines of matching launches.
 BOOT_FAULTS = ("never-arrives", "dies-at-boot", "spot-interruption")
@@ -62,6 +65,8 @@ class FaultRule:
     delay_s: float = 0.0
     # A pool with this many instances of capacity: launches take from it, then fail with ``code``.
     capacity: int | None = None
+    # Served first: the error replaces the call's answer (see the module's docstring).
+    lost_answer: bool = False
     used: int = 0
     fired: int = 0
 
@@ -98,6 +103,11 @@ class FaultRule:
         if match is not None:
             _validate_match(match, service, action)
         capacity = _capacity(raw, action, code, match)
+        lost_answer = raw.get("lost_answer", False)
+        if not isinstance(lost_answer, bool):
+            raise FaultRuleError("'lost_answer' must be true or false")
+        if lost_answer and (code is None or match is not None or boot is not None):
+            raise FaultRuleError("'lost_answer' needs a 'code' and takes no 'match' or 'boot' (it applies to whole calls)")
         return cls(
             id=rule_id,
             service=service.lower(),
@@ -112,6 +122,7 @@ class FaultRule:
             boot=boot,
             delay_s=delay_s,
             capacity=capacity,
+            lost_answer=lost_answer,
         )
 
     def applies_to(self, service: str, action: str, attrs: dict[str, str] | None) -> bool:
@@ -128,6 +139,8 @@ class FaultRule:
         for key in ("action", "code", "message", "count", "ratio", "match", "boot", "capacity"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
+        if self.lost_answer:
+            out["lost_answer"] = True
         if self.code is not None:
             out["http_status"] = self.http_status
         if self.latency_s:
@@ -256,18 +269,21 @@ class FaultEngine:
         with self._lock:
             self._rng = random.Random(seed)
 
-    def evaluate(self, service: str, action: str, attrs: dict[str, str] | None = None) -> Outcome:
+    def evaluate(
+        self, service: str, action: str, attrs: dict[str, str] | None = None, *, served: bool = False
+    ) -> Outcome:
         """Fires the rules that select this call, in the order they were added.
 
         ``attrs`` is None for whole-request evaluation (rules without ``match``);
         for an EC2 launch it holds the placement being tried (rules with ``match``).
+        ``served``: the call has been served, and only ``lost_answer`` rules are walked.
         Delays of all fired rules add up; the first fired rule with a code ends the walk.
         """
         outcome = Outcome()
         with self._lock:
             for rule in self._rules:
-                if rule.capacity is not None:
-                    continue  # walked by evaluate_launch, with the count launched
+                if rule.capacity is not None or rule.lost_answer != served:
+                    continue  # capacity: walked by evaluate_launch, with the count launched
                 if rule.applies_to(service, action, attrs) and self._fires(rule) and _fire(rule, outcome, attrs):
                     break
         return outcome

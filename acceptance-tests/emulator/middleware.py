@@ -104,6 +104,11 @@ def _form_body(environ: dict[str, Any]) -> dict[str, list[str]]:
     return parse_qs(body.decode("utf-8", errors="replace"))
 
 
+def _discarded(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+    """A start_response for an answer that is lost (a ``lost_answer`` fault): nothing is sent."""
+    return lambda data: None
+
+
 def _drain(environ: dict[str, Any]) -> None:
     """Reads an unanswered request body, so closing the socket does not reset the client's upload.
 
@@ -314,7 +319,8 @@ class EmulatorMiddleware:
             start_response(f"{status} Error", headers)
             return [body]
         started = time.perf_counter()
-        result = self.app(environ, start_response)
+        lost = FAULTS.evaluate(call.service, call.action, served=True).error
+        result = self.app(environ, start_response if lost is None else _discarded)
         try:
             answered = list(result)
         finally:
@@ -322,6 +328,10 @@ class EmulatorMiddleware:
             if close is not None:
                 close()
             self.calls.add_time(call.key, time.perf_counter() - started)
+        if lost is not None:
+            status, headers, body = render_error(call.protocol, lost)
+            start_response(f"{status} Error", headers)
+            return [body]
         return answered
 
     # --- control API ---------------------------------------------------------------------------

@@ -732,6 +732,38 @@ def test_instant_fleet_fails_over_between_zones(
     assert error_code(excinfo) == "InvalidPlacementGroup.InUse"
 
 
+def test_a_launch_whose_answer_is_lost_is_retried_with_its_client_token_and_launches_once(
+    endpoint: str, ec2: Any, network: dict[str, Any], efa_template: str
+) -> None:
+    # The first answer of each launch is lost after the work is done; boto3 retries the 500
+    # with the same (generated) ClientToken, as EC2's idempotency expects of a client.
+    for action in ("CreateFleet", "RunInstances"):
+        control(endpoint, "POST", "/faults",
+                {"service": "ec2", "action": action, "code": "InternalError", "count": 1, "lost_answer": True})
+    fleet = ec2.create_fleet(
+        Type="instant",
+        TargetCapacitySpecification={"TotalTargetCapacity": 2, "DefaultTargetCapacityType": "on-demand"},
+        LaunchTemplateConfigs=[
+            {"LaunchTemplateSpecification": {"LaunchTemplateName": efa_template}, "Overrides": _overrides(network)}
+        ],
+    )
+    (launched,) = fleet["Instances"]
+    ran = ec2.run_instances(ImageId="ami-12345678", MinCount=1, MaxCount=1, SubnetId=network["subnets"]["us-east-1a"])
+    assert control(endpoint, "GET", "/calls")["calls"]["ec2:CreateFleet"] == 2
+    assert control(endpoint, "GET", "/calls")["calls"]["ec2:RunInstances"] == 2
+    running = sorted(i["InstanceId"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"])
+    assert running == sorted([*launched["InstanceIds"], ran["Instances"][0]["InstanceId"]])
+
+    # The same token with other parameters is refused; a token is at most 64 characters.
+    ec2.run_instances(ImageId="ami-12345678", MinCount=1, MaxCount=1, ClientToken="resume-1")
+    with pytest.raises(ClientError) as excinfo:
+        ec2.run_instances(ImageId="ami-12345678", MinCount=2, MaxCount=2, ClientToken="resume-1")
+    assert error_code(excinfo) == "IdempotentParameterMismatch"
+    with pytest.raises(ClientError) as excinfo:
+        ec2.run_instances(ImageId="ami-12345678", MinCount=1, MaxCount=1, ClientToken="x" * 65)
+    assert error_code(excinfo) == "InvalidParameterValue"
+
+
 def test_instant_fleet_with_no_capacity_anywhere(
     endpoint: str, ec2: Any, network: dict[str, Any], efa_template: str
 ) -> None:
