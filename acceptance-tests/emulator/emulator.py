@@ -105,6 +105,7 @@ def main(argv: list[str]) -> int:
     import fsx
     import secrets_manager
     import service_quotas
+    import ssm_tiers
     from config import CONFIG
     from faults import FAULTS
     from middleware import EmulatorMiddleware
@@ -128,6 +129,7 @@ def main(argv: list[str]) -> int:
     ebs.install()
     secrets_manager.install()
     service_quotas.install()
+    ssm_tiers.install()
     app = EmulatorMiddleware(DomainDispatcherApplication(create_backend_app))
     manager = None
     if args.boot_instances:

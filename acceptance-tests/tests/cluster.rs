@@ -929,6 +929,16 @@ fn a_thousand_users_with_two_keys_each_publish_in_shards() {
         shards().iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
         ["/hpcforge/clusters/research/users/0000"]
     );
+    // The shard that held 8 KiB was an Advanced parameter, which AWS never lets go back to
+    // Standard: written again with four users, it stays Advanced.
+    let described = json_call(
+        &emu,
+        "ssm",
+        "AmazonSSM.DescribeParameters",
+        &json!({"ParameterFilters": [{"Key": "Name", "Values": ["/hpcforge/clusters/research/users/0000"]}]}),
+    );
+    let described: Value = serde_json::from_str(&described.body).unwrap_or_default();
+    assert_eq!(described["Parameters"][0]["Tier"], "Advanced", "{described}");
     ws.destroy();
     assert!(ssm_parameters(&emu).is_empty(), "{:?}", ssm_parameters(&emu));
 }

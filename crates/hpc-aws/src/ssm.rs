@@ -78,18 +78,16 @@ impl Ssm {
             ));
         }
         let _changing = self.views.changing();
-        let tier = if value.len() > 4096 {
-            ParameterTier::Advanced
-        } else {
-            ParameterTier::Standard
-        };
         let res = self
             .client
             .put_parameter()
             .name(name)
             .value(value)
             .r#type(ParameterType::String)
-            .tier(tier)
+            // Standard while the value fits 4 KB, Advanced past it; an Advanced parameter stays
+            // Advanced when its value shrinks (AWS refuses `Standard` for it: a user shard that
+            // shrank failed the apply).
+            .tier(ParameterTier::IntelligentTiering)
             .overwrite(true)
             .send()
             .await
