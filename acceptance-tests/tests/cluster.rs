@@ -32,6 +32,24 @@ fn a_terminated_head_node_is_launched_again() {
     ws.destroy();
 }
 
+/// The longest name the cluster takes (40 characters) launches its head and login nodes: EC2
+/// refuses a client token over 64 characters, and the tokens once carried the name.
+#[test]
+fn a_cluster_with_a_forty_character_name_launches_its_nodes() {
+    let emu = Emulator::start();
+    let ws = Workspace::new("long-name", &emu);
+    let name = "research-computing-division-of-physics-1";
+    assert_eq!(name.len(), 40);
+    let config = cluster("").replace(r#"name      = "research""#, &format!("name      = \"{name}\""));
+    assert!(config.contains(name), "the fixture's name line moved:\n{config}");
+    ws.write(&format!("{}{config}", network()));
+    ws.apply();
+    let state = ws.resource("hpc_cluster.main");
+    assert!(state["head_node_instance_id"].as_str().is_some_and(|id| id.starts_with("i-")), "{state}");
+    assert_eq!(running_with_tag(&emu, hpc_desired_state::tag::CLUSTER, name), 2, "head and login node");
+    ws.destroy();
+}
+
 #[test]
 fn a_provider_killed_during_cluster_create_leaves_no_duplicates_on_rerun() {
     let emu = Emulator::start();

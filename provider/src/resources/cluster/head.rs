@@ -291,7 +291,8 @@ async fn launch_on(
             clients.ec2.run_instance_on(
                 &lt,
                 launch.eni,
-                &format!("{name}-{}-{}", launch.role.tag(), uuid::Uuid::new_v4()),
+                // EC2 takes at most 64 characters: no cluster name in it (see login.rs).
+                &uuid::Uuid::new_v4().to_string(),
                 &spec.tags,
                 timeout,
             ),

@@ -135,7 +135,7 @@ pub(super) async fn start(
         promised(&nodes, Computed::of(state)?.login_node_ids.items())
     };
     forget_reports(clients, name, &reports, &nodes).await?;
-    let launched = launch(clients, state, name, &spec, plan.launch).await?;
+    let launched = launch(clients, state, &spec, plan.launch).await?;
     let mut ids: Vec<String> = plan.keep.iter().chain(&launched).cloned().collect();
     ids.sort();
     let mut ips = Vec::new();
@@ -287,7 +287,6 @@ async fn reports(clients: &Clients, name: &str) -> Result<BTreeMap<String, BootR
 async fn launch(
     clients: &Clients,
     state: &Value,
-    name: &str,
     spec: &LaunchTemplateSpec,
     count: usize,
 ) -> Result<Vec<String>, Diagnostics> {
@@ -304,7 +303,9 @@ async fn launch(
     let subnet = Cluster::read(state)?.subnet_id;
     let mut ids = Vec::new();
     for _ in 0..count {
-        let token = format!("{name}-login-{}", uuid::Uuid::new_v4());
+        // One launch's token (EC2 takes at most 64 characters: a 40-character cluster name
+        // in it was refused on AWS; the emulator now refuses it too).
+        let token = uuid::Uuid::new_v4().to_string();
         let id = clients
             .ec2
             .run_instance(&lt, &subnet, &token, &tags)
