@@ -209,6 +209,46 @@ async fn no_capacity_in_one_zone_fails_over_to_the_next_pool_and_cools_it_down()
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// EC2 launched the fleet but its answer was lost (a timeout, a reset connection): the SDK's
+/// retry carries the same client token, so EC2 answers with the first launch instead of
+/// launching the nodes a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_whose_answer_is_lost_is_retried_and_launches_each_node_once() {
+    let emu = Emulator::start();
+    let aws = connect(&emu).await;
+    let doc = partition(&aws, &emu).await;
+    emu.add_fault(
+        json!({"service": "ec2", "action": "CreateFleet", "code": "InternalError",
+                         "count": 1, "lost_answer": true}),
+    );
+    let clients = One(aws.ec2());
+    let mut cooldowns = Cooldowns::default();
+    emu.reset_calls();
+    let out = resume(
+        &clients,
+        &doc,
+        "gpu-p5-48xl-[1-2]",
+        &ResumeJobs::default(),
+        &mut cooldowns,
+        1_000,
+    )
+    .await;
+    assert_eq!(out.placed.len(), 2, "{out:?}");
+    assert_eq!(
+        emu.calls().get("ec2:CreateFleet"),
+        Some(&2),
+        "the lost answer was retried"
+    );
+    let tagged = aws
+        .ec2()
+        .instances_tagged("hpcforge:cluster", "c")
+        .await
+        .expect("instances");
+    assert_eq!(tagged.len(), 2, "{tagged:?}");
+    let placed: std::collections::BTreeSet<_> = out.placed.iter().map(|p| p.instance.id.clone()).collect();
+    assert_eq!(placed, tagged.iter().map(|i| i.id.clone()).collect(), "{out:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_resumes_and_suspends_nodes_from_the_published_partition() {
     let emu = Emulator::start();
