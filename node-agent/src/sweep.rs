@@ -4,7 +4,7 @@
 //! between launch and recording it in the node map) and is older than a grace period, or when
 //! Slurm reports its node powered down.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use hpc_aws::ec2::InstanceInfo;
 use hpc_desired_state::{tag, PartitionDoc};
@@ -30,6 +30,41 @@ pub fn known_nodes(partitions: &[PartitionDoc]) -> BTreeSet<String> {
 /// The always-on nodes (`min_nodes`) the desired state defines.
 pub fn static_nodes(partitions: &[PartitionDoc]) -> Vec<String> {
     node_names(partitions, |s| s.static_nodes.min(s.max_nodes))
+}
+
+/// The reason hpc-node gives Slurm for a node no pool could launch (resume sets it down).
+pub const NO_CAPACITY: &str = "hpc-node: no capacity in any pool";
+
+/// Of the nodes set down for lack of capacity (`downs`: node → Slurm state), those that may
+/// serve again: still down, not being powered down, and none of the pools their type
+/// launches from cooling down any more (`cooling(partition, pool, instance_type)`). Slurm never
+/// brings a down node back by itself: without this a partition lost a node name for good at
+/// every capacity shortage (ParallelCluster likewise returns such nodes after its
+/// `insufficient_capacity_timeout`).
+pub fn capacity_returned(
+    docs: &[PartitionDoc],
+    downs: &BTreeMap<String, String>,
+    cooling: impl Fn(&str, usize, &str) -> bool,
+) -> Vec<String> {
+    let settled: Vec<String> = downs
+        .iter()
+        .filter(|(_, state)| {
+            let flag = |f: &str| slurm_model::node_state_has(state, f);
+            // A node resume set down stays POWERING_UP for Slurm (no instance will come).
+            flag("DOWN") && !flag("POWERING_DOWN") && !flag("POWER_DOWN")
+        })
+        .map(|(node, _)| node.clone())
+        .collect();
+    let (groups, _unknown) = crate::resume::group_nodes(docs, &settled);
+    groups
+        .into_iter()
+        .filter(|g| {
+            docs.iter()
+                .find(|d| d.name == g.partition)
+                .is_some_and(|doc| !(0..doc.pools.len()).any(|pool| cooling(&doc.name, pool, &g.instance_type)))
+        })
+        .flat_map(|g| g.nodes)
+        .collect()
 }
 
 /// What the sweep does for a static node: Slurm never powers one up by itself (it is excluded
@@ -132,5 +167,51 @@ mod tests {
         assert!(orphan_reason(&compute, None, &known, 1000 + UNTAGGED_GRACE_S + 1, up).is_some());
         let head = instance(&[(tag::ROLE, "head")], 1);
         assert_eq!(orphan_reason(&head, None, &known, 1_000_000, up), None);
+    }
+
+    #[test]
+    fn a_node_down_for_lack_of_capacity_returns_once_none_of_its_pools_cools() {
+        let pool = hpc_desired_state::PoolDoc {
+            region: "us-east-1".into(),
+            subnet_ids: vec!["subnet-1".into()],
+            capacity_type: "on_demand".into(),
+            capacity_reservation_id: None,
+            launch_templates: BTreeMap::new(),
+            placement_group: None,
+        };
+        let shape = |t: &str| hpc_desired_state::ShapeDoc {
+            instance_type: t.into(),
+            vcpus: 8,
+            cores: 4,
+            threads_per_core: 2,
+            memory_mib: 16384,
+            ..Default::default()
+        };
+        let docs = [PartitionDoc {
+            cluster: "c".into(),
+            name: "cpu".into(),
+            shapes: vec![shape("c7i.2xlarge"), shape("c7i.4xlarge")],
+            max_nodes: 4,
+            pools: vec![pool.clone(), pool],
+            ..Default::default()
+        }];
+        let downs: BTreeMap<String, String> = [
+            ("cpu-c7i-2xl-1", "DOWN+CLOUD+POWERED_DOWN"),
+            ("cpu-c7i-2xl-2", "DOWN+CLOUD+NOT_RESPONDING+POWERING_UP"),
+            ("cpu-c7i-2xl-3", "DOWN+CLOUD+POWERING_DOWN"),
+            ("cpu-c7i-4xl-1", "DOWN+CLOUD+POWERED_DOWN"),
+            ("cpu-c7i-4xl-2", "IDLE+CLOUD+POWERED_DOWN"),
+            ("gone-c7i-2xl-1", "DOWN+CLOUD+POWERED_DOWN"),
+        ]
+        .into_iter()
+        .map(|(n, s)| (n.to_string(), s.to_string()))
+        .collect();
+        // The 2xlarge's second pool still cools: only the 4xlarge node returns.
+        let cooling = |partition: &str, pool: usize, t: &str| partition == "cpu" && pool == 1 && t == "c7i.2xlarge";
+        assert_eq!(capacity_returned(&docs, &downs, cooling), ["cpu-c7i-4xl-1"]);
+        assert_eq!(
+            capacity_returned(&docs, &downs, |_, _, _| false),
+            ["cpu-c7i-2xl-1", "cpu-c7i-2xl-2", "cpu-c7i-4xl-1"]
+        );
     }
 }

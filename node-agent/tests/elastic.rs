@@ -351,6 +351,62 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
     assert!(node.starts_with("cpu-c7i-2xl-"), "{log}");
     let shown = slurm("scontrol", &["show", "node", &node, "-o"]);
     assert!(shown.contains("Reason=hpc-node: no capacity in any pool"), "{shown}");
+
+    // Capacity that recovers: the sweep leaves the node down while its pools cool down, and
+    // returns it once the cool-downs are over, so the partition keeps every node name.
+    let sweep = || {
+        let out = Command::new(node_bin)
+            .args([
+                "sweep",
+                "--cluster",
+                "lab",
+                "--region",
+                "us-east-1",
+                "--state-dir",
+                &p("agent"),
+            ])
+            .env("AWS_ENDPOINT_URL", emu.url())
+            .env("SLURM_CONF", &conf)
+            .output()
+            .expect("hpc-node sweep");
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{said}");
+        said
+    };
+    let said = sweep();
+    let shown = slurm("scontrol", &["show", "node", &node, "-o"]);
+    assert!(
+        shown.contains("Reason=hpc-node: no capacity in any pool"),
+        "during the cool-down: {shown}\n{said}"
+    );
+    // The cool-downs end (their record moved to the past, as ice_cooldown's 600 s would) and the
+    // type has capacity again.
+    let cooldowns_file = dir.join("agent/cooldowns.json");
+    let mut until: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&cooldowns_file).expect("cool-downs")).expect("json");
+    assert!(until.keys().any(|k| k.ends_with("/c7i.2xlarge")), "{until:?}");
+    for value in until.values_mut() {
+        *value = json!(1);
+    }
+    std::fs::write(&cooldowns_file, serde_json::Value::Object(until).to_string()).expect("cool-downs");
+    emu.clear_faults();
+    let said = sweep();
+    assert!(
+        said.contains(&format!("return, their pools' cool-downs over: {node}")),
+        "{said}\n{}",
+        slurm("scontrol", &["show", "node", &node, "-o"])
+    );
+    wait("the node to return to service", 30, &|| {
+        let shown = slurm("scontrol", &["show", "node", &node, "-o"]);
+        !shown.contains("State=DOWN") && !shown.contains("Reason=hpc-node: no capacity")
+    });
+    // And it serves: a job asking for it by name runs there.
+    let submitted = slurm("sbatch", &["-p", "cpu", "-w", &node, "--wrap", "hostname"]);
+    let third = submitted.split_whitespace().last().unwrap_or_default().to_string();
+    assert!(submitted.contains("Submitted batch job"), "{submitted}");
+    wait("the job on the returned node to complete", 180, &|| {
+        slurm("scontrol", &["show", "job", &third]).contains("JobState=COMPLETED")
+    });
     drop(_cleanup);
     drop(_slurmdbd);
     drop(mariadb);

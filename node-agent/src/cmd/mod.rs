@@ -105,6 +105,36 @@ pub fn set_node_state(node: &str, state: &str, reason: &str) -> bool {
     ])
 }
 
+/// `scontrol show nodes -o`: one record a line, `Reason=` last; empty when scontrol cannot say
+/// (a program run outside Slurm).
+fn node_records() -> String {
+    match Process::new("scontrol").args(["show", "nodes", "-o"]).output() {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+        _ => String::new(),
+    }
+}
+
+/// The nodes whose Slurm reason starts with `prefix`, with their state (`DOWN+CLOUD+POWERED_DOWN`),
+/// from one `scontrol show nodes` (a reason stays whatever the node's state).
+pub fn nodes_with_reason(prefix: &str) -> std::collections::BTreeMap<String, String> {
+    with_reason(&node_records(), prefix)
+}
+
+fn with_reason(records: &str, prefix: &str) -> std::collections::BTreeMap<String, String> {
+    records
+        .lines()
+        .filter_map(|line| {
+            let name = line.strip_prefix("NodeName=")?.split_whitespace().next()?;
+            let at = line.find(" Reason=")?;
+            let state = line[..at].split_whitespace().find_map(|f| f.strip_prefix("State="))?;
+            let reason = &line[at + " Reason=".len()..];
+            reason
+                .starts_with(prefix)
+                .then(|| (name.to_string(), state.to_string()))
+        })
+        .collect()
+}
+
 /// slurmctld's one-line record of a node (None when scontrol cannot say).
 fn show_node(node: &str) -> Option<String> {
     let out = Process::new("scontrol")
@@ -122,4 +152,26 @@ pub fn slurm_state(node: &str) -> Option<String> {
         .split_whitespace()
         .find_map(|f| f.strip_prefix("State="))
         .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_are_found_by_the_start_of_their_reason_with_their_state() {
+        let records = "NodeName=spot-c7i-large-1 Arch=x86_64 CoresPerSocket=1 State=IDLE+CLOUD+POWERING_DOWN \
+                       Reason=spot interruption: terminate at 2026-12-06T10:09:35Z [slurm@2026-12-06T10:07:40]\n\
+                       NodeName=spot-c7i-large-2 Arch=x86_64 State=IDLE+CLOUD+POWERED_DOWN\n\
+                       NodeName=cpu-c7i-large-1 State=DOWN+CLOUD+POWERED_DOWN Reason=hpc-node: no capacity in any pool [root@t]\n\
+                       garbage line Reason=spot interruption\n";
+        let spot = with_reason(records, "spot interruption");
+        assert_eq!(
+            spot.iter().map(|(n, s)| (n.as_str(), s.as_str())).collect::<Vec<_>>(),
+            [("spot-c7i-large-1", "IDLE+CLOUD+POWERING_DOWN")]
+        );
+        let capacity = with_reason(records, crate::sweep::NO_CAPACITY);
+        assert_eq!(capacity.keys().collect::<Vec<_>>(), ["cpu-c7i-large-1"]);
+        assert!(with_reason("", "spot interruption").is_empty());
+    }
 }

@@ -98,30 +98,9 @@ fn cool_recorded<'n>(
     unrecorded
 }
 
-/// The nodes Slurm records as interrupted (their reason names EC2's notice), from one
-/// `scontrol show nodes` (a reason stays whatever the node's state); none when scontrol cannot
-/// say (a resume run outside Slurm).
+/// The nodes Slurm records as interrupted (their reason names EC2's notice).
 fn interrupted_nodes() -> BTreeSet<String> {
-    match std::process::Command::new("scontrol")
-        .args(["show", "nodes", "-o"])
-        .output()
-    {
-        Ok(out) if out.status.success() => interrupted_in(&String::from_utf8_lossy(&out.stdout)),
-        _ => BTreeSet::new(),
-    }
-}
-
-/// The nodes of `scontrol show nodes -o` (one record a line, `Reason=` last) whose reason names
-/// a spot interruption.
-fn interrupted_in(records: &str) -> BTreeSet<String> {
-    records
-        .lines()
-        .filter_map(|line| {
-            let name = line.strip_prefix("NodeName=")?.split_whitespace().next()?;
-            let reason = &line[line.find(" Reason=")? + " Reason=".len()..];
-            reason.starts_with(spot::REASON_PREFIX).then(|| name.to_string())
-        })
-        .collect()
+    super::nodes_with_reason(spot::REASON_PREFIX).into_keys().collect()
 }
 
 /// Launches instances for `nodes`: each group (partition and instance type) pool after pool,
@@ -169,7 +148,7 @@ pub async fn resume_nodes(
             outcome
                 .unplaced
                 .into_iter()
-                .map(|n| (n, "hpc-node: no capacity in any pool".into())),
+                .map(|n| (n, crate::sweep::NO_CAPACITY.into())),
         );
     }
     record_and_address(&clients, &NodeMap::at(&args.state_dir), &placed).await?;
@@ -529,19 +508,5 @@ mod tests {
             unrecorded.into_iter().collect::<Vec<_>>(),
             ["burst-c7i-l-3", "burst-c7i-l-4"]
         );
-    }
-
-    #[test]
-    fn interrupted_nodes_are_those_whose_reason_names_the_notice() {
-        let records = "NodeName=spot-c7i-large-1 Arch=x86_64 CoresPerSocket=1 State=IDLE+CLOUD+POWERING_DOWN \
-                       Reason=spot interruption: terminate at 2026-12-06T10:09:35Z [slurm@2026-12-06T10:07:40]\n\
-                       NodeName=spot-c7i-large-2 Arch=x86_64 State=IDLE+CLOUD+POWERED_DOWN\n\
-                       NodeName=cpu-c7i-large-1 State=DOWN+CLOUD Reason=hpc-node: no capacity in any pool [root@t]\n\
-                       garbage line Reason=spot interruption\n";
-        assert_eq!(
-            interrupted_in(records).into_iter().collect::<Vec<_>>(),
-            ["spot-c7i-large-1"]
-        );
-        assert!(interrupted_in("").is_empty());
     }
 }

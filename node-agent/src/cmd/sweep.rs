@@ -8,7 +8,7 @@ use hpc_aws::Aws;
 use hpc_desired_state::{tag, PartitionDoc};
 
 use super::power::{cluster_regions, resume_nodes};
-use super::{reset_lost_node, scontrol, slurm_state};
+use super::{reset_lost_node, scontrol, set_node_state, slurm_state};
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Result};
 use crate::nodemap::{self, Carriers, NodeMap};
@@ -94,6 +94,7 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
         .context(|| format!("reading the agent's node map in {}", args.state_dir.display()))?;
     carried.extend(launched_since(&recorded, listed_at.saturating_sub(1), &ended));
     keep_static_nodes(&docs, &carried);
+    return_capacity(&docs, &cooldowns);
     cooldowns
         .save(now_s())
         .context(|| format!("saving cool-downs in {}", args.state_dir.display()))
@@ -139,6 +140,36 @@ fn late<'a>(
         return None;
     }
     Some((node.to_string(), pool, doc))
+}
+
+/// Nodes resume set down for lack of capacity, back in service once their pools' cool-downs
+/// have ended (the next job that needs one tries the pools again): powered down and idle, as
+/// Slurm keeps a cloud node it may start.
+fn return_capacity(docs: &[PartitionDoc], cooldowns: &Cooldowns) {
+    let downs = super::nodes_with_reason(crate::sweep::NO_CAPACITY);
+    let now = now_s();
+    let cooling = |partition: &str, pool: usize, instance_type: &str| {
+        cooldowns.active(&Cooldowns::key(partition, pool, instance_type), now)
+    };
+    let back = crate::sweep::capacity_returned(docs, &downs, cooling);
+    if back.is_empty() {
+        return;
+    }
+    eprintln!(
+        "hpc-node: {} node(s) set down for lack of capacity return, their pools' cool-downs over: {}",
+        back.len(),
+        back.join(",")
+    );
+    // A node Slurm has powered down only needs its down state cleared; one it still counts as
+    // powering up (resume set it down mid-launch) is powered down, which ends Slurm's wait for
+    // it, runs SuspendProgram (no instance to end) and clears the down state.
+    for node in back {
+        let powered_down = downs
+            .get(&node)
+            .is_some_and(|s| slurm_model::node_state_has(s, "POWERED_DOWN"));
+        let state = if powered_down { "resume" } else { "power_down_force" };
+        set_node_state(&node, state, "hpc-node: capacity may be back");
+    }
 }
 
 /// Static nodes (`min_nodes`): powered up when Slurm has them powered down, powered down at
