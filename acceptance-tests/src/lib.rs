@@ -24,6 +24,10 @@ pub use hpc_test_daemons::{free_port, program, Daemon, MariaDb, Munge};
 
 pub const REGION: &str = "us-east-1";
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
+/// The same guard for a workspace whose applies wait for booted machines (a head node replaced,
+/// a login node rolled): booted tests run side by side, and one such apply outran 300 s while
+/// another booted cluster upgraded Slurm beside it.
+const BOOTED_COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
 
 pub fn repo_root() -> PathBuf {
     // `cargo test` sets the package's directory when it runs a test; the compile-time value
@@ -729,6 +733,8 @@ pub struct Workspace {
     pub dir: PathBuf,
     endpoint: String,
     extra_env: Vec<(String, String)>,
+    /// How long one terraform command may take before the test fails with what it said.
+    command_timeout: Duration,
 }
 
 /// The provider block every test uses unless it writes its own.
@@ -760,7 +766,15 @@ impl Workspace {
             dir,
             endpoint: emu.url(),
             extra_env: Vec::new(),
+            command_timeout: COMMAND_TIMEOUT,
         }
+    }
+
+    /// A workspace for a booted cluster: its terraform commands may take [`BOOTED_COMMAND_TIMEOUT`].
+    pub fn booting(name: &str, emu: &Emulator) -> Workspace {
+        let mut ws = Workspace::new(name, emu);
+        ws.command_timeout = BOOTED_COMMAND_TIMEOUT;
+        ws
     }
 
     /// Replaces the CLI config (dev_overrides by default), e.g. with a provider mirror.
@@ -809,7 +823,7 @@ impl Workspace {
     pub fn tf(&self, args: &[&str]) -> TfOutput {
         let mut cmd = self.command(args);
         let child = cmd.spawn().expect("running terraform");
-        let out = wait_with_timeout(child, COMMAND_TIMEOUT, args);
+        let out = wait_with_timeout(child, self.command_timeout, args);
         TfOutput {
             success: out.status.success(),
             code: out.status.code(),
@@ -938,43 +952,73 @@ pub fn kill_children(parent: u32, name: &str) -> usize {
     killed
 }
 
+/// What a pipe has given so far, read on another thread (so a command that outlives its limit
+/// still shows what it said before it was stopped).
+struct Collected(std::sync::Arc<std::sync::Mutex<Vec<u8>>>, std::thread::JoinHandle<()>);
+
+fn collect(pipe: Option<impl Read + Send + 'static>) -> Collected {
+    let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let filled = buf.clone();
+    let reader = std::thread::spawn(move || {
+        let Some(mut pipe) = pipe else { return };
+        let mut chunk = [0u8; 8192];
+        while let Ok(n) = pipe.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            filled
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend_from_slice(&chunk[..n]);
+        }
+    });
+    Collected(buf, reader)
+}
+
+impl Collected {
+    fn so_far(&self) -> Vec<u8> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn all(self) -> Vec<u8> {
+        let Collected(buf, reader) = self;
+        let _ = reader.join();
+        let all = std::mem::take(&mut *buf.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        all
+    }
+}
+
 fn wait_with_timeout(mut child: Child, timeout: Duration, args: &[&str]) -> Output {
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let out_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(mut s) = stdout {
-            let _ = s.read_to_end(&mut buf);
-        }
-        buf
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(mut s) = stderr {
-            let _ = s.read_to_end(&mut buf);
-        }
-        buf
-    });
-    let deadline = Instant::now() + timeout;
+    let stdout = collect(child.stdout.take());
+    let stderr = collect(child.stderr.take());
+    let started = Instant::now();
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() > deadline => {
+            Ok(None) if started.elapsed() > timeout => {
                 let _ = child.kill();
+                let said = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&stdout.so_far()),
+                    String::from_utf8_lossy(&stderr.so_far())
+                );
+                let tail: Vec<&str> = said.lines().rev().take(60).collect();
                 panic!(
-                    "terraform {} did not finish within {}s",
+                    "terraform {} did not finish within {}s; its last lines:\n{}",
                     args.join(" "),
-                    timeout.as_secs()
+                    timeout.as_secs(),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
                 );
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(50)),
             Err(e) => panic!("waiting for terraform: {e}"),
         }
     };
+    eprintln!("terraform {}: {} s", args.join(" "), started.elapsed().as_secs());
     Output {
         status,
-        stdout: out_reader.join().unwrap_or_default(),
-        stderr: err_reader.join().unwrap_or_default(),
+        stdout: stdout.all(),
+        stderr: stderr.all(),
     }
 }
 

@@ -311,7 +311,7 @@ fn a_cluster_applied_by_terraform_boots_and_runs_a_users_job_on_a_node_from_the_
     let ami = boot::publish_test_image(&emu);
     let key = key_pair(&emu, "alive");
     let profile = node_role(&emu, "alive-node");
-    let ws = Workspace::new("boot", &emu);
+    let ws = Workspace::booting("boot", &emu);
     let user_key = public_key(&key);
     // The node role gets exactly the policy the cluster says it needs (the local EC2 enforces
     // it), known once the cluster exists: a first apply without waiting for the head node.
@@ -1208,7 +1208,7 @@ fn a_head_node_that_cannot_start_fails_the_apply_with_its_own_reason_then_starts
         );
     };
     allow(r#""ssm:*","secretsmanager:GetSecretValue""#);
-    let ws = Workspace::new("boot-release", &emu);
+    let ws = Workspace::booting("boot-release", &emu);
     let config = |version: &str, accounting: &str| {
         format!(
             r#"
@@ -1570,7 +1570,7 @@ fn a_job_fails_over_to_a_pool_in_another_region_and_runs_there_through_the_peeri
     let amis = boot::publish_test_image_to(&emu, &["us-east-1", "us-west-2"], "");
     let key = key_pair(&emu, "far");
     let profile = node_role(&emu, "far-node");
-    let ws = Workspace::new("boot-far", &emu);
+    let ws = Workspace::booting("boot-far", &emu);
     let user_key = public_key(&key);
     ws.write(&far_config(&amis, &profile, &user_key, false));
     ws.ok(&["apply", "-auto-approve", "-target=hpc_cluster.main"]);
@@ -1678,7 +1678,7 @@ fn a_running_cluster_upgrades_slurm_from_24_11_to_26_05_in_slurms_order_keeping_
     let new = boot::publish_test_image_of(&emu, "forky");
     let key = key_pair(&emu, "upgrade");
     let profile = node_role(&emu, "upgrade-node");
-    let ws = Workspace::new("boot-upgrade", &emu);
+    let ws = Workspace::booting("boot-upgrade", &emu);
     let user_key = public_key(&key);
     ws.write(&upgrade_config("24.11", &old, &old, &profile, &user_key, false));
     ws.ok(&["apply", "-auto-approve", "-target=hpc_cluster.main"]);
@@ -1861,7 +1861,7 @@ fn a_backup_controller_keeps_scheduling_when_the_head_node_fails() {
     let ami = boot::publish_test_image_of(&emu, "trixie");
     let key = key_pair(&emu, "backup");
     let profile = node_role(&emu, "backup-node");
-    let ws = Workspace::new("boot-backup", &emu);
+    let ws = Workspace::booting("boot-backup", &emu);
     let user_key = public_key(&key);
     ws.write(&backup_config(&ami, &profile, &user_key, false));
     ws.ok(&["apply", "-auto-approve", "-target=hpc_cluster.main"]);

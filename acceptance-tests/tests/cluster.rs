@@ -45,8 +45,17 @@ fn a_cluster_with_a_forty_character_name_launches_its_nodes() {
     ws.write(&format!("{}{config}", network()));
     ws.apply();
     let state = ws.resource("hpc_cluster.main");
-    assert!(state["head_node_instance_id"].as_str().is_some_and(|id| id.starts_with("i-")), "{state}");
-    assert_eq!(running_with_tag(&emu, hpc_desired_state::tag::CLUSTER, name), 2, "head and login node");
+    assert!(
+        state["head_node_instance_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("i-")),
+        "{state}"
+    );
+    assert_eq!(
+        running_with_tag(&emu, hpc_desired_state::tag::CLUSTER, name),
+        2,
+        "head and login node"
+    );
     ws.destroy();
 }
 
