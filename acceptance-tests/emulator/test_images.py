@@ -195,6 +195,9 @@ def test_copy_image_to_another_region(endpoint: str, ebs: Any, ec2: Any) -> None
     assert error_code(excinfo) == "IncorrectState"
     wait_image(ec2, image_id)
 
+    # Room to see the copy pending after four calls, on a host busy with booted tests beside
+    # (0.3 s was once too short there).
+    control(endpoint, "POST", "/config", {"image_delay_s": 5.0, "snapshot_delay_s": 5.0})
     copy_id = west.copy_image(**request)["ImageId"]
     assert west.copy_image(**request)["ImageId"] == copy_id  # same token: same copy
     with pytest.raises(ClientError) as excinfo:
