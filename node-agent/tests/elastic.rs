@@ -145,8 +145,13 @@ async fn a_job_on_an_empty_cloud_partition_runs_after_failover_and_the_node_is_s
     );
     // ResumeProgram: hpc-node launches the instance; then, standing in for the image booting, a
     // slurmd for each node starts (signal mask cleared: slurmctld's children inherit blocked signals).
+    // A machine takes seconds to boot, and this stand-in must too: `slurmd -b` reports its start as
+    // the node's boot time in whole seconds, and slurmctld ignores a boot not later than its
+    // power-up request (a resume done within the second once left a node waiting for
+    // ResumeTimeout).
     let resume = format!(
         "#!/bin/sh\n{env}\n{node_bin} resume \"$1\" --cluster lab --region us-east-1 --state-dir {agent} >> {log}/resume.log 2>&1\n\
+         sleep 2\n\
          for n in $(scontrol show hostnames \"$1\"); do\n  \
          scontrol show node $n -o | grep -q 'Reason=hpc-node' && continue\n  \
          perl -MPOSIX -e 'sigprocmask(SIG_SETMASK, POSIX::SigSet->new); exec @ARGV' {slurmd} -b -N $n -f {conf} >> {log}/slurmd.out 2>&1\n\
