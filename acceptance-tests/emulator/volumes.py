@@ -187,15 +187,32 @@ def detach_stale_loops(state_dir: str) -> list[str]:
 
 
 def _init_pid(machine: Any) -> int | None:
-    """The machine's PID 1 (nspawn's child), or None before it exists."""
+    """The machine's PID 1, or None before it exists: the child of nspawn that is PID 1 in its
+    own PID namespace. While the machine starts, nspawn's first child is a helper that sets up
+    the root and exits; taken for PID 1, an nsenter into it failed once it was gone ("cannot
+    open /proc/N/ns/mnt", two booted tests beside each other), and one in time would have made
+    the device in the helper's /dev instead of the machine's."""
     try:
         with open(os.path.join(machine.directory, "nspawn.pid"), encoding="utf-8") as handle:
             nspawn = int(handle.read().strip())
         with open(f"/proc/{nspawn}/task/{nspawn}/children", encoding="utf-8") as handle:
-            children = handle.read().split()
+            children = [int(pid) for pid in handle.read().split()]
     except (OSError, ValueError):
         return None
-    return int(children[0]) if children else None
+    return next((child for child in children if _pid_one_of_its_namespace(child)), None)
+
+
+def _pid_one_of_its_namespace(pid: int) -> bool:
+    """Whether ``pid`` is PID 1 of a PID namespace below the host's (``NSpid: <host pid> 1``)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("NSpid:"):
+                    ids = line.split()[1:]
+                    return len(ids) > 1 and ids[-1] == "1"
+    except OSError:
+        pass
+    return False
 
 
 def _wait_init(machine: Any) -> int:
