@@ -160,15 +160,28 @@ fn return_capacity(docs: &[PartitionDoc], cooldowns: &Cooldowns) {
         back.len(),
         back.join(",")
     );
-    // A node Slurm has powered down only needs its down state cleared; one it still counts as
-    // powering up (resume set it down mid-launch) is powered down, which ends Slurm's wait for
-    // it, runs SuspendProgram (no instance to end) and clears the down state.
-    for node in back {
-        let powered_down = downs
-            .get(&node)
-            .is_some_and(|s| slurm_model::node_state_has(s, "POWERED_DOWN"));
-        let state = if powered_down { "resume" } else { "power_down_force" };
-        set_node_state(&node, state, "hpc-node: capacity may be back");
+    // A node Slurm has powered down only needs its down state cleared (`resume`, which takes no
+    // reason); one it still counts as powering up (resume set it down mid-launch) is powered
+    // down, which ends Slurm's wait for it, runs SuspendProgram (no instance to end) and clears
+    // the down state. One update for each, whatever the number of nodes.
+    let (resumed, powering_up): (Vec<String>, Vec<String>) = back.into_iter().partition(|node| {
+        downs
+            .get(node)
+            .is_some_and(|s| slurm_model::node_state_has(s, "POWERED_DOWN"))
+    });
+    if !resumed.is_empty() {
+        scontrol(&[
+            "update".to_string(),
+            format!("nodename={}", resumed.join(",")),
+            "state=resume".to_string(),
+        ]);
+    }
+    if !powering_up.is_empty() {
+        set_node_state(
+            &powering_up.join(","),
+            "power_down_force",
+            "hpc-node: capacity may be back",
+        );
     }
 }
 
