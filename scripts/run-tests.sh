@@ -28,13 +28,15 @@ for file in "$root"/acceptance-tests/tests/*.rs; do
   [ "$name" = boot ] || rest_targets+=(--test "$name")
 done
 
-# timed NAME COMMAND...: runs the command, then notes its wall time for the closing lines.
+# timed NAME COMMAND...: runs the command, then notes its wall time (and its exit status when it
+# failed) for the closing lines, which are all a CI log may keep.
 timed() {
-  local name=$1 start=$SECONDS status=0
+  local name=$1 start=$SECONDS status=0 note=""
   shift
-  "$@" || status=1
-  echo "$name: $(( SECONDS - start )) s" >> "$logs/times"
-  return $status
+  "$@" || status=$?
+  [ "$status" -eq 0 ] || note=", FAILED (exit $status)"
+  echo "$name: $(( SECONDS - start )) s$note" >> "$logs/times"
+  return $(( status != 0 ))
 }
 
 # Every cargo call here selects its targets with --workspace, never -p: cargo resolves features
@@ -83,13 +85,18 @@ fi
 echo "---- times ----"
 cat "$logs/times" "$logs/booted-times" 2>/dev/null
 
-# cargo: "test result: ok. 35 passed; 0 failed; ..."   pytest: "38 passed in 21.2s" / "1 failed, 37 passed in ..."
+# cargo: "test result: ok. 35 passed; 0 failed; ..."   pytest: "38 passed in 21.2s",
+# "1 failed, 37 passed in ...", "37 passed, 1 error in ..." (an error: a fixture's setup or
+# teardown failed, counted as a failure).
 read -r passed failed < <(cat "$logs"/* | awk '
   /^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i } }
-  /^[0-9]+ (passed|failed)/ || /^[0-9]+ failed, [0-9]+ passed/ {
-    for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i }
+  /^[0-9]+ (passed|failed|errors?)[ ,]/ && / in [0-9.]+s/ {
+    for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^(failed|errors?)/) f += $i }
   }
   END { print p + 0, f + 0 }')
 if [ "$passed" -eq 0 ]; then status=1; fi
 echo "summary: $passed passed, $failed failed"
+if [ "$status" -ne 0 ]; then
+  echo "FAILED: $(grep -h 'FAILED' "$logs/times" | sed 's/:.*//' | paste -sd, - | sed 's/,/, /g')"
+fi
 exit $status

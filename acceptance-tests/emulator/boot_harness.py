@@ -205,8 +205,20 @@ class Vpc:
             done = self.ssh(address, "true", check=False, timeout=15)
             if done.returncode == 0:
                 return
-            assert time.monotonic() < deadline, f"no SSH to {address} within {timeout} s: {done.stderr}"
+            if time.monotonic() >= deadline:
+                raise AssertionError(
+                    f"no SSH to {address} within {timeout} s: {done.returncode} {done.stderr}\n"
+                    f"its console's last lines:\n{self.console_at(address)}"
+                )
             time.sleep(1)
+
+    def console_at(self, address: str, lines: int = 40) -> str:
+        """The last lines of the console of the instance at `address` (for a failure's message)."""
+        for reservation in self.ec2.describe_instances()["Reservations"]:
+            for instance in reservation["Instances"]:
+                if instance.get("PrivateIpAddress") == address:
+                    return "\n".join(self.console(instance["InstanceId"]).splitlines()[-lines:])
+        return f"(no instance at {address})"
 
     def console(self, instance_id: str) -> str:
         import base64
