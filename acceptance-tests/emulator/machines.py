@@ -632,7 +632,11 @@ MOUNT_HELPER = r"""#!/bin/sh
 #    path; which file system it serves is in SHARES/.mount-targets/<this VPC's id>.
 set -eu
 export LC_ALL=C
-spec=$1; target=$2
+spec=$1; target=$2; shift 2
+options=
+while [ $# -gt 0 ]; do
+  case $1 in -o) options=${2:-}; shift 2 || shift ;; -o*) options=${1#-o}; shift ;; *) shift ;; esac
+done
 me=$(basename "$0")
 server=${spec%%:*}; server=${server%@tcp}
 fail() { echo "$me: $*" >&2; exit 32; }
@@ -659,7 +663,11 @@ case $server in
 esac
 dir=SHARES/$fsid
 [ -d "$dir" ] || fail "$spec: no such file system (mount target unreachable)"
-exec mount --bind "$dir" "$target"
+mount --bind "$dir" "$target"
+# The flags the kernel's client applies for these options hold on the bind as well: a nosuid
+# /home runs no setuid file, as on NFS or Lustre.
+flags=$(printf '%s' "$options" | tr ',' '\n' | grep -xE 'nosuid|nodev|noexec|ro' | paste -sd, - || true)
+[ -z "$flags" ] || mount -o "remount,bind,$flags" "$target"
 """.replace("SHARES", SHARES_IN_MACHINE)
 
 

@@ -15,6 +15,10 @@ use crate::template::{ArgReader, Problem, Problems, Source, StepDecl, Template};
 /// The hpc-node agent's systemd units, baked with the binary.
 const AGENT_UNITS: &[(&str, &str)] = &[
     (
+        "hpc-node-imds.service",
+        include_str!("../../node-agent/systemd/hpc-node-imds.service"),
+    ),
+    (
         "hpc-node-reconcile.service",
         include_str!("../../node-agent/systemd/hpc-node-reconcile.service"),
     ),

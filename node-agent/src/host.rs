@@ -1,7 +1,7 @@
 //! The host plumbing every boot step uses: files written only when they change, ownership by
 //! account name, systemd, waiting with a deadline. Each helper is idempotent.
 
-use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -49,22 +49,40 @@ pub fn write_file(path: &Path, contents: &[u8], mode: u32, owner: Option<&str>) 
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    // Unique per writer: on a shared file system (/home) other nodes may write the same file
-    // (their processes may have the same pid: the time tells them apart), and threads here.
+    let tmp = path.with_file_name(temp_name(&name));
+    // Made exclusively (never through a link left there), and its mode and owner set before any
+    // content: a secret is never readable beyond them, not even while it is written.
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut file| {
+            use std::io::Write as _;
+            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            if let Some((uid, gid)) = ids {
+                std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
+            }
+            file.write_all(contents)
+        });
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::new(format!("writing {}: {e}", tmp.display())));
+    }
+    std::fs::rename(&tmp, path).context(|| format!("installing {}", path.display()))?;
+    Ok(!same)
+}
+
+/// A temporary name beside `name`, unique per writer: on a shared file system (/home) other
+/// nodes may write the same file (their processes may have the same pid: the time tells them
+/// apart), and threads here.
+pub fn temp_name(name: &str) -> String {
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = path.with_file_name(format!(".{name}.hpc-node.{}.{nanos}.{write}", std::process::id()));
-    std::fs::write(&tmp, contents).context(|| format!("writing {}", tmp.display()))?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
-        .context(|| format!("setting the mode of {}", tmp.display()))?;
-    if let Some((uid, gid)) = ids {
-        std::os::unix::fs::chown(&tmp, Some(uid), Some(gid)).context(|| format!("chown {}", tmp.display()))?;
-    }
-    std::fs::rename(&tmp, path).context(|| format!("installing {}", path.display()))?;
-    Ok(!same)
+    format!(".{name}.hpc-node.{}.{nanos}.{write}", std::process::id())
 }
 
 /// Creates `path` (and parents) owned by `owner` with `mode`.

@@ -10,7 +10,8 @@
 //!   cost guardrail.
 //! - [`published`]: reading the published desired state; [`controller`]: which of two
 //!   controllers is in charge.
-//! - [`host`]: files, accounts and systemd on this machine.
+//! - [`host`]: files, accounts and systemd on this machine; [`userdir`]: directories users
+//!   control (their home), changed by root without following their links.
 
 pub mod associations;
 pub mod blocks;
@@ -28,3 +29,4 @@ pub mod reconcile;
 pub mod resume;
 pub mod statefile;
 pub mod sweep;
+pub mod userdir;

@@ -12,4 +12,5 @@ for cmd in resume suspend resume-fail; do
     [ -x "$w" ] || hpc_die "$w (Slurm's ${cmd} program) is missing"
     sh -n "$w" || hpc_die "$w is not valid sh"
 done
+command -v nft >/dev/null || [ -x /usr/sbin/nft ] || hpc_die "nft (nftables) is missing: no node could keep IMDS from its users"
 echo "Slurm power-saving programs: /usr/local/sbin/hpc-node-{resume,suspend,resume-fail}"

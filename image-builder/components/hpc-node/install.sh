@@ -3,7 +3,8 @@
 # enabled: each node's boot script enables what its role runs. Arguments: none.
 [ -n "${HPC_FILES:-}" ] || hpc_die "HPC_FILES is not set"
 # The NFS client: every node mounts /home from EFS by its DNS name at boot (hpc-node *-init).
-hpc_apt_install nfs-common
+# nftables: every node keeps the instance metadata service for root and Slurm's user only.
+hpc_apt_install nfs-common nftables
 [ -f "$HPC_FILES/hpc-node" ] || hpc_die "no hpc-node binary staged at $HPC_FILES/hpc-node"
 install -D -m 0755 -o root -g root "$HPC_FILES/hpc-node" /usr/local/bin/hpc-node
 install -d -m 0755 -o root -g root /etc/hpcforge

@@ -139,7 +139,7 @@ async fn steps(
     *warnings = failed.iter().map(ToString::to_string).collect();
     super::report_mounts(failed);
     *step = "users";
-    super::users(&booted.doc.users)?;
+    super::users::users(&booted.doc.users)?;
     *step = "slurm directories";
     slurm_directories()?;
     let start: &[&str] = if me.role == Role::Backup {

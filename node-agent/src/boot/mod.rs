@@ -8,11 +8,13 @@
 pub mod accounting;
 pub mod backup;
 pub mod head;
+pub mod imds;
 pub mod login;
 pub mod mfa;
 pub mod node;
 pub mod report;
 pub mod state;
+pub mod users;
 
 use std::path::Path;
 use std::time::Duration;
@@ -20,7 +22,7 @@ use std::time::Duration;
 use hpc_aws::imds::Identity;
 use hpc_aws::Aws;
 use hpc_desired_state::boot::{head_param, BootReport, Phase, Role};
-use hpc_desired_state::{ClusterDoc, MountDoc, UserDoc};
+use hpc_desired_state::{ClusterDoc, MountDoc};
 
 use crate::cli::ClusterArgs;
 use crate::error::{Context as _, Error, Result};
@@ -29,9 +31,6 @@ use crate::host::{self as system, log, write_file};
 /// The environment file the agent's units and Slurm's programs read.
 pub const CLUSTER_ENV: &str = "/etc/hpcforge/cluster.env";
 const MUNGE_KEY: &str = "/etc/munge/munge.key";
-const SUDOERS: &str = "/etc/sudoers.d/hpcforge-users";
-/// The users hpc-node made, so that one removed from the desired state is found again.
-const MANAGED_USERS: &str = "/var/lib/hpc-node/users";
 /// Users and mounts follow the desired state on every node (`hpc-node sync`).
 pub const SYNC_TIMER: &str = "hpc-node-sync.timer";
 /// How long a booting node waits for what the provider or the head node publishes.
@@ -46,6 +45,8 @@ pub struct Booted {
 
 /// Identity, environment file and the cluster's published document.
 pub async fn begin(args: &ClusterArgs, aws: &Aws, role: Role, partition: Option<&str>) -> Result<Booted> {
+    // Before any user is made or any job can run on this node.
+    imds::restrict(hpc_desired_state::SLURM_USER)?;
     let identity = hpc_aws::imds::identity(aws).await?;
     log(
         role.command(),
@@ -91,7 +92,7 @@ pub async fn join(
     slurm_release(&booted.doc, role)?;
     munge(aws, &booted.doc).await?;
     report_mounts(mounts(aws, &booted.doc, &booted.identity.region).await);
-    users(&booted.doc.users)?;
+    users::users(&booted.doc.users)?;
     let head = ready_head(aws, &booted.cluster).await?;
     write_file(
         Path::new(client_conf_path),
@@ -205,124 +206,6 @@ pub async fn munge(aws: &Aws, doc: &ClusterDoc) -> Result<()> {
     Ok(())
 }
 
-/// The cluster's users: same uid and gid on every node, their SSH keys, sudo where granted.
-/// Users no longer published are expired and lose their keys and sudo (their files stay).
-/// Returns whether anything changed.
-pub fn users(users: &[UserDoc]) -> Result<bool> {
-    let before = std::fs::read_to_string(MANAGED_USERS).unwrap_or_default();
-    let known: Vec<&str> = before.lines().collect();
-    let mut changed = false;
-    for u in users {
-        changed |= user(u, known.contains(&u.name.as_str()))?;
-    }
-    let sudoers: String = users
-        .iter()
-        .filter(|u| u.sudo)
-        .map(|u| format!("{} ALL=(ALL) NOPASSWD:ALL\n", u.name))
-        .collect();
-    changed |= write_file(
-        Path::new(SUDOERS),
-        format!("# hpcforge: the cluster's users with sudo (written by hpc-node)\n{sudoers}").as_bytes(),
-        0o440,
-        None,
-    )?;
-    let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
-    for gone in known.iter().filter(|n| !n.is_empty() && !names.contains(n)) {
-        // An expired account cannot log in, by key or otherwise (PAM's account check).
-        if system::exists("passwd", gone) {
-            system::run("usermod", &["--expiredate", "1", gone])?;
-        }
-        let keys = Path::new("/home").join(gone).join(".ssh/authorized_keys");
-        if keys.exists() {
-            std::fs::remove_file(&keys).context(|| format!("removing {}", keys.display()))?;
-        }
-        log(
-            "users",
-            &format!("{gone} is no longer a user of the cluster: expired, keys removed"),
-        );
-        changed = true;
-    }
-    let record: String = names.iter().map(|n| format!("{n}\n")).collect();
-    write_file(Path::new(MANAGED_USERS), record.as_bytes(), 0o600, None)?;
-    if changed {
-        log("users", &format!("{} user(s) in place", users.len()));
-    }
-    Ok(changed)
-}
-
-/// One user: group, account, home and authorized keys. `known`: made by an earlier pass.
-fn user(u: &UserDoc, known: bool) -> Result<bool> {
-    let mut changed = false;
-    if !system::exists("group", &u.name) {
-        system::run("groupadd", &["--gid", &u.gid.to_string(), &u.name])?;
-        changed = true;
-    }
-    if system::exists("passwd", &u.name) {
-        if !known {
-            // A user removed once and published again (or one the image had): may log in.
-            system::run("usermod", &["--expiredate", "", &u.name])?;
-            changed = true;
-        }
-    } else {
-        let (uid, gid) = (u.uid.to_string(), u.gid.to_string());
-        let home = home_of(u);
-        let home = home.to_string_lossy();
-        let args = [
-            "--uid",
-            &uid,
-            "--gid",
-            &gid,
-            "--no-create-home",
-            "--home-dir",
-            &home,
-            "--shell",
-            "/bin/bash",
-            &u.name,
-        ];
-        system::run("useradd", &args)?;
-        changed = true;
-    }
-    changed |= make_home(u)?;
-    let ssh = home_of(u).join(".ssh");
-    std::fs::create_dir_all(&ssh).context(|| format!("creating {}", ssh.display()))?;
-    std::os::unix::fs::chown(&ssh, Some(u.uid), Some(u.gid)).context(|| format!("chown {}", ssh.display()))?;
-    std::fs::set_permissions(&ssh, std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .context(|| format!("chmod {}", ssh.display()))?;
-    let keys = u.ssh_public_keys.join("\n") + "\n";
-    changed |= write_file(&ssh.join("authorized_keys"), keys.as_bytes(), 0o600, Some(&u.name))?;
-    Ok(changed)
-}
-
-fn home_of(u: &UserDoc) -> std::path::PathBuf {
-    Path::new("/home").join(&u.name)
-}
-
-/// The user's home on the shared /home, made (mode 0700, the skeleton's files, owned by the
-/// user) by the first node that gets there: nodes booting together race for it, and the others
-/// find it made. Returns whether this node made it.
-fn make_home(u: &UserDoc) -> Result<bool> {
-    let home = home_of(u);
-    match std::fs::create_dir(&home) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
-        Err(e) => return Err(Error::new(format!("creating {}: {e}", home.display()))),
-    }
-    let owned = |path: &Path| {
-        std::os::unix::fs::chown(path, Some(u.uid), Some(u.gid)).context(|| format!("chown {}", path.display()))
-    };
-    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .context(|| format!("chmod {}", home.display()))?;
-    owned(&home)?;
-    let skeleton = std::fs::read_dir("/etc/skel").into_iter().flatten().flatten();
-    for entry in skeleton.filter(|e| e.file_type().is_ok_and(|t| t.is_file())) {
-        let to = home.join(entry.file_name());
-        std::fs::copy(entry.path(), &to)
-            .context(|| format!("copying {} to {}", entry.path().display(), to.display()))?;
-        owned(&to)?;
-    }
-    Ok(true)
-}
-
 /// Every role's periodic pass (`hpc-node sync`, on a timer): users and mounts follow the
 /// published desired state without a reboot and without touching Slurm.
 pub async fn sync(args: &ClusterArgs, aws: &Aws) -> Result<()> {
@@ -335,7 +218,7 @@ pub async fn sync(args: &ClusterArgs, aws: &Aws) -> Result<()> {
         Err(_) => doc.region.clone(),
     };
     report_mounts(mounts(aws, &doc, &region).await);
-    users(&doc.users)?;
+    users::users(&doc.users)?;
     let role = this_role();
     if role.as_deref() == Some(role_name(Role::Login).as_str()) {
         mfa::apply(aws, &doc).await?;
@@ -431,10 +314,12 @@ pub fn conf_servers(doc: &ClusterDoc, head: &BootReport) -> String {
     }
 }
 
-/// NFS options for EFS as AWS documents them for the Linux NFS client.
-pub(crate) const EFS_OPTIONS: &str = "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport";
-/// Lustre client options as AWS documents them for FSx for Lustre.
-const LUSTRE_OPTIONS: &str = "relatime,flock";
+/// NFS options for EFS as AWS documents them for the Linux NFS client, and no setuid file or
+/// device node honoured: a file written there through a spoofed uid gives no one root.
+pub(crate) const EFS_OPTIONS: &str =
+    "nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport,nosuid,nodev";
+/// Lustre client options as AWS documents them for FSx for Lustre; users write there too.
+const LUSTRE_OPTIONS: &str = "relatime,flock,nosuid,nodev";
 /// How long a mount may take before the boot goes on without it.
 pub(crate) const MOUNT_TIMEOUT_S: &str = "90";
 
@@ -565,16 +450,30 @@ fn copy_missing_homes() -> Result<()> {
     Ok(())
 }
 
+/// `fstab` with `line` as the one entry for its mount point (an earlier entry for it, such as
+/// one with an older agent's options, replaced).
+fn fstab_with(fstab: &str, line: &str) -> String {
+    let target = line.split_whitespace().nth(1);
+    let mut kept: String = fstab
+        .lines()
+        .filter(|l| l.trim() == line || l.trim_start().starts_with('#') || l.split_whitespace().nth(1) != target)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    if !kept.lines().any(|l| l.trim() == line) {
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    kept
+}
+
 fn mount(source: &str, target: &str, fstype: &str, options: &str) -> Result<()> {
-    let line = format!("{source} {target} {fstype} {options},_netdev,nofail 0 0");
     let fstab = std::fs::read_to_string("/etc/fstab").unwrap_or_default();
-    if !fstab.lines().any(|l| l.trim() == line) {
-        write_file(
-            Path::new("/etc/fstab"),
-            format!("{fstab}{line}\n").as_bytes(),
-            0o644,
-            None,
-        )?;
+    let updated = fstab_with(
+        &fstab,
+        &format!("{source} {target} {fstype} {options},_netdev,nofail 0 0"),
+    );
+    if updated != fstab {
+        write_file(Path::new("/etc/fstab"), updated.as_bytes(), 0o644, None)?;
     }
     if crate::health::Probe::mounted(&crate::health::System, target) {
         return Ok(());
@@ -591,7 +490,20 @@ fn mount(source: &str, target: &str, fstype: &str, options: &str) -> Result<()> 
 
 #[cfg(test)]
 mod tests {
-    use super::{lustre_source, release_series, MountDoc};
+    use super::{fstab_with, lustre_source, release_series, MountDoc};
+
+    #[test]
+    fn a_mount_point_keeps_one_fstab_entry_with_the_newest_options() {
+        let old = "# /etc/fstab\nUUID=1 / ext4 defaults 0 1\nfs-1:/ /home nfs4 hard,_netdev,nofail 0 0\n";
+        let line = "fs-1:/ /home nfs4 hard,nosuid,nodev,_netdev,nofail 0 0";
+        let updated = fstab_with(old, line);
+        assert_eq!(
+            updated,
+            format!("# /etc/fstab\nUUID=1 / ext4 defaults 0 1\n{line}\n"),
+            "{updated}"
+        );
+        assert_eq!(fstab_with(&updated, line), updated, "written again unchanged");
+    }
 
     #[test]
     fn a_lustre_storage_block_mounts_its_dns_name_and_mount_name() {
