@@ -1398,6 +1398,7 @@ fn make_demo_boots_the_quickstart_and_runs_the_demo_users_job() {
     let key = SshKey::new(dir.join("demo-key"), port.trim().parse().expect("a port number"));
     let whoami = ssh_as(&key, "demo", &login, "id -un; sinfo -h -o %P");
     assert_eq!(text(&whoami).trim(), "demo\ncpu*\ngpu", "{}", text(&whoami));
+    a_researcher_reaches_neither_the_nodes_role_nor_root(&key, &login);
     let pid: u32 = std::fs::read_to_string(dir.join("emulator.pid"))
         .ok()
         .and_then(|p| p.trim().parse().ok())
@@ -1420,6 +1421,86 @@ fn make_demo_boots_the_quickstart_and_runs_the_demo_users_job() {
         "machines of the demo outlived it: {}",
         text(&namespaces)
     );
+}
+
+/// Whether a TCP connection to IMDS opens (`reached`) or not (`refused`), as its caller's user.
+const IMDS_PROBE: &str =
+    "timeout 5 bash -c 'exec 3<>/dev/tcp/169.254.169.254/80' 2>/dev/null && echo reached || echo refused";
+
+/// The demo user, a researcher nobody trusts, attacks the quickstart from the login node and
+/// from a job on a compute node: IMDS (the role's credentials), a setuid file on /home, and a
+/// link in their home for root's sync to follow. Each attempt fails, is visible to an
+/// administrator, and leaves the cluster as it was.
+fn a_researcher_reaches_neither_the_nodes_role_nor_root(key: &SshKey, login: &str) {
+    let user = |command: &str| ssh_as(key, "demo", login, command);
+    let admin = |command: &str| boot::ssh(key, login, command);
+    // IMDS: refused to the user on the login node and in their job; root still reaches it.
+    let probe =
+        format!("printf '%s\\n' \"{IMDS_PROBE}\" > ~/imds-probe && bash ~/imds-probe && srun -N1 bash ~/imds-probe");
+    let tried = user(&probe);
+    assert_eq!(
+        String::from_utf8_lossy(&tried.stdout).trim(),
+        "refused\nrefused",
+        "a user reached IMDS (login, then a job on a compute node):\n{}",
+        text(&tried)
+    );
+    let root = admin(&format!(
+        "sudo bash -c \"{IMDS_PROBE}\"; sudo nft list table inet hpcforge_imds"
+    ));
+    let said = text(&root);
+    assert!(said.starts_with("reached"), "root lost IMDS on the login node:\n{said}");
+    let refusals: u64 = said
+        .lines()
+        .filter(|l| l.contains("ip daddr 169.254.169.254") && l.contains("reject"))
+        .filter_map(|l| {
+            l.split("counter packets ")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    assert!(refusals > 0, "the user's attempt was not counted:\n{said}");
+
+    // /home is nosuid: a setuid-root file there (as one written through a spoofed uid) runs as
+    // the user who runs it.
+    let planted =
+        admin("sudo install -m 4755 -o root -g root /usr/bin/id /home/demo/rootid && findmnt -no OPTIONS /home");
+    assert!(planted.status.success(), "{}", text(&planted));
+    let ran = user("/home/demo/rootid -u; id -u");
+    let ids: Vec<String> = String::from_utf8_lossy(&ran.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    assert!(
+        ids.len() == 2 && ids[0] == ids[1] && ids[0] != "0",
+        "a setuid file on /home ran as root:\n{}\n{}",
+        text(&planted),
+        text(&ran)
+    );
+
+    // ~/.ssh as a link to /etc: root's sync of the user's keys refuses it, says so, and /etc
+    // stays root's; the user's own keys are theirs to put back.
+    let linked = user("mv ~/.ssh ~/.ssh.mine && ln -s /etc ~/.ssh && echo linked");
+    assert_eq!(text(&linked).trim(), "linked", "{}", text(&linked));
+    let synced = admin(
+        "sudo systemctl start hpc-node-sync.service; stat -c '%U %a' /etc; \
+         sudo journalctl -u hpc-node-sync.service --no-pager -o cat | grep -F 'demo:' | tail -n 1",
+    );
+    let said = text(&synced);
+    assert!(
+        said.starts_with("root 755\n"),
+        "root's sync followed the user's link to /etc:\n{said}"
+    );
+    assert!(
+        said.contains("/home/demo/.ssh is a symbolic link (not followed)"),
+        "the refusal is not in the sync's log:\n{said}"
+    );
+    let restored = admin("sudo rm /home/demo/.ssh /home/demo/rootid && sudo mv /home/demo/.ssh.mine /home/demo/.ssh");
+    assert!(restored.status.success(), "{}", text(&restored));
+    let back = user("id -un");
+    assert_eq!(text(&back).trim(), "demo", "{}", text(&back));
 }
 
 /// A cluster in us-east-1 whose partition fails over to a pool in us-west-2, joined by an
