@@ -147,6 +147,37 @@ fn bad_clusters_and_partitions_are_rejected_when_validated() {
             "config",
             "must stay on one PAM line",
         ),
+        // Values that would become more than one line or token in a node's files (issue 42).
+        (
+            cluster("key_lines", "  user {\n    name = \"alice\"\n    uid = 2001\n    ssh_public_keys = [\"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOnly a\\nssh-rsa AAAAB3NzaC1yc2EAAAADAQAB evil\"]\n  }"),
+            "hpc_cluster.key_lines".into(),
+            "ssh_public_keys",
+            "holds a line break",
+        ),
+        (
+            cluster("key_options", "  user {\n    name = \"alice\"\n    uid = 2001\n    ssh_public_keys = [\"command=\\\"/bin/sh\\\" ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOnly a\"]\n  }"),
+            "hpc_cluster.key_options".into(),
+            "ssh_public_keys",
+            "is not an SSH public key",
+        ),
+        (
+            cluster("gid_of_uid", "  user {\n    name = \"alice\"\n    uid = 2001\n    gid = 2002\n  }\n  user {\n    name = \"bob\"\n    uid = 2002\n  }"),
+            "hpc_cluster.gid_of_uid".into(),
+            "uid",
+            "gid 2002 is also alice's",
+        ),
+        (
+            cluster("spaced_mount", "  storage {\n    lustre_id = \"fs-0123456789abcdef0\"\n    dns_name = \"fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com\"\n    mount_name = \"abcdefgh\"\n    mount_point = \"/fsx data\"\n  }"),
+            "hpc_cluster.spaced_mount".into(),
+            "mount_point",
+            "cannot be a mount point",
+        ),
+        (
+            cluster("bad_dns", "  storage {\n    lustre_id = \"fs-0123456789abcdef0\"\n    dns_name = \"fs-1.fsx.us-east-1.amazonaws.com /etc\"\n    mount_name = \"abcdefgh\"\n    mount_point = \"/fsx\"\n  }"),
+            "hpc_cluster.bad_dns".into(),
+            "dns_name",
+            "is not a DNS name",
+        ),
         (partition("bad_pname", "  name = \"GPU!\""), "hpc_partition.bad_pname".into(), "name", "is not valid"),
         (partition("min_over_max", "  min_nodes = 8\n  max_nodes = 2"), "hpc_partition.min_over_max".into(), "min_nodes", "is more than max_nodes"),
         (

@@ -27,13 +27,28 @@ struct UsersCache {
 }
 
 /// The cluster's document with its users (see [`fill_users`]; the users last read are kept in
-/// the agent's state directory).
+/// the agent's state directory), checked by the rules plan applies
+/// ([`hpc_desired_state::rules`]): a document breaking one was not written by the provider and
+/// is refused whole, so the node applies none of it and keeps what it applied last.
 pub async fn cluster_doc_with_users(aws: &Aws, args: &ClusterArgs) -> Result<Option<ClusterDoc>> {
     let Some(mut doc) = cluster_doc(aws, &args.cluster).await? else {
         return Ok(None);
     };
     fill_users(aws, &mut doc, Some(&args.state_dir.join("users.json"))).await?;
-    Ok(Some(doc))
+    checked(doc).map(Some)
+}
+
+/// `doc`, or why a node refuses it.
+fn checked(doc: ClusterDoc) -> Result<ClusterDoc> {
+    let problems = hpc_desired_state::rules::problems(&doc);
+    if problems.is_empty() {
+        return Ok(doc);
+    }
+    Err(Error::new(format!(
+        "refused the published desired state of {} (none of it applied): {}",
+        doc.name,
+        problems.join("; ")
+    )))
 }
 
 /// Puts the users into `doc` from their shards, read only when the document names other shards
@@ -77,4 +92,37 @@ pub async fn partitions(aws: &Aws, cluster: &str) -> Result<Vec<PartitionDoc>> {
         .iter()
         .map(|p| serde_json::from_str(&p.value).context(|| p.name.clone()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_document_breaking_a_rule_of_plan_is_refused_whole_naming_the_problem() {
+        let user = |name: &str, uid: u32| UserDoc {
+            name: name.into(),
+            uid,
+            gid: uid,
+            ssh_public_keys: vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOnly u".into()],
+            sudo: true,
+            accounts: vec![],
+        };
+        let mut doc = ClusterDoc {
+            name: "research".into(),
+            users: vec![user("alice", 2001)],
+            ..ClusterDoc::default()
+        };
+        assert!(checked(doc.clone()).is_ok());
+        // Written by other hands than the provider's: root's account with sudo and a second key line.
+        doc.users.push(user("root", 0));
+        doc.users[0].ssh_public_keys[0].push_str("\nssh-rsa AAAAB3NzaC1yc2EAAAADAQAB attacker");
+        let refused = checked(doc).expect_err("refused").to_string();
+        assert!(
+            refused.starts_with("refused the published desired state of research (none of it applied)"),
+            "{refused}"
+        );
+        assert!(refused.contains("\"root\" is a system account's name"), "{refused}");
+        assert!(refused.contains("user alice: the key"), "{refused}");
+    }
 }

@@ -9,6 +9,7 @@
 //! reader knows whether it holds them already and never mixes two publications.
 
 pub mod boot;
+pub mod rules;
 
 use std::collections::BTreeMap;
 

@@ -9,60 +9,12 @@ use tfplugin::{timeouts, AttributePath, Diagnostics};
 use super::model::{
     AccountingConfig, HeadConfig, HomeConfig, LoginConfig, MfaConfig, SlurmConfig, StorageConfig, UserConfig,
 };
+use crate::desired_state::rules;
 use crate::resources::checks;
 
-/// Login names the image, its packages or the Slurm stack already own: giving one to a cluster
-/// user would take over a system account (or fail its creation on every node).
-const RESERVED_USERS: &[&str] = &[
-    "root",
-    "daemon",
-    "bin",
-    "sys",
-    "sync",
-    "games",
-    "man",
-    "lp",
-    "mail",
-    "news",
-    "uucp",
-    "proxy",
-    "www-data",
-    "backup",
-    "list",
-    "irc",
-    "gnats",
-    "nobody",
-    "_apt",
-    "messagebus",
-    "sshd",
-    "ntp",
-    "_chrony",
-    "chrony",
-    "polkitd",
-    "systemd-network",
-    "systemd-resolve",
-    "systemd-timesync",
-    "admin",
-    "debian",
-    "ec2-user",
-    "ubuntu",
-    "slurm",
-    "munge",
-    "mysql",
-    "dnsmasq",
-    "statd",
-];
-/// The first uid and gid a cluster user may have: the image's default user (`debian`) has 1000.
-const FIRST_UID: i64 = 1001;
-const LAST_UID: i64 = 60000;
 /// Root volume types a head or login node boots from (io1/io2 need provisioned IOPS, which the
 /// provider does not take).
 const ROOT_VOLUME_TYPES: &[&str] = &["gp3", "gp2"];
-/// Where a file system may not be mounted: the system's own folders and what lives under them.
-const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/etc", "/var", "/proc", "/sys", "/dev", "/boot", "/run", "/bin", "/sbin", "/lib", "/lib64",
-];
-const TAKEN_MOUNT_POINTS: &[&str] = &["/home", "/tmp", "/root", "/opt", "/srv", "/mnt", "/media"];
 
 pub(super) fn head_node(head: &HeadConfig, diags: &mut Diagnostics) {
     let at = || AttributePath::root("head_node");
@@ -130,49 +82,61 @@ pub(super) fn parse_cidr(s: &str) -> Option<(u32, u8)> {
     Some((u32::from(addr), prefix))
 }
 
-/// Users: no system account's name, uids and gids of their own in the users' range.
+/// Users: no system account's name, uids and gids of their own in the users' range (a user
+/// without a gid gets a group of their uid: it may collide with another user's gid), and keys
+/// that stay one line of `authorized_keys` each. The rules are the nodes' own
+/// (`desired_state::rules`).
 pub(super) fn users(users: &[UserConfig], diags: &mut Diagnostics) {
     let mut uids: BTreeMap<i64, String> = BTreeMap::new();
     let mut gids: BTreeMap<i64, String> = BTreeMap::new();
     for (i, u) in users.iter().enumerate() {
         let at = || AttributePath::root("user").index(i);
         let name = u.name.as_str().unwrap_or_default().to_string();
-        if RESERVED_USERS.contains(&name.as_str()) {
+        if rules::RESERVED_USERS.contains(&name.as_str()) {
             diags.error_at(
                 at().attr("name"),
                 format!("{name:?} is a system account's name"),
                 "The image, Slurm or munge already has this account: choose another login name.",
             );
         }
-        if let Some(uid) = u.uid.known().copied() {
-            if !(FIRST_UID..=LAST_UID).contains(&uid) {
+        let uid = u.uid.known().copied();
+        let gid = u.gid.known().copied().or(if u.gid.is_set() { None } else { uid });
+        for (attr, id, seen) in [("uid", uid, &mut uids), ("gid", gid, &mut gids)] {
+            let Some(id) = id else { continue };
+            // A gid taken from the uid is reported on the uid.
+            let attr_at = if attr == "gid" && !u.gid.is_set() { "uid" } else { attr };
+            let range = if attr_at == attr {
+                rules::user_id(attr, id)
+            } else {
+                Ok(())
+            };
+            if let Err(e) = range {
                 diags.error_at(
-                    at().attr("uid"),
-                    format!("uid {uid} is outside {FIRST_UID}-{LAST_UID}"),
+                    at().attr(attr_at),
+                    e,
                     "Ids up to 1000 belong to the image (1000 is its default user's): pick one from that range.",
                 );
             }
-            if let Some(other) = uids.insert(uid, name.clone()) {
+            if let Some(other) = seen.insert(id, name.clone()) {
                 diags.error_at(
-                    at().attr("uid"),
-                    format!("uid {uid} is also {other}'s"),
-                    "Give every user a uid of their own.",
+                    at().attr(attr_at),
+                    format!("{attr} {id} is also {other}'s"),
+                    if attr == "uid" {
+                        "Give every user a uid of their own."
+                    } else {
+                        "Each user gets a group of their own (a user without gid gets one of their uid); \
+                         give this user another gid or uid."
+                    },
                 );
             }
         }
-        if let Some(gid) = u.gid.known().copied() {
-            if !(FIRST_UID..=LAST_UID).contains(&gid) {
+        for (j, key) in u.ssh_public_keys.items().iter().enumerate() {
+            if let Some(Err(e)) = key.as_str().map(rules::ssh_public_key) {
                 diags.error_at(
-                    at().attr("gid"),
-                    format!("gid {gid} is outside {FIRST_UID}-{LAST_UID}"),
-                    "Groups below that belong to the image (1000 is its default user's); leave gid unset to use the uid.",
-                );
-            }
-            if let Some(other) = gids.insert(gid, name.clone()) {
-                diags.error_at(
-                    at().attr("gid"),
-                    format!("gid {gid} is also {other}'s"),
-                    "Each user gets a group of their own; leave gid unset to use the uid.",
+                    at().attr("ssh_public_keys").index(j),
+                    e,
+                    "Give each key as one line of its .pub file (type, base64, comment), e.g. \
+                     trimspace(file(\"~/.ssh/id_ed25519.pub\")); list several keys as several items.",
                 );
             }
         }
@@ -354,8 +318,8 @@ pub(super) fn login_nodes(login: &LoginConfig, diags: &mut Diagnostics) {
     );
 }
 
-/// Mount points of the cluster's file systems: absolute, normal, not a system folder or one
-/// the nodes already use, each once.
+/// Mount points of the cluster's file systems: absolute, normal, one fstab token, not a system
+/// folder or one the nodes already use, each once (`desired_state::rules`).
 pub(super) fn mount_points(storage: &[StorageConfig], diags: &mut Diagnostics) {
     let mut seen: Vec<String> = Vec::new();
     for (i, m) in storage.iter().enumerate() {
@@ -363,16 +327,11 @@ pub(super) fn mount_points(storage: &[StorageConfig], diags: &mut Diagnostics) {
             continue;
         };
         let at = || AttributePath::root("storage").index(i).attr("mount_point");
-        let normal = p.starts_with('/')
-            && p.len() > 1
-            && !p.ends_with('/')
-            && p.split('/').skip(1).all(|c| !c.is_empty() && c != "." && c != "..");
-        let system = SYSTEM_DIRS.iter().any(|d| p == *d || p.starts_with(&format!("{d}/")));
-        if !normal || system || TAKEN_MOUNT_POINTS.contains(&p) {
+        if let Err(e) = rules::mount_point(p) {
             diags.error_at(
                 at(),
-                format!("{p:?} cannot be a mount point"),
-                "Use an absolute path of its own, such as /fsx or /scratch (not a system folder, /home or /tmp).",
+                e,
+                "Use an absolute path of its own without spaces, such as /fsx or /scratch (not a system folder, /home or /tmp).",
             );
         } else if seen.iter().any(|s| s == p) {
             diags.error_at(

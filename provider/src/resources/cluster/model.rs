@@ -657,6 +657,7 @@ tfplugin::model! {
         pub name: Field<String>,
         pub uid: Field<i64>,
         pub gid: Field<i64>,
+        pub ssh_public_keys: Field<Vec<Field<String>>>,
         pub accounts: Field<Vec<Field<String>>>,
     }
 }

@@ -4,8 +4,10 @@
 use super::model::{AccountingConfig, ClusterConfig, HeadConfig, SlurmConfig, StorageConfig, UserConfig};
 use super::{checks, model::Cluster, model::Secrets, model::Users, ACCOUNTING_MODES};
 use crate::desired_state;
+use crate::desired_state::rules;
 use crate::desired_state::ClusterDoc;
 use crate::resources::valid_name;
+use tfplugin::model::Field;
 use tfplugin::timeouts;
 use tfplugin::AttributePath;
 use tfplugin::Diagnostic;
@@ -38,13 +40,6 @@ pub(super) fn model_path(path: &[String]) -> AttributePath {
         Some("name") => AttributePath::root("name"),
         _ => AttributePath::root("slurm"),
     }
-}
-
-/// Lowercase letters, digits, '_' and '-': what login names and Slurm account names share.
-pub(super) fn slurm_name(n: &str) -> bool {
-    !n.is_empty()
-        && n.chars()
-            .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_' || ch == '-')
 }
 
 /// The cluster's name and subnet.
@@ -190,7 +185,8 @@ pub(super) fn user_checks(users: &[UserConfig], diags: &mut Diagnostics) {
     for (i, u) in users.iter().enumerate() {
         let at = || AttributePath::root("user").index(i);
         if let Some(n) = u.name.as_str() {
-            let ok = n.len() <= 32 && n.starts_with(|ch: char| ch.is_ascii_lowercase() || ch == '_') && slurm_name(n);
+            let ok =
+                n.len() <= 32 && n.starts_with(|ch: char| ch.is_ascii_lowercase() || ch == '_') && rules::slurm_name(n);
             if !ok {
                 diags.error_at(
                     at().attr("name"),
@@ -207,7 +203,7 @@ pub(super) fn user_checks(users: &[UserConfig], diags: &mut Diagnostics) {
             }
         }
         for (j, a) in u.accounts.items().iter().enumerate() {
-            if let Some(a) = a.as_str().filter(|a| !slurm_name(a)) {
+            if let Some(a) = a.as_str().filter(|a| !rules::slurm_name(a)) {
                 diags.error_at(
                     at().attr("accounts").index(j),
                     format!("{a:?} is not a valid Slurm account name"),
@@ -234,15 +230,26 @@ pub(super) fn user_shard_checks(c: &Value, diags: &mut Diagnostics) {
     }
 }
 
-/// Each storage block names what nodes mount.
+/// Each storage block names what nodes mount, as one fstab token each.
 pub(super) fn storage_checks(storage: &[StorageConfig], diags: &mut Diagnostics) {
     for (i, m) in storage.iter().enumerate() {
-        for (attr, value) in [("dns_name", &m.dns_name), ("mount_name", &m.mount_name)] {
+        let rules: [(&str, &Field<String>, fn(&str) -> Result<(), String>); 2] = [
+            ("dns_name", &m.dns_name, rules::dns_name),
+            ("mount_name", &m.mount_name, rules::lustre_mount_name),
+        ];
+        for (attr, value, rule) in rules {
+            let at = || AttributePath::root("storage").index(i).attr(attr);
             if !value.is_set() {
                 diags.error_at(
-                    AttributePath::root("storage").index(i).attr(attr),
+                    at(),
                     format!("storage needs {attr}: nodes mount <dns_name>@tcp:/<mount_name>"),
                     format!("Set {attr} = hpc_lustre_fs.<name>.{attr} (or the file system's own value)."),
+                );
+            } else if let Some(Err(e)) = value.as_str().map(rule) {
+                diags.error_at(
+                    at(),
+                    e,
+                    format!("Set {attr} = hpc_lustre_fs.<name>.{attr} (the file system's own value)."),
                 );
             }
         }
