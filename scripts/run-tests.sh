@@ -67,6 +67,10 @@ rest() {
   return $status
 }
 
+# Free space where the tests write (the build, the image cache and the booted machines' disks):
+# a full disk fails tests in ways that do not say so.
+free_space() { df -h --output=avail "${TMPDIR:-/tmp}" /var/tmp 2>/dev/null | tail -n +2 | tr -s ' \n' ' '; }
+echo "disk free at the start (tmp, var/tmp): $(free_space)" >> "$logs/times"
 status=0
 started=$SECONDS
 (cd "$root" && cargo test --workspace --no-run) 2>&1 | tee "$logs/build"
@@ -82,6 +86,7 @@ if [ "$status" -eq 0 ]; then
   echo "---- booted tests ----"
   cat "$logs/booted"
 fi
+echo "disk free at the end (tmp, var/tmp): $(free_space)" >> "$logs/times"
 echo "---- times ----"
 cat "$logs/times" "$logs/booted-times" 2>/dev/null
 
