@@ -347,15 +347,20 @@ pub fn ssh_with_code(key: &SshKey, user: &str, address: &str, command: &str, cod
 /// `command` on `address` as the image's user, through `jump` (an instance whose security
 /// group admits the host, as a bastion: compute nodes admit only the cluster's members).
 pub fn ssh_via(key: &SshKey, jump: &str, address: &str, command: &str) -> Output {
+    ssh_via_as(key, SSH_USER, jump, address, command)
+}
+
+/// `command` on `address` as `user`, through `jump` as the same user (see [`ssh_via`]).
+pub fn ssh_via_as(key: &SshKey, user: &str, jump: &str, address: &str, command: &str) -> Output {
     let proxy = format!(
-        "ProxyCommand=ssh -i {} {} -W %h:%p {SSH_USER}@{jump}",
+        "ProxyCommand=ssh -i {} {} -W %h:%p {user}@{jump}",
         key.display(),
         SSH_OPTIONS.join(" ")
     );
     // The proxy's ssh runs where this one does: in the jump's client namespace, if any.
     ssh_command(key, jump, Path::new("/bin/false"))
         .args(["-o", &proxy])
-        .arg(format!("{SSH_USER}@{address}"))
+        .arg(format!("{user}@{address}"))
         .arg(command)
         .output()
         .expect("running ssh")

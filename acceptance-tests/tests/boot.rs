@@ -1501,6 +1501,85 @@ fn a_researcher_reaches_neither_the_nodes_role_nor_root(key: &SshKey, login: &st
     assert!(restored.status.success(), "{}", text(&restored));
     let back = user("id -un");
     assert_eq!(text(&back).trim(), "demo", "{}", text(&back));
+
+    // The head admits administrators only (the cluster has login nodes): the user's key is
+    // refused there, and the refusal is in its log; its default user still logs in.
+    let conf = text(&user("grep -m1 '^SlurmctldHost=' /etc/slurm/slurm.conf"));
+    let head = conf
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(ip, _)| ip.to_string())
+        .unwrap_or_else(|| panic!("no controller address on the login node: {conf}"));
+    let tried = ssh_as(key, "demo", &head, "id -un");
+    assert!(
+        !tried.status.success(),
+        "the demo user logged in to the head node: {}",
+        text(&tried)
+    );
+    let denied = boot::ssh(
+        key,
+        &head,
+        "sudo journalctl --no-pager -o cat | grep -c 'access denied for user .demo.'",
+    );
+    let count: u32 = text(&denied).trim().parse().unwrap_or(0);
+    assert!(
+        count > 0,
+        "the head's log has no refusal of the demo user:\n{}",
+        text(&denied)
+    );
+
+    // A compute node admits the user while a job of theirs runs there, and not after it; its
+    // administrator whatever runs. Through the login node: compute nodes admit only members.
+    let job = text(&user("sbatch --parsable -N1 -o /dev/null --wrap 'sleep 600'"))
+        .trim()
+        .to_string();
+    let state = || text(&user(&format!("squeue -h -j {job} -o '%T %N'")));
+    eventually(
+        "the demo user's job runs",
+        Duration::from_secs(300),
+        || state().starts_with("RUNNING "),
+        state,
+    );
+    let node = state().split_whitespace().nth(1).unwrap_or_default().to_string();
+    let shown = text(&user(&format!("scontrol show node {node} -o")));
+    let node_ip = shown
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("NodeAddr="))
+        .unwrap_or_else(|| panic!("no NodeAddr: {shown}"))
+        .to_string();
+    let into_node = |who: &str| boot::ssh_via_as(key, who, login, &node_ip, "id -un");
+    let with_job = into_node("demo");
+    assert_eq!(
+        text(&with_job).trim(),
+        "demo",
+        "refused on {node} with a job there: {}",
+        text(&with_job)
+    );
+    user(&format!("scancel {job}"));
+    eventually(
+        "the user is refused on the node once their job ended",
+        Duration::from_secs(90),
+        || !into_node("demo").status.success(),
+        || text(&into_node("demo")),
+    );
+    let admin_in = into_node(boot::SSH_USER);
+    assert_eq!(
+        text(&admin_in).trim(),
+        boot::SSH_USER,
+        "the administrator was refused on {node}: {}",
+        text(&admin_in)
+    );
+    let logged = boot::ssh_via(
+        key,
+        login,
+        &node_ip,
+        "sudo journalctl --no-pager -o cat | grep -c 'no active jobs'",
+    );
+    assert!(
+        text(&logged).trim().parse::<u32>().is_ok_and(|n| n > 0),
+        "{node}'s log has no refusal by pam_slurm_adopt:\n{}",
+        text(&logged)
+    );
 }
 
 /// A cluster in us-east-1 whose partition fails over to a pool in us-west-2, joined by an
@@ -1772,7 +1851,20 @@ fn a_running_cluster_upgrades_slurm_from_24_11_to_26_05_in_slurms_order_keeping_
         .to_string();
     wait_ssh_as(&key, &head_ip);
     let on = |command: &str| text(&ssh_as(&key, USER, &head_ip, command));
-    let machines = || format!("machines: {:?}", emu.machines());
+    // The machines, and the last lines of each one's console (a node that never joined says why).
+    let machines = || {
+        let listed = emu.machines();
+        let consoles: Vec<String> = listed
+            .iter()
+            .filter_map(|m| m["InstanceId"].as_str())
+            .map(|id| {
+                let text = console(&emu, id);
+                let lines: Vec<&str> = text.lines().collect();
+                format!("{id}:\n{}", lines[lines.len().saturating_sub(25)..].join("\n"))
+            })
+            .collect();
+        format!("machines: {listed:?}\n{}", consoles.join("\n"))
+    };
     // `slurm-wlm 24.11.5`: Debian's packaging names itself.
     let release = |command: &str| {
         let line = on(command);
@@ -1868,7 +1960,7 @@ fn a_running_cluster_upgrades_slurm_from_24_11_to_26_05_in_slurms_order_keeping_
         "the released job completes on a new 24.11 node",
         Duration::from_secs(300),
         || held_state().trim() == "COMPLETED",
-        || format!("{}\n{}\n{}", held_state(), on("squeue; sinfo"), machines()),
+        || format!("{}\n{}\n{}", held_state(), on("squeue; sinfo; sinfo -R"), machines()),
     );
     assert_eq!(release("head -n1 after.out"), "24.11");
     let new_node = carrying(&emu, &key, &head_ip, "cpu-c7i-large-1");

@@ -109,6 +109,9 @@ fn scheduling(c: &Cluster) -> Section {
     }
     s.set("ProctrackType", "proctrack/cgroup");
     s.set("TaskPlugin", "task/cgroup,task/affinity");
+    // Every job gets an extern step on each of its nodes at allocation: pam_slurm_adopt admits
+    // a user to a compute node only into such a step of theirs (and ends it with the job).
+    s.set("PrologFlags", "Contain");
     // Cloud nodes are replaced, not repaired: a node that registers with a valid
     // configuration is a fresh instance, whatever made its predecessor DOWN.
     s.set("ReturnToService", "2");

@@ -1,4 +1,4 @@
-# slurm: installs slurmd, slurmctld and slurm-client (+ slurmdbd and MariaDB's server with
+# slurm: installs slurmd, slurmctld, slurm-client and pam_slurm_adopt (+ slurmdbd and MariaDB's server with
 # accounting) from Debian, installed disabled: the node's boot script enables the daemons its
 # role runs (head-init: MariaDB for local accounting, slurmdbd, slurmctld). Requires munge.
 # Arguments: version ("distro", or a Debian package version to pin), accounting ("true"/"false").
@@ -8,7 +8,8 @@ case $accounting in true | false) ;; *) hpc_die "accounting must be true or fals
 dpkg-query -W -f '${Status}' munge 2>/dev/null | grep -q 'ok installed' ||
     hpc_die "slurm requires the munge component"
 
-pkgs="slurmd slurmctld slurm-client"
+# libpam-slurm-adopt: compute nodes admit a user by SSH only while a job of theirs runs there.
+pkgs="slurmd slurmctld slurm-client libpam-slurm-adopt"
 daemons="slurmd slurmctld"
 if [ "$accounting" = true ]; then
     pkgs="$pkgs slurmdbd"

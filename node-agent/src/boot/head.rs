@@ -140,6 +140,7 @@ async fn steps(
     super::report_mounts(failed);
     *step = "users";
     super::users::users(&booted.doc.users)?;
+    super::access::apply(&booted.doc, me.role)?;
     *step = "slurm directories";
     slurm_directories()?;
     let start: &[&str] = if me.role == Role::Backup {

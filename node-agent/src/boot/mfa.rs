@@ -195,7 +195,8 @@ fn replace_line(text: &str, from: &str, to: &str) -> (String, bool) {
     (out, found)
 }
 
-fn module_path(module: &str) -> Option<PathBuf> {
+/// Where PAM keeps `module` on this image, if it has it.
+pub(super) fn module_path(module: &str) -> Option<PathBuf> {
     MODULE_DIRS
         .iter()
         .map(|d| Path::new(d).join(module))

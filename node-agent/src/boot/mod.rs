@@ -5,6 +5,7 @@
 //! Steps shared by the roles live here: the cluster's environment file, the munge key, users
 //! and shared file systems; [`crate::host`] is the host plumbing below them.
 
+pub mod access;
 pub mod accounting;
 pub mod backup;
 pub mod head;
@@ -93,6 +94,7 @@ pub async fn join(
     munge(aws, &booted.doc).await?;
     report_mounts(mounts(aws, &booted.doc, &booted.identity.region).await);
     users::users(&booted.doc.users)?;
+    access::apply(&booted.doc, role)?;
     let head = ready_head(aws, &booted.cluster).await?;
     write_file(
         Path::new(client_conf_path),
@@ -222,6 +224,10 @@ pub async fn sync(args: &ClusterArgs, aws: &Aws) -> Result<()> {
     let role = this_role();
     if role.as_deref() == Some(role_name(Role::Login).as_str()) {
         mfa::apply(aws, &doc).await?;
+    }
+    let roles = [Role::Head, Role::Backup, Role::Login, Role::Compute];
+    if let Some(role) = roles.into_iter().find(|r| role.as_ref() == Some(&role_name(*r))) {
+        access::apply(&doc, role)?;
     }
     if role.as_deref() == Some(role_name(Role::Head).as_str()) {
         // Not fatal: the rest of the pass is done, and the next mount grows it offline.
