@@ -37,7 +37,8 @@ pub fn restrict(slurm_user: &str) -> Result<()> {
     let rules = rules(&allowed);
     write_file(Path::new(RULES), rules.as_bytes(), 0o600, None)?;
     system::run("nft", &["-f", RULES]).context(|| "loading the IMDS rules (nftables)".to_string())?;
-    system::systemctl(&["enable", UNIT])?;
+    // For later boots only: it is loaded now, so no reload of the manager is needed.
+    system::systemctl(&["enable", "--no-reload", UNIT])?;
     log(
         "imds",
         &format!("the instance metadata service answers root and {slurm_user} only"),
