@@ -192,6 +192,19 @@ def drain_events(sqs: Any, url: str) -> list[dict[str, Any]]:
         )
 
 
+def events_until(sqs: Any, url: str, done: Callable[[list[dict[str, Any]]], bool], timeout: float = 10.0) -> list[dict[str, Any]]:
+    """Drains the queue until what it held so far is `done` (or the timeout passes): EventBridge
+    delivers an event to each matching rule's target in turn, so one queue may have it before
+    another does."""
+    received: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        received += drain_events(sqs, url)
+        if done(received) or time.monotonic() >= deadline:
+            return received
+        time.sleep(0.1)
+
+
 def instance_states(events: list[dict[str, Any]], instance_id: str) -> list[str]:
     """The states of one instance's state-change notifications, in order."""
     return [

@@ -32,9 +32,9 @@ from harness import (
     INTERRUPTION_RULES,
     client,
     control,
-    drain_events,
     error_code,
     event_queue,
+    events_until,
     instance_states,
     stop_emulator,
 )
@@ -462,11 +462,14 @@ def test_boot_faults_a_machine_that_dies_and_a_spot_interruption(boot: dict[str,
         assert json.loads(notice)["action"] == "terminate", notice
         vpc.wait_state(spot, "terminated", timeout=60)
         # EventBridge: the warning with the notice, then the machine's states, each once.
-        received = [e for e in drain_events(sqs, interruptions) if e["detail"]["instance-id"] == spot]
+        # The instance's last event may reach a queue just after DescribeInstances says terminated.
+        ended = lambda events: instance_states(events, spot)[-1:] == ["terminated"]  # noqa: E731
+        received = [e for e in events_until(sqs, interruptions, ended) if e["detail"]["instance-id"] == spot]
         assert received[0]["detail-type"] == "EC2 Spot Instance Interruption Warning", received
         assert received[0]["detail"] == {"instance-id": spot, "instance-action": "terminate"}
         assert instance_states(received, spot) == ["shutting-down", "terminated"], received
-        assert instance_states(drain_events(sqs, everything), spot) == ["pending", "running", "shutting-down", "terminated"]
+        seen = events_until(sqs, everything, ended)
+        assert instance_states(seen, spot) == ["pending", "running", "shutting-down", "terminated"], seen
     finally:
         control(boot["endpoint"], "DELETE", "/faults")
 
