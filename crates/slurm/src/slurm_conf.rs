@@ -110,8 +110,16 @@ fn scheduling(c: &Cluster) -> Section {
     s.set("ProctrackType", "proctrack/cgroup");
     s.set("TaskPlugin", "task/cgroup,task/affinity");
     // Every job gets an extern step on each of its nodes at allocation: pam_slurm_adopt admits
-    // a user to a compute node only into such a step of theirs (and ends it with the job).
-    s.set("PrologFlags", "Contain");
+    // a user to a compute node only into such a step of theirs (and ends it with the job). It
+    // needs proctrack/cgroup: a cluster whose `extra` chooses another tracker goes without.
+    let proctrack = c
+        .extra
+        .iter()
+        .find(|(key, _)| key.eq_ignore_ascii_case("ProctrackType"))
+        .map_or("proctrack/cgroup", |(_, value)| value.as_str());
+    if proctrack == "proctrack/cgroup" {
+        s.set("PrologFlags", "Contain");
+    }
     // Cloud nodes are replaced, not repaired: a node that registers with a valid
     // configuration is a fresh instance, whatever made its predecessor DOWN.
     s.set("ReturnToService", "2");

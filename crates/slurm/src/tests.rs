@@ -454,6 +454,8 @@ fn extra_replaces_a_default_in_place() {
     let conf = render(&c).expect("valid").slurm_conf;
     assert_eq!(conf.matches("ProctrackType=").count(), 1);
     assert!(conf.contains("\nProctrackType=proctrack/linuxproc\n"));
+    // Contain needs proctrack/cgroup (slurmctld says so): not written beside another tracker.
+    assert!(!conf.contains("PrologFlags="), "{conf}");
     assert!(
         conf.contains("\nTaskPlugin=task/none\n"),
         "canonical spelling, model's position"
