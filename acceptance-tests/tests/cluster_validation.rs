@@ -178,6 +178,21 @@ fn bad_clusters_and_partitions_are_rejected_when_validated() {
             "dns_name",
             "is not a DNS name",
         ),
+        (
+            cluster("role_wildcard", "").replace("    ami_id", "    node_role_arns = [\"arn:aws:iam::123456789012:role/hpc-*\"]\n    ami_id"),
+            "hpc_cluster.role_wildcard".into(),
+            "node_role_arns",
+            "is a wildcard where an IAM role is meant",
+        ),
+        (
+            cluster(
+                "mfa_wildcard",
+                "  mfa {\n    pam_module = \"pam_duo.so\"\n    settings_file = \"/etc/security/pam_duo.conf\"\n    settings_secret_arn = \"arn:aws:secretsmanager:us-east-1:123456789012:secret:*\"\n  }",
+            ),
+            "hpc_cluster.mfa_wildcard".into(),
+            "settings_secret_arn",
+            "is a wildcard where a Secrets Manager secret is meant",
+        ),
         (partition("bad_pname", "  name = \"GPU!\""), "hpc_partition.bad_pname".into(), "name", "is not valid"),
         (partition("min_over_max", "  min_nodes = 8\n  max_nodes = 2"), "hpc_partition.min_over_max".into(), "min_nodes", "is more than max_nodes"),
         (

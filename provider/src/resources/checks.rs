@@ -44,11 +44,31 @@ pub(crate) fn instance_profile_arn(arn: Option<&str>, at: AttributePath, diags: 
     } else {
         "Use an ARN like arn:aws:iam::111122223333:instance-profile/hpc-nodes."
     };
-    diags.error_at(at, format!("{arn:?} is not an instance profile ARN"), detail);
+    diags.error_at(at, refused_arn(arn, "an instance profile"), detail);
 }
 
-/// `arn:<partition>:iam::<12-digit account>:<kind>/<path and name>`, e.g. kind `role`.
+/// Whether `arn` holds a wildcard of IAM's (`*`, `?`): many resources where one is meant, which
+/// would reach the node policy as a grant on all of them.
+pub(crate) fn is_wildcard(arn: &str) -> bool {
+    arn.contains(['*', '?'])
+}
+
+/// The error for an ARN refused where `one` is meant (`"an IAM role"`): a wildcard is named as
+/// such.
+pub(crate) fn refused_arn(arn: &str, one: &str) -> String {
+    if is_wildcard(arn) {
+        format!("{arn:?} is a wildcard where {one} is meant")
+    } else {
+        format!("{arn:?} is not {one} ARN")
+    }
+}
+
+/// `arn:<partition>:iam::<12-digit account>:<kind>/<path and name>`, e.g. kind `role`; no
+/// wildcard.
 pub(crate) fn is_iam_arn(arn: &str, kind: &str) -> bool {
+    if is_wildcard(arn) {
+        return false;
+    }
     let parts: Vec<&str> = arn.splitn(6, ':').collect();
     matches!(parts.as_slice(), ["arn", partition, "iam", "", account, resource]
         if partition.starts_with("aws")
@@ -59,8 +79,11 @@ pub(crate) fn is_iam_arn(arn: &str, kind: &str) -> bool {
 
 /// The region of a Secrets Manager secret's ARN
 /// (`arn:<partition>:secretsmanager:<region>:<12-digit account>:secret:<name>`), or None when
-/// `arn` is not one.
+/// `arn` is not one (a wildcard is not).
 pub(crate) fn secret_arn_region(arn: &str) -> Option<&str> {
+    if is_wildcard(arn) {
+        return None;
+    }
     let parts: Vec<&str> = arn.splitn(7, ':').collect();
     match parts.as_slice() {
         ["arn", partition, "secretsmanager", region, account, "secret", name]

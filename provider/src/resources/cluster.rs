@@ -917,6 +917,15 @@ mod tests {
             "role"
         ));
         assert!(!crate::resources::checks::is_iam_arn("hpc-nodes", "role"));
+        // A wildcard is many roles where one is meant.
+        let wildcard = "arn:aws:iam::111122223333:role/hpc-*";
+        assert!(!crate::resources::checks::is_iam_arn(wildcard, "role"));
+        assert!(crate::resources::checks::refused_arn(wildcard, "an IAM role")
+            .contains("is a wildcard where an IAM role is meant"));
+        assert!(
+            crate::resources::checks::secret_arn_region("arn:aws:secretsmanager:us-east-1:111122223333:secret:*")
+                .is_none()
+        );
     }
 
     #[test]

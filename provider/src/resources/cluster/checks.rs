@@ -175,7 +175,7 @@ pub(super) fn accounting_secret(accounting: &AccountingConfig, diags: &mut Diagn
         if checks::secret_arn_region(arn).is_none() {
             diags.error_at(
                 AttributePath::root("accounting").attr("password_secret_arn"),
-                format!("{arn:?} is not a Secrets Manager secret ARN"),
+                checks::refused_arn(arn, "a Secrets Manager secret"),
                 "Use the secret's full ARN, like arn:aws:secretsmanager:us-east-1:111122223333:secret:slurmdbd-AbCdEf \
                  (aws_secretsmanager_secret.<name>.arn), not its name.",
             );
@@ -292,7 +292,7 @@ fn settings(mfa: &MfaConfig, diags: &mut Diagnostics) {
     if let Some(arn) = secret.filter(|arn| checks::secret_arn_region(arn).is_none()) {
         diags.error_at(
             at("settings_secret_arn"),
-            format!("{arn:?} is not a Secrets Manager secret ARN"),
+            checks::refused_arn(arn, "a Secrets Manager secret"),
             "Use the secret's full ARN (aws_secretsmanager_secret.<name>.arn), not its name.",
         );
     }

@@ -97,7 +97,7 @@ pub(super) fn head_checks(head: &HeadConfig, diags: &mut Diagnostics) {
         if !crate::resources::checks::is_iam_arn(arn, "role") {
             diags.error_at(
                 AttributePath::root("head_node").attr("node_role_arns").index(i),
-                format!("{arn:?} is not an IAM role ARN"),
+                crate::resources::checks::refused_arn(arn, "an IAM role"),
                 "Write the role's ARN, e.g. arn:aws:iam::111122223333:role/hpc-nodes (the role, not its instance profile).",
             );
         }
