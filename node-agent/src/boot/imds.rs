@@ -13,12 +13,12 @@ use crate::error::{Context as _, Result};
 use crate::host::{self as system, log, write_file};
 
 /// The rules, loaded again by [`UNIT`] on every boot.
-pub const RULES: &str = "/etc/hpcforge/imds.nft";
+const RULES: &str = "/etc/hpcforge/imds.nft";
 const UNIT: &str = "hpc-node-imds.service";
 /// The table the rules live in, ours alone (other tables are left as they are).
-pub const TABLE: &str = "inet hpcforge_imds";
+const TABLE: &str = "inet hpcforge_imds";
 /// The kernel log's prefix for a refused attempt.
-pub const LOG_PREFIX: &str = "hpcforge-imds-refused: ";
+const LOG_PREFIX: &str = "hpcforge-imds-refused: ";
 
 /// IMDS over IPv4 and over IPv6 (Nitro instances).
 const ADDRESSES: &[(&str, &str)] = &[("ip", "169.254.169.254"), ("ip6", "fd00:ec2::254")];

@@ -108,23 +108,22 @@ fn retire(gone: &str) -> Result<()> {
         system::run("usermod", &["--expiredate", "1", gone])?;
     }
     let home = home_of(gone);
-    let removed = match std::fs::symlink_metadata(&home) {
-        Ok(_) => match UserDir::open(&home).and_then(|h| h.subdir(".ssh")) {
-            Ok(Some(ssh)) => ssh.remove("authorized_keys"),
-            Ok(None) => Ok(false),
-            Err(e) => Err(e),
-        },
-        Err(_) => Ok(false),
+    let keys = if std::fs::symlink_metadata(&home).is_err() {
+        "no home".to_string()
+    } else {
+        match UserDir::open(&home).and_then(|h| h.subdir(".ssh")) {
+            Ok(Some(ssh)) => match ssh.remove("authorized_keys") {
+                Ok(true) => "keys removed".to_string(),
+                Ok(false) => "no keys".to_string(),
+                Err(e) => format!("keys not removed: {e}"),
+            },
+            Ok(None) => "no keys".to_string(),
+            Err(e) => format!("keys not removed: {e}"),
+        }
     };
-    if let Err(e) = removed {
-        log(
-            "users",
-            &format!("{gone}: keys not removed: {e} (the account is expired)"),
-        );
-    }
     log(
         "users",
-        &format!("{gone} is no longer a user of the cluster: expired, keys removed"),
+        &format!("{gone} is no longer a user of the cluster: expired; {keys}"),
     );
     Ok(())
 }

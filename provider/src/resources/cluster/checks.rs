@@ -82,51 +82,44 @@ pub(super) fn parse_cidr(s: &str) -> Option<(u32, u8)> {
     Some((u32::from(addr), prefix))
 }
 
-/// Users: no system account's name, uids and gids of their own in the users' range (a user
-/// without a gid gets a group of their uid: it may collide with another user's gid), and keys
-/// that stay one line of `authorized_keys` each. The rules are the nodes' own
-/// (`desired_state::rules`).
+/// Users: uids and gids of their own in the users' range (a user without a gid gets a group of
+/// their uid, which may collide with another user's gid: reported on the uid), and keys that
+/// stay one line of `authorized_keys` each. The rules are the nodes' own (`desired_state::rules`).
 pub(super) fn users(users: &[UserConfig], diags: &mut Diagnostics) {
     let mut uids: BTreeMap<i64, String> = BTreeMap::new();
     let mut gids: BTreeMap<i64, String> = BTreeMap::new();
     for (i, u) in users.iter().enumerate() {
         let at = || AttributePath::root("user").index(i);
         let name = u.name.as_str().unwrap_or_default().to_string();
-        if rules::RESERVED_USERS.contains(&name.as_str()) {
-            diags.error_at(
-                at().attr("name"),
-                format!("{name:?} is a system account's name"),
-                "The image, Slurm or munge already has this account: choose another login name.",
-            );
-        }
         let uid = u.uid.known().copied();
-        let gid = u.gid.known().copied().or(if u.gid.is_set() { None } else { uid });
-        for (attr, id, seen) in [("uid", uid, &mut uids), ("gid", gid, &mut gids)] {
-            let Some(id) = id else { continue };
-            // A gid taken from the uid is reported on the uid.
-            let attr_at = if attr == "gid" && !u.gid.is_set() { "uid" } else { attr };
-            let range = if attr_at == attr {
-                rules::user_id(attr, id)
-            } else {
-                Ok(())
-            };
-            if let Err(e) = range {
+        let (gid, gid_attr) = if u.gid.is_set() {
+            (u.gid.known().copied(), "gid")
+        } else {
+            (uid, "uid")
+        };
+        let range = "Ids up to 1000 belong to the image (1000 is its default user's): pick one from that range.";
+        if let Some(uid) = uid {
+            if let Err(e) = rules::user_id("uid", uid) {
+                diags.error_at(at().attr("uid"), e, range);
+            }
+            if let Some(other) = uids.insert(uid, name.clone()) {
                 diags.error_at(
-                    at().attr(attr_at),
-                    e,
-                    "Ids up to 1000 belong to the image (1000 is its default user's): pick one from that range.",
+                    at().attr("uid"),
+                    format!("uid {uid} is also {other}'s"),
+                    "Give every user a uid of their own.",
                 );
             }
-            if let Some(other) = seen.insert(id, name.clone()) {
+        }
+        if let Some(gid) = gid {
+            if let Some(Err(e)) = u.gid.is_set().then(|| rules::user_id("gid", gid)) {
+                diags.error_at(at().attr("gid"), e, range);
+            }
+            if let Some(other) = gids.insert(gid, name.clone()) {
                 diags.error_at(
-                    at().attr(attr_at),
-                    format!("{attr} {id} is also {other}'s"),
-                    if attr == "uid" {
-                        "Give every user a uid of their own."
-                    } else {
-                        "Each user gets a group of their own (a user without gid gets one of their uid); \
-                         give this user another gid or uid."
-                    },
+                    at().attr(gid_attr),
+                    format!("gid {gid} is also {other}'s"),
+                    "Each user gets a group of their own (a user without gid gets one of their uid); \
+                     give this user another gid or uid.",
                 );
             }
         }

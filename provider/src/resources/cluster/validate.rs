@@ -180,19 +180,18 @@ pub(super) fn accounting_checks(a: &AccountingConfig, diags: &mut Diagnostics) {
     }
 }
 
-/// Login names and account names, each user once.
+/// Login names (valid, not a system account's) and account names, each user once.
 pub(super) fn user_checks(users: &[UserConfig], diags: &mut Diagnostics) {
     for (i, u) in users.iter().enumerate() {
         let at = || AttributePath::root("user").index(i);
         if let Some(n) = u.name.as_str() {
-            let ok =
-                n.len() <= 32 && n.starts_with(|ch: char| ch.is_ascii_lowercase() || ch == '_') && rules::slurm_name(n);
-            if !ok {
-                diags.error_at(
-                    at().attr("name"),
-                    format!("{n:?} is not a valid login name"),
-                    "Use lowercase letters, digits, '_' and '-', starting with a letter.",
-                );
+            if let Err(e) = rules::login_name(n) {
+                let detail = if rules::RESERVED_USERS.contains(&n) {
+                    "The image, Slurm or munge already has this account: choose another login name."
+                } else {
+                    "Use lowercase letters, digits, '_' and '-', starting with a letter."
+                };
+                diags.error_at(at().attr("name"), e, detail);
             }
             if users[..i].iter().any(|earlier| earlier.name.as_str() == Some(n)) {
                 diags.error_at(
@@ -233,11 +232,11 @@ pub(super) fn user_shard_checks(c: &Value, diags: &mut Diagnostics) {
 /// Each storage block names what nodes mount, as one fstab token each.
 pub(super) fn storage_checks(storage: &[StorageConfig], diags: &mut Diagnostics) {
     for (i, m) in storage.iter().enumerate() {
-        let rules: [(&str, &Field<String>, fn(&str) -> Result<(), String>); 2] = [
+        let named: [(&str, &Field<String>, fn(&str) -> Result<(), String>); 2] = [
             ("dns_name", &m.dns_name, rules::dns_name),
             ("mount_name", &m.mount_name, rules::lustre_mount_name),
         ];
-        for (attr, value, rule) in rules {
+        for (attr, value, rule) in named {
             let at = || AttributePath::root("storage").index(i).attr(attr);
             if !value.is_set() {
                 diags.error_at(
