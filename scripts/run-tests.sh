@@ -100,6 +100,13 @@ read -r passed failed < <(cat "$logs"/* | awk '
   }
   END { print p + 0, f + 0 }')
 if [ "$passed" -eq 0 ]; then status=1; fi
+# Each failed test by name, with pytest's one-line reason, where the closing lines keep it.
+# pytest: "FAILED test_boot.py::test_x - AssertionError: ..." (ERROR for a fixture's failure);
+# cargo: "test name ... FAILED".
+{
+  grep -h -E '^(FAILED|ERROR) [^ ]+::' "$logs"/* | cut -c1-300
+  grep -h -E '^test [^ ]+ \.\.\. FAILED$' "$logs"/* | sed -E 's/^test ([^ ]+) .*/FAILED \1/'
+} | sort -u | sed 's/^/failed test: /'
 echo "summary: $passed passed, $failed failed"
 if [ "$status" -ne 0 ]; then
   echo "FAILED: $(grep -h 'FAILED' "$logs/times" | sed 's/:.*//' | paste -sd, - | sed 's/,/, /g')"
