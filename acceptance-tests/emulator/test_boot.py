@@ -96,7 +96,7 @@ def test_run_instances_boots_the_image_runs_user_data_and_serves_imdsv2_ssh_and_
     status = vpc.ssh(address, "cloud-init status --wait --long", timeout=120, check=False).stdout
     assert "status: done" in status and "DataSourceEc2" in status, status
     assert "user data ran" in vpc.ssh(address, "cat /var/tmp/user-data-ran").stdout
-    state = vpc.ssh(address, "systemctl is-system-running --wait; systemctl --failed --no-legend", check=False)
+    state = vpc.ssh(address, "systemctl is-system-running --wait; systemctl --failed --no-legend", timeout=120, check=False)
     assert state.stdout.split()[:1] == ["running"], state.stdout
     short = f"ip-{address.replace('.', '-')}"
     assert vpc.ssh(address, "hostname").stdout.strip() == short
@@ -448,7 +448,8 @@ def test_boot_faults_a_machine_that_dies_and_a_spot_interruption(boot: dict[str,
     interruptions = event_queue(sqs, events, "boot-interruptions", INTERRUPTION_RULES)
     everything = event_queue(sqs, events, "boot-ec2-events", ALL_EC2_EVENTS)
     control(boot["endpoint"], "POST", "/faults", [
-        {"service": "ec2", "action": "RunInstances", "boot": "spot-interruption", "delay_s": 20,
+        # Time to boot and answer SSH before the end, on a host busy with other tests' machines.
+        {"service": "ec2", "action": "RunInstances", "boot": "spot-interruption", "delay_s": 60,
          "match": {"Lifecycle": "spot"}},
     ])
     try:
@@ -460,7 +461,7 @@ def test_boot_faults_a_machine_that_dies_and_a_spot_interruption(boot: dict[str,
         notice = vpc.ssh(address, f"t=$(curl -sf -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' {imds}/api/token); "
                                   f"curl -sf -H \"X-aws-ec2-metadata-token: $t\" {imds}/meta-data/spot/instance-action").stdout
         assert json.loads(notice)["action"] == "terminate", notice
-        vpc.wait_state(spot, "terminated", timeout=60)
+        vpc.wait_state(spot, "terminated", timeout=90)
         # EventBridge: the warning with the notice, then the machine's states, each once.
         # The instance's last event may reach a queue just after DescribeInstances says terminated.
         ended = lambda events: instance_states(events, spot)[-1:] == ["terminated"]  # noqa: E731

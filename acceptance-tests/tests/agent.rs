@@ -143,6 +143,42 @@ fn partitions_wait_for_the_agent_and_fail_when_it_does_not_apply() {
     let conf = std::fs::read_to_string(dir.join("etc/slurm.conf")).expect("the agent wrote slurm.conf");
     assert!(conf.contains("NodeName=cpu-c7i-2xl-[1-8]"), "{conf}");
 
+    // A cluster document the provider did not write (here a mount on /etc, which plan refuses)
+    // is refused by the agent too: the status names the rule and slurm.conf stays as it was;
+    // once the document is the provider's again, the next change applies.
+    let name = hpc_desired_state::cluster_param("research");
+    let published = emu.json_call("ssm", "AmazonSSM.GetParameter", &json!({"Name": name}));
+    let mut doc: Value =
+        serde_json::from_str(published["Parameter"]["Value"].as_str().expect("the cluster document")).expect("JSON");
+    doc["mounts"] = json!([{"mount_point": "/etc", "lustre_id": null, "dns_name": null, "mount_name": null}]);
+    emu.json_call(
+        "ssm",
+        "AmazonSSM.PutParameter",
+        &json!({"Name": name, "Value": doc.to_string(), "Type": "String", "Overwrite": true}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let s = status(&emu).expect("status");
+        if s["error"].as_str().is_some_and(|e| e.contains("refused the published desired state")) {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the agent did not refuse the document: {s}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(refused["error"].as_str().is_some_and(|e| e.contains("/etc")), "{refused}");
+    let kept = std::fs::read_to_string(dir.join("etc/slurm.conf")).expect("slurm.conf");
+    assert_eq!(kept, conf, "slurm.conf changed under a refused document");
+    let original = published["Parameter"]["Value"].as_str().expect("the cluster document");
+    emu.json_call(
+        "ssm",
+        "AmazonSSM.PutParameter",
+        &json!({"Name": name, "Value": original, "Type": "String", "Overwrite": true}),
+    );
+    ws.write(&config("  max_nodes = 10"));
+    ws.apply();
+    let applied = status(&emu).expect("status");
+    assert!(applied["error"].is_null(), "{applied}");
+
     // The agent stops: a change waits out its timeout and fails, naming what it waited for.
     drop(agent);
     ws.write(&config("  max_nodes = 12\n  timeouts {\n    update = \"3s\"\n  }"));

@@ -1005,10 +1005,11 @@ fn totp(secret: &str) -> String {
     )
 }
 
-/// Once the sync put the cluster's `mfa` on the login node, the user enrols (a TOTP secret in
-/// ~/.google_authenticator, as `google-authenticator` writes it); from then on the key alone
-/// or a wrong code is refused and the key with the current code logs in. Unenrolled again,
-/// the key alone works, as it does for the cluster's other users throughout.
+/// Once the cluster's `mfa` is on the node users log in to (a login node, or the head of a
+/// cluster without login nodes), the user enrols (a TOTP secret in ~/.google_authenticator, as
+/// `google-authenticator` writes it); from then on the key alone or a wrong code is refused and
+/// the key with the current code logs in. Unenrolled again, the key alone works, as it does for
+/// the cluster's other users throughout.
 fn second_factor(key: &SshKey, login_ip: &str) {
     let settings = || {
         text(&ssh_as(
@@ -1019,7 +1020,7 @@ fn second_factor(key: &SshKey, login_ip: &str) {
         ))
     };
     eventually(
-        "the login node's sshd asks for the cluster's second factor",
+        "the node's sshd asks for the cluster's second factor",
         Duration::from_secs(90),
         || {
             let s = settings();
@@ -1801,6 +1802,8 @@ fn a_job_fails_over_to_a_pool_in_another_region_and_runs_there_through_the_peeri
 }
 
 fn upgrade_config(version: &str, head_ami: &str, node_ami: &str, profile: &str, key: &str, wait: bool) -> String {
+    // Without login nodes users log in on the head, so the second factor guards it.
+    let mfa = format!("\n{}", MFA.trim_end());
     one_partition_cluster(&OnePartition {
         name: "upgrade",
         cidr: "10.7.0.0/16",
@@ -1812,7 +1815,7 @@ fn upgrade_config(version: &str, head_ami: &str, node_ami: &str, profile: &str, 
         key,
         wait,
         others: "",
-        cluster_lines: "",
+        cluster_lines: &mfa,
         more_pools: "",
     })
 }
@@ -1827,7 +1830,8 @@ fn upgrade_config(version: &str, head_ami: &str, node_ami: &str, profile: &str, 
 /// controller). Going back is refused at plan. The partition keeps its 24.11 image: a Debian 14
 /// compute node did not join on this host, whose cgroup controllers are bound to v1 (see the
 /// emulator's README); the partition's move to a newer image is checked against the API
-/// (cluster_validation.rs).
+/// (cluster_validation.rs). Users log in on the head of this cluster without login nodes: its
+/// sshd asks for the cluster's second factor.
 #[test]
 fn a_running_cluster_upgrades_slurm_from_24_11_to_26_05_in_slurms_order_keeping_its_jobs() {
     boot::require_prerequisites();
@@ -1850,6 +1854,7 @@ fn a_running_cluster_upgrades_slurm_from_24_11_to_26_05_in_slurms_order_keeping_
         .expect("head ip")
         .to_string();
     wait_ssh_as(&key, &head_ip);
+    second_factor(&key, &head_ip);
     let on = |command: &str| text(&ssh_as(&key, USER, &head_ip, command));
     // The machines, and the last lines of each one's console (a node that never joined says why).
     let machines = || {

@@ -40,15 +40,22 @@ pub async fn cluster_doc_with_users(aws: &Aws, args: &ClusterArgs) -> Result<Opt
 
 /// `doc`, or why a node refuses it.
 fn checked(doc: ClusterDoc) -> Result<ClusterDoc> {
-    let problems = hpc_desired_state::rules::problems(&doc);
-    if problems.is_empty() {
-        return Ok(doc);
+    match refusal(&doc) {
+        None => Ok(doc),
+        Some(why) => Err(Error::new(why)),
     }
-    Err(Error::new(format!(
-        "refused the published desired state of {} (none of it applied): {}",
-        doc.name,
-        problems.join("; ")
-    )))
+}
+
+/// Why a node refuses `doc` (it breaks a rule plan applies), or None.
+pub fn refusal(doc: &ClusterDoc) -> Option<String> {
+    let problems = hpc_desired_state::rules::problems(doc);
+    (!problems.is_empty()).then(|| {
+        format!(
+            "refused the published desired state of {} (none of it applied): {}",
+            doc.name,
+            problems.join("; ")
+        )
+    })
 }
 
 /// Puts the users into `doc` from their shards, read only when the document names other shards

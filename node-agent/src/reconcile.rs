@@ -362,6 +362,12 @@ fn associations(doc: &ClusterDoc, parts: &[PartitionDoc], conf: &Path) -> Result
 /// configuration is not touched.
 pub async fn reconcile_once(aws: &Aws, cluster: &str, layout: &Layout, slurmctld: &Path) -> Result<Outcome, String> {
     let (doc, parts, versions) = read_state(aws, cluster).await?;
+    // A document breaking a rule of plan was not written by the provider: Slurm keeps the
+    // configuration it runs, and the status says why.
+    if let Some(why) = crate::published::refusal(&doc) {
+        report(aws, cluster, &versions, Some(&why)).await?;
+        return Err(why);
+    }
     if parts.is_empty() {
         report(aws, cluster, &versions, None).await?;
         return Ok(Outcome::NoPartitions);

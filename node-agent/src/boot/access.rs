@@ -63,6 +63,12 @@ impl Policy {
     }
 }
 
+/// Whether the cluster's users log in on a node of `role` (and the second factor, where set,
+/// guards it).
+pub fn users_log_in(doc: &ClusterDoc, role: Role) -> bool {
+    Policy::of(doc, role) == Policy::Everyone
+}
+
 /// Applies the policy of `role` for `doc`'s cluster; returns whether anything changed.
 pub fn apply(doc: &ClusterDoc, role: Role) -> Result<bool> {
     let policy = Policy::of(doc, role);
@@ -178,7 +184,11 @@ mod tests {
     fn controllers_admit_users_only_without_login_nodes_and_compute_nodes_only_job_owners() {
         let mut doc = ClusterDoc::default();
         assert_eq!(Policy::of(&doc, Role::Head), Policy::Everyone);
+        // Where users log in, the second factor guards the way in: the head without login nodes.
+        assert!(users_log_in(&doc, Role::Head) && users_log_in(&doc, Role::Backup));
+        assert!(!users_log_in(&doc, Role::Compute));
         doc.login_count = 1;
+        assert!(!users_log_in(&doc, Role::Head) && users_log_in(&doc, Role::Login));
         assert_eq!(Policy::of(&doc, Role::Head), Policy::Administrators);
         assert_eq!(Policy::of(&doc, Role::Backup), Policy::Administrators);
         assert_eq!(Policy::of(&doc, Role::Login), Policy::Everyone);

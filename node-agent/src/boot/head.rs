@@ -140,7 +140,7 @@ async fn steps(
     super::report_mounts(failed);
     *step = "users";
     super::users::users(&booted.doc.users)?;
-    super::access::apply(&booted.doc, me.role)?;
+    super::ssh_entry(aws, &booted.doc, me.role).await?;
     *step = "slurm directories";
     slurm_directories()?;
     let start: &[&str] = if me.role == Role::Backup {

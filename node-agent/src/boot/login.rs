@@ -1,7 +1,7 @@
 //! `hpc-node login-init`: a login node users SSH to and submit from.
 //!
 //! Steps: environment, munge key, users, the head node's address (its boot report), the
-//! Slurm client configuration pointing at it, and sshd's second factor (`mfa`). Clients ask slurmctld for everything else
+//! Slurm client configuration pointing at it, and who sshd admits, with the second factor where set. Clients ask slurmctld for everything else
 //! (partitions, nodes), so a new partition needs nothing on the login node. The node reports
 //! ready (or why it failed) in its own boot report: the provider waits on it before it retires
 //! the login nodes a new one replaces.
@@ -33,7 +33,6 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
 
 async fn steps(args: &ClusterArgs, aws: &Aws) -> Result<()> {
     let (booted, head) = super::join(args, aws, Role::Login, None, SLURM_CONF).await?;
-    super::mfa::apply(aws, &booted.doc).await?;
     system::systemctl(&["enable", "--now", super::SYNC_TIMER])?;
     log(
         "login-init",

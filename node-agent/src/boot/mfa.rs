@@ -1,4 +1,5 @@
-//! A second factor for SSH on login nodes: the cluster's `mfa` PAM module after the key.
+//! A second factor for SSH on the nodes users log in to (login nodes, and the controllers of a
+//! cluster without login nodes: see `access`): the cluster's `mfa` PAM module after the key.
 //!
 //! sshd asks for the key first, then for keyboard-interactive, whose PAM stack is only the
 //! cluster's module (the Unix password stack is taken out of it: users have no passwords, and
@@ -64,10 +65,11 @@ fn published(doc: &ClusterDoc) -> Option<Mfa<'_>> {
     })
 }
 
-/// sshd on this login node asks for what the cluster publishes: the key and the module's code,
-/// or the key alone. Returns whether anything changed (sshd reloaded).
-pub async fn apply(aws: &Aws, doc: &ClusterDoc) -> Result<bool> {
-    let mfa = published(doc);
+/// sshd on this node asks for what the cluster publishes where users log in (`users_log_in`):
+/// the key and the module's code, or the key alone. Returns whether anything changed (sshd
+/// reloaded).
+pub async fn apply(aws: &Aws, doc: &ClusterDoc, users_log_in: bool) -> Result<bool> {
+    let mfa = published(doc).filter(|_| users_log_in);
     let settings = match mfa.as_ref().and_then(|m| m.settings) {
         Some((file, arn)) => Some((file, settings_text(aws, arn).await?)),
         None => None,

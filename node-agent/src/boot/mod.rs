@@ -94,7 +94,7 @@ pub async fn join(
     munge(aws, &booted.doc).await?;
     report_mounts(mounts(aws, &booted.doc, &booted.identity.region).await);
     users::users(&booted.doc.users)?;
-    access::apply(&booted.doc, role)?;
+    ssh_entry(aws, &booted.doc, role).await?;
     let head = ready_head(aws, &booted.cluster).await?;
     write_file(
         Path::new(client_conf_path),
@@ -208,6 +208,13 @@ pub async fn munge(aws: &Aws, doc: &ClusterDoc) -> Result<()> {
     Ok(())
 }
 
+/// Who sshd admits on a node of `role` (`access`), and with what (`mfa`).
+pub async fn ssh_entry(aws: &Aws, doc: &ClusterDoc, role: Role) -> Result<()> {
+    access::apply(doc, role)?;
+    mfa::apply(aws, doc, access::users_log_in(doc, role)).await?;
+    Ok(())
+}
+
 /// Every role's periodic pass (`hpc-node sync`, on a timer): users and mounts follow the
 /// published desired state without a reboot and without touching Slurm.
 pub async fn sync(args: &ClusterArgs, aws: &Aws) -> Result<()> {
@@ -222,12 +229,9 @@ pub async fn sync(args: &ClusterArgs, aws: &Aws) -> Result<()> {
     report_mounts(mounts(aws, &doc, &region).await);
     users::users(&doc.users)?;
     let role = this_role();
-    if role.as_deref() == Some(role_name(Role::Login).as_str()) {
-        mfa::apply(aws, &doc).await?;
-    }
     let roles = [Role::Head, Role::Backup, Role::Login, Role::Compute];
     if let Some(role) = roles.into_iter().find(|r| role.as_ref() == Some(&role_name(*r))) {
-        access::apply(&doc, role)?;
+        ssh_entry(aws, &doc, role).await?;
     }
     if role.as_deref() == Some(role_name(Role::Head).as_str()) {
         // Not fatal: the rest of the pass is done, and the next mount grows it offline.

@@ -281,18 +281,19 @@ fn mfa_block() -> Block {
     Block::new(vec![
         Attribute::required("pam_module", Type::String)
             .description(
-                "PAM module for the second factor on login nodes' SSH, after the key, e.g. \
+                "PAM module for the second factor on SSH, after the key, where users log in: the login \
+                 nodes (the head node and backup without login nodes), e.g. \
                  `pam_google_authenticator.so` or `pam_duo.so` (hpc-image's `mfa` component bakes both).",
             ),
         Attribute::optional("config", Type::String)
             .description("The module's arguments on its PAM line, e.g. `nullok` (users not enrolled yet log in by key)."),
         Attribute::optional("settings_file", Type::String).description(
-            "Where login nodes write the module's settings, root-only (mode 0600), e.g. `/etc/security/pam_duo.conf`: \
+            "Where those nodes write the module's settings, root-only (mode 0600), e.g. `/etc/security/pam_duo.conf`: \
              a path under /etc. Requires `settings_secret_arn`.",
         ),
         Attribute::optional("settings_secret_arn", Type::String).description(
             "A Secrets Manager secret whose text is the module's settings (e.g. pam_duo's host, ikey and skey). \
-             Login nodes fetch it (`instance_profile_policy` grants reading it) and follow its changes within a minute.",
+             Those nodes fetch it (`instance_profile_policy` grants reading it) and follow its changes within a minute.",
         ),
     ])
 }
