@@ -159,22 +159,38 @@ fn partitions_wait_for_the_agent_and_fail_when_it_does_not_apply() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let refused = loop {
         let s = status(&emu).expect("status");
-        if s["error"].as_str().is_some_and(|e| e.contains("refused the published desired state")) {
+        if s["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("refused the published desired state"))
+        {
             break s;
         }
         assert!(Instant::now() < deadline, "the agent did not refuse the document: {s}");
         std::thread::sleep(Duration::from_millis(200));
     };
-    assert!(refused["error"].as_str().is_some_and(|e| e.contains("/etc")), "{refused}");
+    assert!(
+        refused["error"].as_str().is_some_and(|e| e.contains("/etc")),
+        "{refused}"
+    );
     let kept = std::fs::read_to_string(dir.join("etc/slurm.conf")).expect("slurm.conf");
     assert_eq!(kept, conf, "slurm.conf changed under a refused document");
+    // A partition change meanwhile fails its apply with the agent's reason.
+    ws.write(&config("  max_nodes = 10"));
+    let out = ws.tf(&["apply", "-auto-approve", "-no-color", "-input=false"]);
+    let said = out.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        !out.success
+            && said.contains("the node agent refused partition cpu")
+            && said.contains("refused the published desired state of research"),
+        "{said}"
+    );
     let original = published["Parameter"]["Value"].as_str().expect("the cluster document");
     emu.json_call(
         "ssm",
         "AmazonSSM.PutParameter",
         &json!({"Name": name, "Value": original, "Type": "String", "Overwrite": true}),
     );
-    ws.write(&config("  max_nodes = 10"));
+    ws.write(&config("  max_nodes = 11"));
     ws.apply();
     let applied = status(&emu).expect("status");
     assert!(applied["error"].is_null(), "{applied}");

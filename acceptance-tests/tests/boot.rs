@@ -2088,7 +2088,7 @@ fn a_backup_controller_keeps_scheduling_when_the_head_node_fails() {
     let held = submitted(&key, &head_ip, "--hold -o held.out --wrap hostname");
     // The head fails with nothing in flight: slurmctld saves its state a few seconds after each
     // change, and what changed in those seconds (a job just submitted, a node just started) is
-    // not in the state the backup takes over (see the README). The idle node powers down.
+    // not in the state the backup takes over (see docs/guides/operations.md). The idle node powers down.
     eventually(
         "the idle node powers down and the head has saved the held job",
         Duration::from_secs(300),

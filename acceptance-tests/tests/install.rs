@@ -1,8 +1,9 @@
 //! Installing the provider as users do: `terraform init` from the provider mirror that
-//! `scripts/release.py` (what `make release` calls) writes, with the CLI configuration the README
-//! shows. The network mirror is served over HTTPS on loopback; the filesystem mirror is the same
-//! folder. Two releases (0.1.0, then 0.2.0 added to the mirror) for two platforms (linux_amd64,
-//! and linux_arm64 cross-built and run under qemu-user), and a tampered package.
+//! `scripts/release.py` (what `make release` calls) writes, with the CLI configuration the
+//! installing guide (`docs/guides/installing.md`) shows. The network mirror is served over HTTPS
+//! on loopback; the filesystem mirror is the same folder. Two releases (0.1.0, then 0.2.0 added
+//! to the mirror) for two platforms (linux_amd64, and linux_arm64 cross-built and run under
+//! qemu-user), and a tampered package.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
@@ -16,9 +17,11 @@ use acceptance_tests::{
 use serde_json::Value;
 
 const ADDRESS: &str = "registry.terraform.io/hpcforge/hpc";
-/// The placeholders in the README's two CLI configuration blocks.
-const README_MIRROR_URL: &str = "https://terraform-mirror.example.com/";
-const README_MIRROR_PATH: &str = "/shared/terraform-mirror";
+/// The guide that shows how to install the provider from a mirror.
+const INSTALL_GUIDE: &str = "docs/guides/installing.md";
+/// The placeholders in the guide's two CLI configuration blocks.
+const GUIDE_MIRROR_URL: &str = "https://terraform-mirror.example.com/";
+const GUIDE_MIRROR_PATH: &str = "/shared/terraform-mirror";
 /// The platforms every release is packaged for.
 const PLATFORMS: [&str; 2] = ["linux_amd64", "linux_arm64"];
 
@@ -102,15 +105,15 @@ fn assert_release_layout(dist: &Path, version: &str, gnupg: &Path) {
         .arg(rel.join(name("SHA256SUMS"))));
 }
 
-/// The README's fenced hcl block holding `marker`.
-fn readme_block(marker: &str) -> String {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
-    readme
+/// The installing guide's fenced hcl block holding `marker`.
+fn guide_block(marker: &str) -> String {
+    let guide = std::fs::read_to_string(repo_root().join(INSTALL_GUIDE)).expect(INSTALL_GUIDE);
+    guide
         .split("```hcl\n")
         .skip(1)
         .filter_map(|b| b.split("```").next())
         .find(|b| b.contains(marker))
-        .unwrap_or_else(|| panic!("README.md has no hcl block with {marker}"))
+        .unwrap_or_else(|| panic!("{INSTALL_GUIDE} has no hcl block with {marker}"))
         .to_string()
 }
 
@@ -156,14 +159,14 @@ fn mirror_hash(mirror: &Path, version: &str, platform: &str) -> String {
         .to_string()
 }
 
-/// The README's one-line shell command starting with `prefix`.
-fn readme_command(prefix: &str) -> String {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
-    readme
+/// The installing guide's one-line shell command starting with `prefix`.
+fn guide_command(prefix: &str) -> String {
+    let guide = std::fs::read_to_string(repo_root().join(INSTALL_GUIDE)).expect(INSTALL_GUIDE);
+    guide
         .lines()
         .map(str::trim)
         .find(|l| l.starts_with(prefix))
-        .unwrap_or_else(|| panic!("README.md shows no command starting with {prefix:?}"))
+        .unwrap_or_else(|| panic!("{INSTALL_GUIDE} shows no command starting with {prefix:?}"))
         .to_string()
 }
 
@@ -280,8 +283,8 @@ fn the_provider_installs_from_its_release_mirror_upgrades_and_refuses_a_tampered
     assert_arm64_package_serves(&mirror, "0.1.0", &dir);
     let https = HttpsFiles::serve(&mirror_root, &dir);
 
-    // Installed from the network mirror with the README's configuration, pinned in the lock file.
-    let network_cli = readme_block("network_mirror").replace(README_MIRROR_URL, &https.url);
+    // Installed from the network mirror with the guide's configuration, pinned in the lock file.
+    let network_cli = guide_block("network_mirror").replace(GUIDE_MIRROR_URL, &https.url);
     let ws = quickstart("install-network", &emu, &network_cli, &https.cert);
     ws.ok(&["init", "-input=false", "-no-color"]);
     let (version, hashes) = locked_version(&ws);
@@ -298,8 +301,8 @@ fn the_provider_installs_from_its_release_mirror_upgrades_and_refuses_a_tampered
     assert!(installed.is_file(), "{} is not installed", installed.display());
     plan_quickstart(&ws);
 
-    // A team working on both platforms locks both from the mirror, as the README shows.
-    let lock = readme_command("terraform providers lock").replace(README_MIRROR_URL, &https.url);
+    // A team working on both platforms locks both from the mirror, as the guide shows.
+    let lock = guide_command("terraform providers lock").replace(GUIDE_MIRROR_URL, &https.url);
     let args: Vec<&str> = lock.split_whitespace().skip(1).collect();
     ws.ok(&args);
     let (version, hashes) = locked_version(&ws);
@@ -328,8 +331,8 @@ fn the_provider_installs_from_its_release_mirror_upgrades_and_refuses_a_tampered
     );
     plan_quickstart(&ws);
 
-    // The same folder as a filesystem mirror, with the README's other block.
-    let fs_cli = readme_block("filesystem_mirror").replace(README_MIRROR_PATH, &mirror_root.display().to_string());
+    // The same folder as a filesystem mirror, with the guide's other block.
+    let fs_cli = guide_block("filesystem_mirror").replace(GUIDE_MIRROR_PATH, &mirror_root.display().to_string());
     let local = quickstart("install-filesystem", &emu, &fs_cli, &https.cert);
     local.ok(&["init", "-input=false", "-no-color"]);
     assert_eq!(locked_version(&local).0, "0.2.0");

@@ -3,7 +3,7 @@
 //!   (root, the image's default user with uid 1000, the cluster's users with `sudo`).
 //!   Researchers work on the login nodes; the controllers hold what they must not reach
 //!   (Slurm's state, the database, every secret the head reads). Without login nodes users log
-//!   in on the head, which then admits them.
+//!   in on the head, which then admits them (with the second factor where set, see `mfa`).
 //! - compute nodes: administrators, and a user only while a job of theirs runs there
 //!   (`pam_slurm_adopt`, Slurm's own module; SchedMD's answer to the same question).
 //! - login nodes: every user of the cluster (with the second factor where set, see `mfa`).

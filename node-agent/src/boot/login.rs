@@ -32,7 +32,7 @@ pub async fn run(args: &ClusterArgs, aws: &Aws) -> Result<()> {
 }
 
 async fn steps(args: &ClusterArgs, aws: &Aws) -> Result<()> {
-    let (booted, head) = super::join(args, aws, Role::Login, None, SLURM_CONF).await?;
+    let (_, head) = super::join(args, aws, Role::Login, None, SLURM_CONF).await?;
     system::systemctl(&["enable", "--now", super::SYNC_TIMER])?;
     log(
         "login-init",

@@ -229,10 +229,13 @@ pub(super) fn user_shard_checks(c: &Value, diags: &mut Diagnostics) {
     }
 }
 
+/// A rule of `hpc_desired_state::rules` for one value.
+type Rule = fn(&str) -> Result<(), String>;
+
 /// Each storage block names what nodes mount, as one fstab token each.
 pub(super) fn storage_checks(storage: &[StorageConfig], diags: &mut Diagnostics) {
     for (i, m) in storage.iter().enumerate() {
-        let named: [(&str, &Field<String>, fn(&str) -> Result<(), String>); 2] = [
+        let named: [(&str, &Field<String>, Rule); 2] = [
             ("dns_name", &m.dns_name, rules::dns_name),
             ("mount_name", &m.mount_name, rules::lustre_mount_name),
         ];
