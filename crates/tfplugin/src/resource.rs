@@ -157,6 +157,12 @@ pub trait Resource: Send + Sync + 'static {
     /// Adjusts the plan after defaults, unknowns and replace rules are applied.
     async fn modify_plan(&self, _req: &mut PlanRequest) {}
 
+    /// What the plan of a destroy says about `prior` (Terraform shows these diagnostics with
+    /// the plan; an error stops it). Default: nothing.
+    async fn plan_destroy(&self, _ctx: Ctx, _prior: &Value) -> Diagnostics {
+        Diagnostics::new()
+    }
+
     async fn create(&self, req: CreateRequest) -> ApplyOutcome;
 
     /// The current state, or `None` when the object no longer exists.

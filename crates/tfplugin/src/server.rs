@@ -137,9 +137,15 @@ impl ProviderService {
         let proposed = decode_dv(req.proposed_new_state.as_ref(), &r.ty)?;
         let config = decode_dv(req.config.as_ref(), &r.ty)?;
         if proposed.is_null() {
+            let diagnostics = if prior.is_null() {
+                Diagnostics::new()
+            } else {
+                r.imp.plan_destroy(self.ctx(), &prior).await
+            };
             return Ok(pb::plan_resource_change::Response {
                 planned_state: Some(encode_dv(&Value::Null, &r.ty)?),
                 planned_private: req.prior_private,
+                diagnostics: diagnostics.to_proto(),
                 ..Default::default()
             });
         }
@@ -255,7 +261,7 @@ from_diags!(
 impl ProviderRpc for ProviderService {
     async fn get_metadata(&self, _: Request<pb::get_metadata::Request>) -> RpcResult<pb::get_metadata::Response> {
         Ok(Response::new(pb::get_metadata::Response {
-            server_capabilities: Some(pb::ServerCapabilities::default()),
+            server_capabilities: Some(capabilities()),
             diagnostics: Vec::new(),
             data_sources: self
                 .data_sources
@@ -286,7 +292,7 @@ impl ProviderRpc for ProviderService {
                 .iter()
                 .map(|(k, d)| (k.clone(), d.schema.to_proto()))
                 .collect(),
-            server_capabilities: Some(pb::ServerCapabilities::default()),
+            server_capabilities: Some(capabilities()),
             ..Default::default()
         }))
     }
@@ -491,5 +497,15 @@ impl ProviderRpc for ProviderService {
         tracing::info!("Terraform asked the provider to stop: cancelling waits in progress");
         let _ = self.stop_tx.send(true);
         Ok(Response::new(pb::stop_provider::Response { error: String::new() }))
+    }
+}
+
+/// What this server tells Terraform it does beyond the protocol's minimum: it plans destroys
+/// (Terraform then calls PlanResourceChange for a resource to be destroyed, and shows what
+/// [`crate::Resource::plan_destroy`] says).
+fn capabilities() -> pb::ServerCapabilities {
+    pb::ServerCapabilities {
+        plan_destroy: true,
+        ..Default::default()
     }
 }
