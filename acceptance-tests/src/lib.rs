@@ -703,6 +703,16 @@ pub fn xml_text(xml: &str, tag: &str) -> String {
     xml[start..].chars().take_while(|c| *c != '<').collect()
 }
 
+/// Every value of `<tag>…</tag>` in an XML answer, in order.
+pub fn xml_values(xml: &str, tag: &str) -> Vec<String> {
+    let open = format!("<{tag}>");
+    let close = format!("</{tag}>");
+    xml.split(&open)
+        .skip(1)
+        .filter_map(|s| s.split(&close).next().map(str::to_string))
+        .collect()
+}
+
 pub fn scratch_dir(name: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
     let n = N.fetch_add(1, Ordering::SeqCst);

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use acceptance_tests::{
-    http, mirror_cli_config, package_release, provider_dir, repo_root, scratch_dir, Emulator, HttpsFiles, TfOutput,
-    Workspace,
+    http, mirror_cli_config, package_release, provider_dir, repo_root, scratch_dir, xml_values, Emulator, HttpsFiles,
+    TfOutput, Workspace,
 };
 use serde_json::{json, Value};
 
@@ -345,21 +345,6 @@ fn json_call(emu: &Emulator, scope: &Scope, service: &str, target: &str, body: V
     );
     assert_eq!(r.status, 200, "{target} in {}: {}", scope.region, r.body);
     serde_json::from_str(&r.body).unwrap_or(Value::Null)
-}
-
-/// The text of every `<tag>...</tag>` in an XML answer.
-fn xml_values(xml: &str, tag: &str) -> Vec<String> {
-    let open = format!("<{tag}>");
-    let close = format!("</{tag}>");
-    let mut out = Vec::new();
-    let mut rest = xml;
-    while let Some(i) = rest.find(&open) {
-        let after = &rest[i + open.len()..];
-        let Some(j) = after.find(&close) else { break };
-        out.push(after[..j].to_string());
-        rest = &after[j + close.len()..];
-    }
-    out
 }
 
 /// What hpcforge made that is still there: one line per thing, empty when nothing is left.

@@ -6,7 +6,7 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use acceptance_tests::{hpc_image_command, Emulator};
+use acceptance_tests::{hpc_image_command, xml_values, Emulator};
 use serde_json::{json, Value};
 
 const BLOCK: u64 = 512 * 1024;
@@ -65,16 +65,6 @@ fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
-}
-
-/// Every value of `<tag>…</tag>` in an XML answer.
-fn xml_values(xml: &str, tag: &str) -> Vec<String> {
-    let open = format!("<{tag}>");
-    let close = format!("</{tag}>");
-    xml.split(&open)
-        .skip(1)
-        .filter_map(|s| s.split(&close).next().map(str::to_string))
-        .collect()
 }
 
 fn images_named(emu: &Emulator, region: &str, name: &str) -> Vec<String> {
