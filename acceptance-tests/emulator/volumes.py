@@ -1,7 +1,9 @@
 """Boot mode: EBS volumes and network interfaces that outlive the instances they are attached to.
 
 An EBS volume is a sparse file of its size (``<run>/volumes/<vol-id>.img``), made on its first
-attachment. AttachVolume to a booted machine puts the file behind a loop device and makes the
+attachment. CreateSnapshot copies a volume's file as it is then (``<run>/snapshots/<snap-id>.img``,
+sparse; crash-consistent, as an EBS snapshot of an attached volume is), and CreateVolume from
+that snapshot starts from the copy. AttachVolume to a booted machine puts the file behind a loop device and makes the
 device node inside the machine as a Nitro instance sees it: ``/dev/nvme<N>n1`` with udev's
 ``/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol<hex>`` link (the volume id is the NVMe
 serial), so the product finds it the way it does on EC2. DetachVolume, and the end of the
@@ -51,6 +53,8 @@ class VolumeStore:
     def __init__(self, state_dir: str) -> None:
         self.directory = os.path.join(state_dir, "volumes")
         os.makedirs(self.directory, exist_ok=True)
+        self.snapshots = os.path.join(state_dir, "snapshots")
+        os.makedirs(self.snapshots, exist_ok=True)
         self.plugged: dict[str, dict[str, Plugged]] = {}  # instance id -> volume id -> plug
         self.attached: dict[str, dict[str, int]] = {}  # instance id -> volume id -> GiB (AttachVolume)
         self._lock = threading.RLock()
@@ -163,6 +167,31 @@ class VolumeStore:
         except FileNotFoundError:
             pass
 
+    def snapshot_path(self, snapshot_id: str) -> str:
+        return os.path.join(self.snapshots, f"{snapshot_id}.img")
+
+    def snapshot(self, volume_id: str, snapshot_id: str) -> None:
+        """The volume's data as it is now, kept as the snapshot's (nothing for a volume never
+        attached: it holds only zeros)."""
+        source = self.path(volume_id)
+        if os.path.exists(source):
+            _run(["cp", "--sparse=always", source, self.snapshot_path(snapshot_id)])
+            log.info("snapshot %s holds volume %s's data", snapshot_id, volume_id)
+
+    def restore(self, snapshot_id: str, volume_id: str) -> None:
+        """A new volume starts from the snapshot's data (its file grows to the volume's size
+        when attached)."""
+        source = self.snapshot_path(snapshot_id)
+        if os.path.exists(source):
+            _run(["cp", "--sparse=always", source, self.path(volume_id)])
+            log.info("volume %s starts from snapshot %s", volume_id, snapshot_id)
+
+    def forget_snapshot(self, snapshot_id: str) -> None:
+        try:
+            os.remove(self.snapshot_path(snapshot_id))
+        except FileNotFoundError:
+            pass
+
     def close(self) -> None:
         with self._lock:
             loops = [p.loop for volumes in self.plugged.values() for p in volumes.values()]
@@ -242,6 +271,9 @@ def install(manager: Any) -> None:
     original_attach, original_detach = EBSBackend.attach_volume, EBSBackend.detach_volume
     original_delete = EBSBackend.delete_volume
     original_modify = EBSBackend.modify_volume
+    original_create_volume = EBSBackend.create_volume
+    original_create_snapshot = EBSBackend.create_snapshot
+    original_delete_snapshot = EBSBackend.delete_snapshot
     original_run = InstanceBackend.run_instances
     original_terminate = Instance.terminate
 
@@ -286,6 +318,22 @@ def install(manager: Any) -> None:
         volume = original_delete(self, volume_id)
         store.remove(volume_id)
         return volume
+
+    def create_volume(self: Any, size: Any, zone_name: str, snapshot_id: str | None = None, *args: Any, **kwargs: Any) -> Any:
+        volume = original_create_volume(self, size, zone_name, snapshot_id, *args, **kwargs)
+        if snapshot_id:
+            store.restore(snapshot_id, volume.id)
+        return volume
+
+    def create_snapshot(self: Any, volume_id: str, description: str, *args: Any, **kwargs: Any) -> Any:
+        snapshot = original_create_snapshot(self, volume_id, description, *args, **kwargs)
+        store.snapshot(volume_id, snapshot.id)
+        return snapshot
+
+    def delete_snapshot(self: Any, snapshot_id: str) -> Any:
+        snapshot = original_delete_snapshot(self, snapshot_id)
+        store.forget_snapshot(snapshot_id)
+        return snapshot
 
     def modify_volume(self: Any, volume_id: str, target_size: Any = None, *args: Any, **kwargs: Any) -> Any:
         volume = self.get_volume(volume_id)
@@ -341,6 +389,9 @@ def install(manager: Any) -> None:
     EBSBackend.detach_volume = detach_volume  # type: ignore[method-assign]
     EBSBackend.delete_volume = delete_volume  # type: ignore[method-assign]
     EBSBackend.modify_volume = modify_volume  # type: ignore[method-assign]
+    EBSBackend.create_volume = create_volume  # type: ignore[method-assign]
+    EBSBackend.create_snapshot = create_snapshot  # type: ignore[method-assign]
+    EBSBackend.delete_snapshot = delete_snapshot  # type: ignore[method-assign]
     InstanceBackend.run_instances = run_instances  # type: ignore[method-assign]
 
 

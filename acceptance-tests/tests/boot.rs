@@ -2193,3 +2193,139 @@ fn a_backup_controller_keeps_scheduling_when_the_head_node_fails() {
 
     destroy_leaving_no_machine(&ws, &emu);
 }
+
+/// The restore test's cluster: one partition on Debian 13 (Slurm 24.11), local accounting,
+/// its state volume made from `snapshot` when given.
+fn restore_config(ami: &str, profile: &str, key: &str, snapshot: Option<&str>, wait: bool) -> String {
+    let config = one_partition_cluster(&OnePartition {
+        name: "restore",
+        cidr: "10.5.0.0/16",
+        version: "24.11",
+        accounting: "local",
+        head_ami: ami,
+        node_ami: ami,
+        profile,
+        key,
+        wait,
+        others: "",
+        cluster_lines: "",
+        more_pools: "",
+    });
+    match snapshot {
+        Some(id) => config.replacen(
+            "  head_node {\n",
+            &format!("  head_node {{\n    state_snapshot_id    = \"{id}\"\n"),
+            1,
+        ),
+        None => config,
+    }
+}
+
+/// A destroyed cluster comes back from what it kept. The cluster runs a job, holds another,
+/// and its user writes a file in /home; the destroy keeps /home and a final snapshot of the
+/// state volume. A cluster created again under the name from that snapshot
+/// (`head_node.state_snapshot_id`) has the user's file, the finished job in sacct and the held
+/// job in its queue; released, that job runs on a new node.
+#[test]
+fn a_destroyed_cluster_comes_back_from_its_kept_home_and_final_state_snapshot() {
+    boot::require_prerequisites();
+    let _turn = turn();
+    // The head and a compute node, then the restored head and a new compute node.
+    let emu = boot::booting_emulator(3);
+    let ami = boot::publish_test_image_of(&emu, "trixie");
+    let key = key_pair(&emu, "restore");
+    let profile = node_role(&emu, "restore-node");
+    let ws = Workspace::booting("boot-restore", &emu);
+    let user_key = public_key(&key);
+    let up = |snapshot: Option<&str>| {
+        ws.write(&restore_config(&ami, &profile, &user_key, snapshot, false));
+        ws.ok(&["apply", "-auto-approve", "-target=hpc_cluster.main"]);
+        grant_node_policy_to(&emu, &ws, "restore-node");
+        ws.write(&restore_config(&ami, &profile, &user_key, snapshot, true));
+        ws.apply();
+        let ip = ws.resource("hpc_cluster.main")["head_node_private_ip"]
+            .as_str()
+            .expect("head ip")
+            .to_string();
+        wait_ssh_as(&key, &ip);
+        ip
+    };
+    let head_ip = up(None);
+    let on = |host: &str, command: &str| text(&ssh_as(&key, USER, host, command));
+    let admin = |host: &str, command: &str| text(&boot::ssh(&key, host, command));
+    let machines = || format!("machines: {:?}", emu.machines());
+    let done = job_completes(
+        &key,
+        &head_ip,
+        "-o before.out --wrap hostname",
+        Duration::from_secs(300),
+        machines,
+    );
+    let held = submitted(&key, &head_ip, "--hold -o held.out --wrap hostname");
+    on(&head_ip, "echo kept-in-home > ~/notes");
+    // The idle node powers down, slurmctld has saved the held job and slurmdbd the finished one.
+    eventually(
+        "the cluster is idle with its jobs saved",
+        Duration::from_secs(300),
+        || {
+            on(&head_ip, "sinfo -h -N -o '%N %t'").trim() == "cpu-c7i-large-1 idle~"
+                && admin(
+                    &head_ip,
+                    "sudo grep -q held.out /var/spool/slurmctld/job_state && echo saved",
+                )
+                .contains("saved")
+                && on(&head_ip, &format!("sacct -n -X -P -j {done} -o State")).trim() == "COMPLETED"
+        },
+        || format!("{}\n{}", on(&head_ip, "sinfo -N; sacct -X"), machines()),
+    );
+    let home = ws.resource("hpc_cluster.main")["home_file_system_id"]
+        .as_str()
+        .expect("home_file_system_id")
+        .to_string();
+    let destroyed = ws.destroy().text().split_whitespace().collect::<Vec<_>>().join(" ");
+    let snapshot = destroyed
+        .split_whitespace()
+        .find(|w| w.starts_with("snap-"))
+        .unwrap_or_else(|| panic!("the destroy names no final snapshot: {destroyed}"))
+        .to_string();
+
+    // Created again from what was kept.
+    let head_ip = up(Some(&snapshot));
+    assert_eq!(ws.resource("hpc_cluster.main")["home_file_system_id"], home.as_str());
+    assert_eq!(on(&head_ip, "cat ~/notes").trim(), "kept-in-home");
+    let sacct = || on(&head_ip, &format!("sacct -n -X -P -j {done},{held} -o JobID,State"));
+    eventually(
+        "the restored cluster's accounting has its jobs",
+        Duration::from_secs(120),
+        || {
+            let rows = sacct();
+            rows.contains(&format!("{done}|COMPLETED")) && rows.contains(&format!("{held}|PENDING"))
+        },
+        || {
+            format!(
+                "{}\n{}",
+                sacct(),
+                admin(&head_ip, "sudo tail -n 30 /var/log/slurm/slurmctld.log")
+            )
+        },
+    );
+    let queued = on(&head_ip, &format!("squeue -h -j {held} -o '%T %r'"));
+    assert_eq!(queued.trim(), "PENDING JobHeldUser", "the held job came back: {queued}");
+    on(&head_ip, &format!("scontrol release {held}"));
+    let state = || on(&head_ip, &format!("sacct -n -X -P -j {held} -o State"));
+    eventually(
+        "the released job runs on a new node",
+        Duration::from_secs(300),
+        || state().trim() == "COMPLETED",
+        || {
+            format!(
+                "{}\n{}\n{}",
+                state(),
+                on(&head_ip, "squeue; sinfo -N; sinfo -R"),
+                machines()
+            )
+        },
+    );
+    ws.assert_no_changes();
+    destroy_leaving_no_machine(&ws, &emu);
+}

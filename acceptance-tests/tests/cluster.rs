@@ -6,7 +6,7 @@ use acceptance_tests::fixtures::{
     apply_network_and_lustre, cluster, json_call, network, partition, refused, running_with_tag, secret_value,
     secret_value_b64, ssm_parameters, AMI,
 };
-use acceptance_tests::{xml_text, Emulator, Workspace};
+use acceptance_tests::{xml_text, xml_values, Emulator, Workspace};
 use serde_json::{json, Value};
 
 #[test]
@@ -119,8 +119,34 @@ fn mount_targets(emu: &Emulator, fs: &str) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
+/// The EFS file systems in the emulator's account and region: (id, number of mount targets).
+fn file_systems(emu: &Emulator) -> Vec<(String, u64)> {
+    let (_, listed) = emu.efs("GET", "/2015-02-01/file-systems", &Value::Null);
+    listed["FileSystems"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            let targets = f["NumberOfMountTargets"].as_u64().unwrap_or(0);
+            (f["FileSystemId"].as_str().unwrap_or_default().to_string(), targets)
+        })
+        .collect()
+}
+
+/// The snapshots tagged as a state volume's final snapshot: (id, volume).
+fn final_snapshots(emu: &Emulator) -> Vec<(String, String)> {
+    let xml = emu.ec2("Action=DescribeSnapshots&Filter.1.Name=tag%3Ahpcforge%3Arole&Filter.1.Value.1=head-state-final");
+    let ids = xml_values(&xml, "snapshotId");
+    let volumes = xml_values(&xml, "volumeId");
+    ids.into_iter().zip(volumes).collect()
+}
+
+/// The cluster's /home and state volume outlive it by default: the plan of a destroy says what
+/// is kept, the destroy keeps /home without its mount targets and a final snapshot of the
+/// state volume, and a cluster created again under the name mounts the same /home. With both
+/// settings on `delete`, the next destroy deletes them, as its plan says.
 #[test]
-fn the_cluster_makes_its_home_on_efs_once_reaches_it_from_each_zone_and_deletes_it() {
+fn the_cluster_makes_its_home_on_efs_once_reaches_it_from_each_zone_and_keeps_it_when_destroyed() {
     let emu = Emulator::start();
     let ws = Workspace::new("home-efs", &emu);
     ws.write(&format!("{}{}", network(), cluster("")));
@@ -171,13 +197,64 @@ fn the_cluster_makes_its_home_on_efs_once_reaches_it_from_each_zone_and_deletes_
     expected.sort();
     assert_eq!(targets, expected);
     ws.assert_no_changes();
-    ws.destroy();
-    let (_, listed) = emu.efs("GET", "/2015-02-01/file-systems", &Value::Null);
-    assert_eq!(
-        listed["FileSystems"],
-        serde_json::json!([]),
-        "destroy deletes the cluster's /home"
+    let volume = ws.resource("hpc_cluster.main")["state_volume_id"]
+        .as_str()
+        .expect("state_volume_id")
+        .to_string();
+    let said = |out: &acceptance_tests::TfOutput| out.text().split_whitespace().collect::<Vec<_>>().join(" ");
+    let planned = said(&ws.tf(&["plan", "-destroy", "-no-color", "-input=false"]));
+    assert!(
+        planned.contains("Destroying cluster research deletes its nodes and running jobs")
+            && planned.contains(&format!("/home ({fs}) is kept with the users' files"))
+            && planned.contains(&format!("the state volume ({volume}"))
+            && planned.contains("kept as a final snapshot"),
+        "{planned}"
     );
+    let destroyed = said(&ws.destroy());
+    assert!(
+        destroyed.contains("what its users cannot remake is kept") && destroyed.contains(&fs),
+        "{destroyed}"
+    );
+    assert_eq!(
+        file_systems(&emu),
+        vec![(fs.clone(), 0)],
+        "/home kept, without mount targets"
+    );
+    let snapshots = final_snapshots(&emu);
+    assert!(
+        snapshots.len() == 1 && snapshots[0].1 == volume && destroyed.contains(&snapshots[0].0),
+        "{snapshots:?}: {destroyed}"
+    );
+
+    // Created again under its name, the cluster mounts the same /home.
+    ws.write(&format!("{}{}", network(), cluster("")));
+    ws.apply();
+    assert_eq!(ws.resource("hpc_cluster.main")["home_file_system_id"], fs.as_str());
+    assert_eq!(file_systems(&emu), vec![(fs.clone(), 1)]);
+    let deleting = "  home {\n    on_delete = \"delete\"\n  }\n";
+    ws.write(&format!(
+        "{}{}",
+        network(),
+        cluster(deleting).replace(
+            &format!("ami_id = \"{AMI}\""),
+            &format!("ami_id = \"{AMI}\"\n    state_volume_on_delete = \"delete\"")
+        )
+    ));
+    let planned = said(&ws.plan());
+    assert!(
+        planned.contains("1 to change") && !planned.contains("must be replaced"),
+        "the settings change in place: {planned}"
+    );
+    ws.apply();
+    let planned = said(&ws.tf(&["plan", "-destroy", "-no-color", "-input=false"]));
+    assert!(
+        planned.contains(&format!("/home ({fs}) is deleted with every user's files"))
+            && planned.contains("is deleted with slurmctld's saved state"),
+        "{planned}"
+    );
+    ws.destroy();
+    assert_eq!(file_systems(&emu), vec![], "destroy deletes /home when told to");
+    assert_eq!(final_snapshots(&emu).len(), 1, "no second final snapshot");
 }
 
 #[test]
@@ -535,6 +612,14 @@ fn cluster_settings_update_in_place_and_renames_replace() {
     ));
     let plan = ws.plan().text();
     assert!(plan.contains("hpc_cluster.main must be replaced"), "{plan}");
+    // The plan says what the replacement keeps and what the new cluster starts without.
+    let said = plan.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        said.contains("Replacing cluster research deletes its nodes and running jobs")
+            && said.contains("kept as a final snapshot")
+            && said.contains("unless head_node.state_snapshot_id names the final snapshot"),
+        "{said}"
+    );
     ws.write(&format!(
         "{}{changed}{part}",
         network().replace(

@@ -210,6 +210,18 @@ impl Efs {
         if self.state(id).await?.is_none() {
             return Ok(());
         }
+        self.delete_mount_targets(id, timeout).await?;
+        match self.client.delete_file_system().file_system_id(id).send().await {
+            Ok(_) => Ok(()),
+            Err(e) => self
+                .err(&format!("deleting the file system {id}"), &e)
+                .or_ok_if(&["FileSystemNotFound"], ()),
+        }
+    }
+
+    /// Deletes the file system's mount targets and waits until they are gone (a file system
+    /// kept without them holds its files, reachable again once it has a mount target).
+    pub async fn delete_mount_targets(&self, id: &str, timeout: Duration) -> Result<()> {
         for m in self.mount_targets(id).await? {
             if let Err(e) = self.client.delete_mount_target().mount_target_id(&m.id).send().await {
                 self.err(&format!("deleting the mount target {}", m.id), &e)
@@ -229,12 +241,6 @@ impl Efs {
                 })
             },
         )
-        .await?;
-        match self.client.delete_file_system().file_system_id(id).send().await {
-            Ok(_) => Ok(()),
-            Err(e) => self
-                .err(&format!("deleting the file system {id}"), &e)
-                .or_ok_if(&["FileSystemNotFound"], ()),
-        }
+        .await
     }
 }

@@ -5,6 +5,7 @@
 //! Registration is idempotent by name (an image with the name is looked up first), so a
 //! publish that is run again changes nothing.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::{
@@ -304,10 +305,23 @@ impl Ec2 {
         }
     }
 
+    /// A snapshot's state and size in GiB, None when it does not exist.
+    pub async fn snapshot_size(&self, id: &str) -> Result<Option<(String, i32)>> {
+        match self.client.describe_snapshots().snapshot_ids(id).send().await {
+            Ok(out) => Ok(out.snapshots().first().map(|s| {
+                let state = s.state().map(|st| st.as_str().to_string()).unwrap_or_default();
+                (state, s.volume_size().unwrap_or(0))
+            })),
+            Err(e) => self
+                .err(&format!("describing snapshot {id}"), &e)
+                .or_ok_if(&["InvalidSnapshot.NotFound"], None),
+        }
+    }
+
     /// Waits until the snapshot is completed, requiring `streak` completed answers in a row
     /// (a freshly completed snapshot can flicker between answers of different endpoints).
     pub async fn wait_snapshot_completed(&self, id: &str, streak: u32, timeout: Duration) -> Result<()> {
-        let seen = std::cell::Cell::new(0u32);
+        let seen = std::sync::atomic::AtomicU32::new(0);
         wait::until(
             &format!("snapshot {id}"),
             timeout,
@@ -321,11 +335,14 @@ impl Ec2 {
                 async move {
                     match state.await?.as_deref() {
                         Some("completed") => {
-                            seen.set(seen.get() + 1);
-                            Ok(if seen.get() >= streak {
+                            seen.fetch_add(1, Ordering::Relaxed);
+                            Ok(if seen.load(Ordering::Relaxed) >= streak {
                                 Poll::Done(())
                             } else {
-                                Poll::Pending(format!("completed ({} of {streak} checks)", seen.get()))
+                                Poll::Pending(format!(
+                                    "completed ({} of {streak} checks)",
+                                    seen.load(Ordering::Relaxed)
+                                ))
                             })
                         }
                         Some("error") => Err(AwsError::new(
@@ -334,11 +351,11 @@ impl Ec2 {
                             format!("snapshot {id} failed"),
                         )),
                         Some(other) => {
-                            seen.set(0);
+                            seen.store(0, Ordering::Relaxed);
                             Ok(Poll::Pending(other.to_string()))
                         }
                         None => {
-                            seen.set(0);
+                            seen.store(0, Ordering::Relaxed);
                             Ok(Poll::Pending("not visible yet".into()))
                         }
                     }

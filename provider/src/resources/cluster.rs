@@ -22,6 +22,7 @@ use crate::desired_state::{self, tag, ClusterDoc};
 use crate::resources::{aws_diag, or_stop, owner};
 
 mod checks;
+mod deletion;
 mod head;
 mod login;
 mod model;
@@ -127,6 +128,14 @@ impl Resource for HpcCluster {
         let diags = plan_reads(clients, req).await;
         req.diagnostics.extend(diags);
         plan_unknowns(req);
+        if !req.prior.is_null() && !req.requires_replace.is_empty() {
+            if let Ok(prior) = Cluster::of(&req.prior) {
+                let home = managed_home(&req.prior);
+                if let Some(warning) = deletion::replace_warning(&prior, home.as_deref()) {
+                    req.diagnostics.push(warning);
+                }
+            }
+        }
         let resume = |v: &Value| {
             let c = ClusterConfig::of_state(v).ok()?;
             c.slurm.known().map(|s| s.resume_timeout.clone())
@@ -141,6 +150,16 @@ impl Resource for HpcCluster {
             if let Ok(m) = Cluster::of(&req.config) {
                 req.diagnostics.extend(partitions_fit(clients, &m.doc(secrets)).await);
             }
+        }
+    }
+
+    async fn plan_destroy(&self, _ctx: tfplugin::Ctx, prior: &Value) -> Diagnostics {
+        let home = managed_home(prior);
+        match Cluster::of(prior) {
+            Ok(cluster) => deletion::destroy_warning(&cluster, home.as_deref())
+                .map(Diagnostics::from)
+                .unwrap_or_default(),
+            Err(_) => Diagnostics::new(),
         }
     }
 
@@ -355,14 +374,25 @@ impl Resource for HpcCluster {
             {
                 clients.ssm.delete(&report.name).await?;
             }
-            head::delete_kept(clients, &prior, timeout).await?;
-            if let Some(fs) = managed_home(&req.prior) {
+            let mut kept: Vec<String> = Vec::new();
+            kept.extend(
                 or_stop(
                     &req.ctx,
-                    "deleting the cluster's /home",
-                    clients.efs.delete(&fs, timeout),
+                    "the state volume's final snapshot",
+                    deletion::final_snapshot(clients, &prior, timeout),
                 )
-                .await?;
+                .await?,
+            );
+            head::delete_kept(clients, &prior, timeout).await?;
+            if let Some(fs) = managed_home(&req.prior) {
+                kept.extend(
+                    or_stop(
+                        &req.ctx,
+                        "the cluster's /home",
+                        deletion::home(clients, &prior, &fs, timeout),
+                    )
+                    .await?,
+                );
             }
             for role in [Role::Head, Role::Backup, Role::Login] {
                 clients
@@ -382,10 +412,10 @@ impl Resource for HpcCluster {
                 .await?;
             // Last: until everything else is gone, the name still belongs to this state.
             clients.ssm.delete(&desired_state::owner_param(&name)).await?;
-            Ok::<(), hpc_aws::AwsError>(())
+            Ok::<Vec<String>, hpc_aws::AwsError>(kept)
         };
         match result.await {
-            Ok(()) => Diagnostics::new(),
+            Ok(kept) => deletion::kept_warning(&name, &kept),
             Err(e) => aws_diag("Cannot delete cluster", &e),
         }
     }

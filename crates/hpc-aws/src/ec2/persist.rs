@@ -21,6 +21,8 @@ pub struct VolumeSpec {
     pub volume_type: String,
     pub encrypted: bool,
     pub kms_key_id: Option<String>,
+    /// The snapshot it starts from (None: empty).
+    pub snapshot_id: Option<String>,
     /// The tags it is made with; all of them find it again.
     pub tags: Vec<(String, String)>,
 }
@@ -60,6 +62,7 @@ impl Ec2 {
             .volume_type(VolumeType::from(spec.volume_type.as_str()))
             .encrypted(spec.encrypted)
             .set_kms_key_id(spec.kms_key_id.clone())
+            .set_snapshot_id(spec.snapshot_id.clone())
             .set_tag_specifications(tag_specs(&[ResourceType::Volume], &spec.tags))
             .send()
             .await
@@ -124,6 +127,43 @@ impl Ec2 {
         })
         .await
         .map(|_| ())
+    }
+
+    /// A completed snapshot of `volume_id` with all of `tags`: the one already made (a delete
+    /// run again after an interruption finds it), or one made now. Returns its id.
+    pub async fn ensure_snapshot(
+        &self,
+        volume_id: &str,
+        description: &str,
+        tags: &[(String, String)],
+        timeout: Duration,
+    ) -> Result<String> {
+        let mut filters = tag_filters(tags);
+        filters.push(filter("volume-id", &[volume_id]));
+        let found = self
+            .client
+            .describe_snapshots()
+            .set_filters(Some(filters))
+            .send()
+            .await
+            .map_err(|e| self.err(&format!("looking for a snapshot of {volume_id}"), &e))?;
+        let id = match found.snapshots().iter().find_map(|s| s.snapshot_id()) {
+            Some(id) => id.to_string(),
+            None => self
+                .client
+                .create_snapshot()
+                .volume_id(volume_id)
+                .description(description)
+                .set_tag_specifications(tag_specs(&[ResourceType::Snapshot], tags))
+                .send()
+                .await
+                .map_err(|e| self.err(&format!("snapshotting {volume_id}"), &e))?
+                .snapshot_id()
+                .unwrap_or_default()
+                .to_string(),
+        };
+        self.wait_snapshot_completed(&id, 1, timeout).await?;
+        Ok(id)
     }
 
     /// Deletes the volume once no instance holds it; a missing volume counts as deleted.

@@ -18,6 +18,14 @@ const ROOT_VOLUME_TYPES: &[&str] = &["gp3", "gp2"];
 
 pub(super) fn head_node(head: &HeadConfig, diags: &mut Diagnostics) {
     let at = || AttributePath::root("head_node");
+    super::deletion::check_state_volume(head.state_volume_on_delete.as_str(), diags);
+    if let Some(id) = head.state_snapshot_id.as_str().filter(|id| !id.starts_with("snap-")) {
+        diags.error_at(
+            at().attr("state_snapshot_id"),
+            format!("{id:?} is not an EBS snapshot id"),
+            "Use an id like snap-0123456789abcdef0.",
+        );
+    }
     checks::root_volume_size(
         head.root_volume_size.known().copied(),
         at().attr("root_volume_size"),
@@ -192,6 +200,7 @@ pub(super) fn home(home: &HomeConfig, diags: &mut Diagnostics) {
         ),
         _ => {}
     }
+    super::deletion::check_home(home.on_delete.as_str(), diags);
     if let Some(id) = home.efs_id.as_str().filter(|id| !id.starts_with("fs-")) {
         diags.error_at(
             AttributePath::root("home").attr("efs_id"),

@@ -160,6 +160,7 @@ async fn ensure_head_kept(
             volume_type: "gp3".into(),
             encrypted: true,
             kms_key_id: None,
+            snapshot_id: head.state_snapshot_id.clone(),
             tags: tags_for(tags, "head-state"),
         })
         .await

@@ -68,6 +68,8 @@ tfplugin::model! {
         pub node_role_arns: Option<Vec<String>>,
         pub state_volume_size: i64,
         pub backup_controller: bool,
+        pub state_volume_on_delete: String,
+        pub state_snapshot_id: Option<String>,
     }
 }
 
@@ -146,6 +148,7 @@ tfplugin::model! {
     pub struct Home {
         pub storage: String,
         pub efs_id: Option<String>,
+        pub on_delete: String,
     }
 }
 
@@ -393,6 +396,8 @@ impl Cluster {
                 } else {
                     doc.home_efs_id.clone()
                 },
+                // Not published: an import takes the defaults.
+                on_delete: super::deletion::RETAIN.into(),
             },
             storage: doc.mounts.iter().map(Storage::of_doc).collect(),
             timeouts: Value::Null,
@@ -420,6 +425,9 @@ impl HeadNode {
                 super::DEFAULT_STATE_VOLUME_GIB
             },
             backup_controller: h.backup_controller.is_some(),
+            // Not published: an import takes the default.
+            state_volume_on_delete: super::deletion::SNAPSHOT.into(),
+            state_snapshot_id: None,
         }
     }
 }
@@ -595,6 +603,8 @@ tfplugin::model! {
         pub allowed_ssh_cidrs: Field<Vec<String>>,
         pub state_volume_size: Field<i64>,
         pub backup_controller: Field<bool>,
+        pub state_volume_on_delete: Field<String>,
+        pub state_snapshot_id: Field<String>,
     }
 }
 
@@ -647,6 +657,7 @@ tfplugin::model! {
     pub struct HomeConfig {
         pub storage: Field<String>,
         pub efs_id: Field<String>,
+        pub on_delete: Field<String>,
     }
 }
 

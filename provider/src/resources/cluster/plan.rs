@@ -230,11 +230,63 @@ pub(super) async fn plan_reads(clients: &Clients, req: &PlanRequest) -> Diagnost
             Err(e) => diags.extend(aws_diag("Cannot describe key pairs", &e)),
         }
     }
+    diags.extend(state_snapshot_checks(clients, req.prior.is_null(), &planned, &prior).await);
     // A running cluster takes only the upgrades Slurm supports.
     if let (Some(from), Some(to)) = (prior.slurm_version(), planned.slurm_version()) {
         if let Err(e) = slurm_model::check_upgrade(from, to) {
             diags.error_at(AttributePath::root("slurm").attr("version"), e.summary, e.detail);
         }
+    }
+    diags
+}
+
+/// `head_node.state_snapshot_id`: on a create, a completed snapshot no larger than the state
+/// volume; on a running cluster, a change is said to do nothing.
+async fn state_snapshot_checks(
+    clients: &Clients,
+    creating: bool,
+    planned: &ClusterConfig,
+    prior: &ClusterConfig,
+) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let at = || AttributePath::root("head_node").attr("state_snapshot_id");
+    let snapshot = |c: &ClusterConfig| c.head().and_then(|h| h.state_snapshot_id.known()).cloned();
+    let wanted = snapshot(planned);
+    if !creating {
+        if wanted != snapshot(prior) {
+            diags.push(
+                Diagnostic::warning(
+                    "state_snapshot_id is read when the cluster is created",
+                    "The running cluster keeps its state volume; the new value does nothing to it.",
+                )
+                .at(at()),
+            );
+        }
+        return diags;
+    }
+    let Some(id) = wanted else {
+        return diags;
+    };
+    let size = planned.head().and_then(|h| h.state_volume_size.known().copied());
+    match clients.ec2.snapshot_size(&id).await {
+        Ok(None) => diags.error_at(
+            at(),
+            format!("there is no snapshot {id:?} in {}", clients.aws.region),
+            "Give a snapshot of this account and region, e.g. a deleted cluster's final snapshot \
+             (tag hpcforge:role = head-state-final).",
+        ),
+        Ok(Some((state, _))) if state != "completed" => diags.error_at(
+            at(),
+            format!("snapshot {id} is {state}"),
+            "A volume is made from a completed snapshot: plan again once it is.",
+        ),
+        Ok(Some((_, gib))) if size.is_some_and(|s| s < i64::from(gib)) => diags.error_at(
+            at(),
+            format!("snapshot {id} is {gib} GiB, more than state_volume_size"),
+            format!("Set head_node.state_volume_size to at least {gib}."),
+        ),
+        Ok(Some(_)) => {}
+        Err(e) => diags.extend(aws_diag("Cannot describe the state snapshot", &e)),
     }
     diags
 }

@@ -189,6 +189,21 @@ fn head_block() -> Block {
                  when the cluster is created; needs Slurm 24.11 or later. Default false.",
             )
             .default(Value::Bool(false)),
+        Attribute::optional("state_volume_on_delete", Type::String)
+            .description(
+                "What deleting the cluster (a destroy, or a replacement) does with the state volume \
+                 (slurmctld's saved state, the local accounting database): `snapshot` (the default: a final \
+                 EBS snapshot, tagged with the cluster's tags and `hpcforge:role = head-state-final`, then \
+                 the volume is deleted; the plan and the destroy name it) or `delete`.",
+            )
+            .default(Value::string(super::deletion::SNAPSHOT)),
+        Attribute::optional("state_snapshot_id", Type::String).description(
+            "An EBS snapshot (`snap-...`) to make the state volume from when the cluster is created: the final \
+             snapshot a deleted cluster left (`hpcforge:role = head-state-final`) brings back its saved Slurm \
+             state (jobs still queued, held or pending) and its local accounting database (the sacct history). \
+             Read only when the cluster is created: a later change does nothing to it. `state_volume_size` must be \
+             at least the snapshot's size.",
+        ),
     ])
 }
 
@@ -274,6 +289,14 @@ fn home_block() -> Block {
             "Your EFS file system (`fs-...`), with a mount target in each zone the nodes run in. Without it the \
              provider makes one for the cluster (`home_file_system_id`).",
         ),
+        Attribute::optional("on_delete", Type::String)
+            .description(
+                "What deleting the cluster (a destroy, or a replacement) does with the /home file system the \
+                 provider made: `retain` (the default: it is kept with the users' files, only its mount targets \
+                 go; a cluster created again under the same name in the account and region mounts it again) \
+                 or `delete`. A file system you give (`efs_id`) is never deleted.",
+            )
+            .default(Value::string(super::deletion::RETAIN)),
     ])
 }
 
