@@ -536,7 +536,23 @@ def test_a_volume_and_a_network_interface_outlive_the_instance_and_move_to_the_n
     assert int(blocks) > 1500, blocks
     assert vpc.ssh(address, "cat /data/proof").stdout.strip() == "kept"
     vpc.ssh(address, "sudo umount /data")
+    # A snapshot keeps the volume's data as it is; a volume made from it starts with that data
+    # after the first volume is gone.
+    snapshot = vpc.ec2.create_snapshot(VolumeId=volume, Description="the proof")["SnapshotId"]
     vpc.ec2.detach_volume(VolumeId=volume)
     vpc.ssh(address, f"! test -e {by_id}")
     vpc.ec2.delete_volume(VolumeId=volume)
-    assert not (boot["boot_dir"] / f"run-{boot['process'].pid}" / "volumes" / f"{volume}.img").exists()
+    run = boot["boot_dir"] / f"run-{boot['process'].pid}"
+    assert not (run / "volumes" / f"{volume}.img").exists()
+    restored = vpc.ec2.create_volume(AvailabilityZone=zone, SnapshotId=snapshot, Encrypted=True)["VolumeId"]
+    vpc.ec2.attach_volume(VolumeId=restored, InstanceId=second, Device="/dev/sdg")
+    restored_id = f"/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_{restored.replace('-', '')}"
+    vpc.ssh(address, f"for i in $(seq 50); do [ -b {restored_id} ] && break; sleep 0.2; done; "
+            f"sudo mkdir -p /restored && sudo mount {restored_id} /restored")
+    assert vpc.ssh(address, "cat /restored/proof").stdout.strip() == "kept"
+    vpc.ssh(address, "sudo umount /restored")
+    vpc.ec2.detach_volume(VolumeId=restored)
+    vpc.ssh(address, f"! test -e {restored_id}")
+    vpc.ec2.delete_volume(VolumeId=restored)
+    vpc.ec2.delete_snapshot(SnapshotId=snapshot)
+    assert not (run / "snapshots" / f"{snapshot}.img").exists()
