@@ -63,6 +63,29 @@ fn grant_node_policy_to(emu: &Emulator, ws: &Workspace, role: &str) {
     );
 }
 
+/// The two applies a booted cluster takes while its nodes' role is made outside the cluster:
+/// the cluster without waiting, its `instance_profile_policy` put on `role`, then everything,
+/// waiting for the head. Returns the head's address once the cluster's user reaches it by SSH.
+fn apply_in_two_steps(
+    ws: &Workspace,
+    emu: &Emulator,
+    role: &str,
+    key: &SshKey,
+    config: impl Fn(bool) -> String,
+) -> String {
+    ws.write(&config(false));
+    ws.ok(&["apply", "-auto-approve", "-target=hpc_cluster.main"]);
+    grant_node_policy_to(emu, ws, role);
+    ws.write(&config(true));
+    ws.apply();
+    let ip = ws.resource("hpc_cluster.main")["head_node_private_ip"]
+        .as_str()
+        .expect("head ip")
+        .to_string();
+    wait_ssh_as(key, &ip);
+    ip
+}
+
 /// A booted test's turn ([`boot::booted_turn`]: two at a time by default). When the whole suite
 /// runs, the first test to ask also starts baking the images only the upgrade test boots, so that
 /// their bakes overlap the turns before it instead of lengthening its own. (A run of chosen tests
@@ -1844,16 +1867,9 @@ fn a_running_cluster_upgrades_slurm_from_24_11_to_26_05_in_slurms_order_keeping_
     let profile = node_role(&emu, "upgrade-node");
     let ws = Workspace::booting("boot-upgrade", &emu);
     let user_key = public_key(&key);
-    ws.write(&upgrade_config("24.11", &old, &old, &profile, &user_key, false));
-    ws.ok(&["apply", "-auto-approve", "-target=hpc_cluster.main"]);
-    grant_node_policy_to(&emu, &ws, "upgrade-node");
-    ws.write(&upgrade_config("24.11", &old, &old, &profile, &user_key, true));
-    ws.apply();
-    let head_ip = ws.resource("hpc_cluster.main")["head_node_private_ip"]
-        .as_str()
-        .expect("head ip")
-        .to_string();
-    wait_ssh_as(&key, &head_ip);
+    let head_ip = apply_in_two_steps(&ws, &emu, "upgrade-node", &key, |wait| {
+        upgrade_config("24.11", &old, &old, &profile, &user_key, wait)
+    });
     second_factor(&key, &head_ip);
     let on = |command: &str| text(&ssh_as(&key, USER, &head_ip, command));
     // The machines, and the last lines of each one's console (a node that never joined says why).
@@ -2041,23 +2057,17 @@ fn a_backup_controller_keeps_scheduling_when_the_head_node_fails() {
     let profile = node_role(&emu, "backup-node");
     let ws = Workspace::booting("boot-backup", &emu);
     let user_key = public_key(&key);
-    ws.write(&backup_config(&ami, &profile, &user_key, false));
-    ws.ok(&["apply", "-auto-approve", "-target=hpc_cluster.main"]);
-    grant_node_policy_to(&emu, &ws, "backup-node");
-    ws.write(&backup_config(&ami, &profile, &user_key, true));
-    ws.apply();
+    let head_ip = apply_in_two_steps(&ws, &emu, "backup-node", &key, |wait| {
+        backup_config(&ami, &profile, &user_key, wait)
+    });
     let before = ws.resource("hpc_cluster.main");
     let field = |v: &Value, name: &str| v[name].as_str().unwrap_or_default().to_string();
-    let (head_ip, backup_ip) = (
-        field(&before, "head_node_private_ip"),
-        field(&before, "backup_controller_private_ip"),
-    );
+    let backup_ip = field(&before, "backup_controller_private_ip");
     assert!(
         field(&before, "controller_state_file_system_id").starts_with("fs-"),
         "{before}"
     );
     assert!(!backup_ip.is_empty() && backup_ip != head_ip, "{before}");
-    wait_ssh_as(&key, &head_ip);
     wait_ssh_as(&key, &backup_ip);
     let on = |host: &str, command: &str| text(&ssh_as(&key, USER, host, command));
     let machines = || format!("machines: {:?}", emu.machines());
@@ -2238,17 +2248,9 @@ fn a_destroyed_cluster_comes_back_from_its_kept_home_and_final_state_snapshot() 
     let ws = Workspace::booting("boot-restore", &emu);
     let user_key = public_key(&key);
     let up = |snapshot: Option<&str>| {
-        ws.write(&restore_config(&ami, &profile, &user_key, snapshot, false));
-        ws.ok(&["apply", "-auto-approve", "-target=hpc_cluster.main"]);
-        grant_node_policy_to(&emu, &ws, "restore-node");
-        ws.write(&restore_config(&ami, &profile, &user_key, snapshot, true));
-        ws.apply();
-        let ip = ws.resource("hpc_cluster.main")["head_node_private_ip"]
-            .as_str()
-            .expect("head ip")
-            .to_string();
-        wait_ssh_as(&key, &ip);
-        ip
+        apply_in_two_steps(&ws, &emu, "restore-node", &key, |wait| {
+            restore_config(&ami, &profile, &user_key, snapshot, wait)
+        })
     };
     let head_ip = up(None);
     let on = |host: &str, command: &str| text(&ssh_as(&key, USER, host, command));
