@@ -478,6 +478,7 @@ class ImageActions:
                     continue
                 self.ec2_backend.snapshots.pop(snapshot_id, None)
                 ebs.forget_snapshot(self.current_account, self.region, snapshot_id)
+                _forget_volume_data(snapshot_id)
                 results.append({"SnapshotId": snapshot_id, "ReturnCode": "success"})
             result["DeleteSnapshotResults"] = results
         return ActionResult(result)
@@ -491,6 +492,7 @@ class ImageActions:
         self.error_on_dryrun()
         self.ec2_backend.snapshots.pop(snapshot_id)
         ebs.forget_snapshot(self.current_account, self.region, snapshot_id)
+        _forget_volume_data(snapshot_id)
         return EmptyResult()
 
     def describe_snapshots(self) -> ActionResult:
@@ -584,3 +586,11 @@ class ImageActions:
             raise error("InvalidParameterValue", f"Value ({attribute}) for parameter attribute is invalid.")
         self.error_on_dryrun()
         return ActionResult(result)
+
+
+def _forget_volume_data(snapshot_id: str) -> None:
+    """In boot mode, a deleted snapshot's copy of its volume's data goes too (``volumes.py``)."""
+    import boot
+
+    if boot.MANAGER is not None:
+        boot.MANAGER.volumes.forget_snapshot(snapshot_id)

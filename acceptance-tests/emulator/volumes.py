@@ -3,7 +3,7 @@
 An EBS volume is a sparse file of its size (``<run>/volumes/<vol-id>.img``), made on its first
 attachment. CreateSnapshot copies a volume's file as it is then (``<run>/snapshots/<snap-id>.img``,
 sparse; crash-consistent, as an EBS snapshot of an attached volume is), and CreateVolume from
-that snapshot starts from the copy. AttachVolume to a booted machine puts the file behind a loop device and makes the
+that snapshot starts from the copy (DeleteSnapshot, in ``ec2_images``, drops it). AttachVolume to a booted machine puts the file behind a loop device and makes the
 device node inside the machine as a Nitro instance sees it: ``/dev/nvme<N>n1`` with udev's
 ``/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol<hex>`` link (the volume id is the NVMe
 serial), so the product finds it the way it does on EC2. DetachVolume, and the end of the
@@ -273,7 +273,6 @@ def install(manager: Any) -> None:
     original_modify = EBSBackend.modify_volume
     original_create_volume = EBSBackend.create_volume
     original_create_snapshot = EBSBackend.create_snapshot
-    original_delete_snapshot = EBSBackend.delete_snapshot
     original_run = InstanceBackend.run_instances
     original_terminate = Instance.terminate
 
@@ -328,11 +327,6 @@ def install(manager: Any) -> None:
     def create_snapshot(self: Any, volume_id: str, description: str, *args: Any, **kwargs: Any) -> Any:
         snapshot = original_create_snapshot(self, volume_id, description, *args, **kwargs)
         store.snapshot(volume_id, snapshot.id)
-        return snapshot
-
-    def delete_snapshot(self: Any, snapshot_id: str) -> Any:
-        snapshot = original_delete_snapshot(self, snapshot_id)
-        store.forget_snapshot(snapshot_id)
         return snapshot
 
     def modify_volume(self: Any, volume_id: str, target_size: Any = None, *args: Any, **kwargs: Any) -> Any:
@@ -391,7 +385,6 @@ def install(manager: Any) -> None:
     EBSBackend.modify_volume = modify_volume  # type: ignore[method-assign]
     EBSBackend.create_volume = create_volume  # type: ignore[method-assign]
     EBSBackend.create_snapshot = create_snapshot  # type: ignore[method-assign]
-    EBSBackend.delete_snapshot = delete_snapshot  # type: ignore[method-assign]
     InstanceBackend.run_instances = run_instances  # type: ignore[method-assign]
 
 
