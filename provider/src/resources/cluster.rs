@@ -374,26 +374,7 @@ impl Resource for HpcCluster {
             {
                 clients.ssm.delete(&report.name).await?;
             }
-            let mut kept: Vec<String> = Vec::new();
-            kept.extend(
-                or_stop(
-                    &req.ctx,
-                    "the state volume's final snapshot",
-                    deletion::final_snapshot(clients, &prior, timeout),
-                )
-                .await?,
-            );
-            head::delete_kept(clients, &prior, timeout).await?;
-            if let Some(fs) = managed_home(&req.prior) {
-                kept.extend(
-                    or_stop(
-                        &req.ctx,
-                        "the cluster's /home",
-                        deletion::home(clients, &prior, &fs, timeout),
-                    )
-                    .await?,
-                );
-            }
+            let kept = deletion::delete_state(&req.ctx, clients, &prior, managed_home(&req.prior), timeout).await?;
             for role in [Role::Head, Role::Backup, Role::Login] {
                 clients
                     .ec2

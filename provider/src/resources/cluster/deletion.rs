@@ -17,6 +17,7 @@ use tfplugin::{AttributePath, Diagnostic, Diagnostics};
 use super::model::Cluster;
 use crate::clients::Clients;
 use crate::desired_state::tag;
+use crate::resources::or_stop;
 
 /// `home.on_delete`: keep the file system.
 pub const RETAIN: &str = "retain";
@@ -122,9 +123,29 @@ fn snapshots_state(prior: &Cluster) -> bool {
     prior.head_node.state_volume_on_delete != DELETE
 }
 
+/// What outlives the cluster's instances: the state volume (after its final snapshot), the
+/// head's kept interface, and /home's file system `managed_home` (the provider's), kept or
+/// deleted as `prior` says. Returns what was kept.
+pub async fn delete_state(
+    ctx: &tfplugin::Ctx,
+    clients: &Clients,
+    prior: &Cluster,
+    managed_home: Option<String>,
+    timeout: Duration,
+) -> hpc_aws::Result<Vec<String>> {
+    let mut kept = Vec::new();
+    let snapshot = final_snapshot(clients, prior, timeout);
+    kept.extend(or_stop(ctx, "the state volume's final snapshot", snapshot).await?);
+    super::head::delete_kept(clients, prior, timeout).await?;
+    if let Some(fs) = managed_home {
+        kept.extend(or_stop(ctx, "the cluster's /home", home(clients, prior, &fs, timeout)).await?);
+    }
+    Ok(kept)
+}
+
 /// Deletes /home's file system `fs` (the provider's), or keeps it without its mount targets, as
 /// `prior` says; returns what it kept.
-pub async fn home(clients: &Clients, prior: &Cluster, fs: &str, timeout: Duration) -> hpc_aws::Result<Option<String>> {
+async fn home(clients: &Clients, prior: &Cluster, fs: &str, timeout: Duration) -> hpc_aws::Result<Option<String>> {
     if !keeps_home(prior) {
         clients.efs.delete(fs, timeout).await?;
         return Ok(None);
@@ -141,7 +162,7 @@ pub async fn home(clients: &Clients, prior: &Cluster, fs: &str, timeout: Duratio
 
 /// The state volume's final snapshot, when `prior` asks for one and the volume is still
 /// there (the cluster's instances are gone by then); returns what it kept.
-pub async fn final_snapshot(clients: &Clients, prior: &Cluster, timeout: Duration) -> hpc_aws::Result<Option<String>> {
+async fn final_snapshot(clients: &Clients, prior: &Cluster, timeout: Duration) -> hpc_aws::Result<Option<String>> {
     let Some(volume) = &prior.state_volume_id else {
         return Ok(None);
     };
