@@ -306,7 +306,7 @@ class MachineManager:
         self.volumes.replug(machine)
         threading.Thread(target=self._watch, args=(machine,), name=f"watch-{machine.instance_id}", daemon=True).start()
         if machine.fault is not None and machine.fault.kind == "dies-at-boot":
-            threading.Timer(machine.fault.delay_s, self._kill, args=(machine,)).start()
+            threading.Timer(machine.fault.delay_s, self._die, args=(machine,)).start()
         if machine.fault is not None and machine.fault.kind == "spot-interruption":
             self.interrupt(machine.instance_id, machine.fault.delay_s)
 
@@ -393,14 +393,18 @@ class MachineManager:
         process = machine.process if machine is not None else None
         if machine is None or machine.done.is_set() or process is None or process.poll() is not None:
             raise LookupError(f"instance {instance_id} has no running machine")
-        # Killing the container's init ends its whole PID namespace at once; then nspawn.
+        self._die(machine)
+        return {"InstanceId": instance_id, "failed": True}
+
+    def _die(self, machine: Machine) -> None:
+        """Every process of the machine dies at once: killing the container's init ends its
+        whole PID namespace, then nspawn (nspawn alone may leave the container running)."""
         for child in _children(_nspawn_pid(machine)):
             try:
                 os.kill(child, signal.SIGKILL)
             except OSError:
                 pass
         self._kill(machine)
-        return {"InstanceId": instance_id, "failed": True}
 
     def interrupt(self, instance_id: str, delay_s: float) -> dict[str, Any]:
         """A spot interruption: the notice on IMDS and EventBridge's warning now, termination
