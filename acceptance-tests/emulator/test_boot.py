@@ -544,6 +544,9 @@ def test_a_volume_and_a_network_interface_outlive_the_instance_and_move_to_the_n
     vpc.ec2.delete_volume(VolumeId=volume)
     run = boot["boot_dir"] / f"run-{boot['process'].pid}"
     assert not (run / "volumes" / f"{volume}.img").exists()
+    with pytest.raises(ClientError) as small:
+        vpc.ec2.create_volume(AvailabilityZone=zone, SnapshotId=snapshot, Size=1, Encrypted=True)
+    assert error_code(small) == "InvalidParameterValue" and "too small" in str(small.value)
     restored = vpc.ec2.create_volume(AvailabilityZone=zone, SnapshotId=snapshot, Encrypted=True)["VolumeId"]
     vpc.ec2.attach_volume(VolumeId=restored, InstanceId=second, Device="/dev/sdg")
     restored_id = f"/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_{restored.replace('-', '')}"

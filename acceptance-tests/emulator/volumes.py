@@ -319,6 +319,12 @@ def install(manager: Any) -> None:
         return volume
 
     def create_volume(self: Any, size: Any, zone_name: str, snapshot_id: str | None = None, *args: Any, **kwargs: Any) -> Any:
+        if snapshot_id and size not in (None, ""):
+            smallest = int(self.get_snapshot(snapshot_id).volume.size)
+            if int(size) < smallest:
+                raise EC2ClientError(
+                    "InvalidParameterValue", f"Volume of {size}GiB is too small; minimum is {smallest}GiB."
+                )
         volume = original_create_volume(self, size, zone_name, snapshot_id, *args, **kwargs)
         if snapshot_id:
             store.restore(snapshot_id, volume.id)
